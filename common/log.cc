@@ -1,0 +1,67 @@
+// Log sink. The prefix is guarded by a mutex; the level is an atomic read on every message.
+#include "common/log.h"
+
+#include <atomic>
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+
+#include "common/clock.h"
+
+namespace gossip {
+namespace {
+
+std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
+std::mutex g_prefix_mutex;
+std::string g_prefix;  // guarded by g_prefix_mutex
+
+const char* level_tag(LogLevel level) {
+  switch (level) {
+    case LogLevel::kDebug: return "D";
+    case LogLevel::kInfo: return "I";
+    case LogLevel::kWarning: return "W";
+    case LogLevel::kError: return "E";
+  }
+  return "?";
+}
+
+}  // namespace
+
+void set_log_level(LogLevel level) { g_level.store(static_cast<int>(level)); }
+LogLevel log_level() { return static_cast<LogLevel>(g_level.load()); }
+void set_log_prefix(std::string prefix) {
+  std::lock_guard<std::mutex> lock(g_prefix_mutex);
+  g_prefix = std::move(prefix);
+}
+
+namespace internal {
+
+LogMessage::LogMessage(LogLevel level, const char* file, int line) : level_(level) {
+  const std::int64_t ms = Clock::system().wall_ms();
+  std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char stamp[32];
+  std::snprintf(stamp, sizeof stamp, "%02d:%02d:%02d.%03d", tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(ms % 1000));
+  std::string prefix;
+  {
+    std::lock_guard<std::mutex> lock(g_prefix_mutex);
+    prefix = g_prefix;
+  }
+  const char* base = file;
+  for (const char* p = file; *p; ++p)
+    if (*p == '/') base = p + 1;
+  stream_ << level_tag(level_) << " " << stamp << " ";
+  if (!prefix.empty()) stream_ << "[" << prefix << "] ";
+  if (level_ >= LogLevel::kWarning) stream_ << base << ":" << line << ": ";
+}
+
+LogMessage::~LogMessage() {
+  stream_ << "\n";
+  const std::string s = stream_.str();
+  std::fwrite(s.data(), 1, s.size(), stderr);
+}
+
+}  // namespace internal
+}  // namespace gossip

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The test command (README, .ci/run): installs what is missing, builds everything with Ninja on all
+# cores, runs the whole CTest suite, then builds the unit tests again under AddressSanitizer +
+# UndefinedBehaviorSanitizer and runs them. Exits non-zero on any failure.
+#
+#   scripts/test.sh              everything
+#   GOSSIP_TEST_NO_ASAN=1 ...    skip the sanitizer pass (local iteration only; CI always runs it)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+
+bash scripts/setup.sh
+
+echo "== build (Release; CUDA when nvcc is found) =="
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "$jobs"
+
+echo "== tests =="
+(cd build && ctest --output-on-failure -j "$jobs")
+
+if [[ "${GOSSIP_TEST_NO_ASAN:-0}" != 1 || "${CI:-}" == true ]]; then
+  echo "== unit tests under AddressSanitizer + UndefinedBehaviorSanitizer =="
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS="-O1" \
+    -DGOSSIP_SANITIZE=ON -DGOSSIP_CUDA=OFF -DGOSSIP_BUILD_BENCH=OFF >/dev/null
+  cmake --build build-asan -j "$jobs"
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j "$jobs" -L unit)
+fi
+echo "== all tests passed =="

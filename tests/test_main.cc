@@ -1,0 +1,3 @@
+// Shared doctest main for the test executables.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
