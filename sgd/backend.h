@@ -1,0 +1,133 @@
+// Backend: where the numbers of one node are computed. One interface, two implementations side by
+// side: `cpu` (Eigen, the reference, always built) and `cuda` (cuBLAS GEMMs plus our kernels, built
+// when nvcc is found). This header includes no CUDA header.
+//
+// Memory contract: every `float*` passed to a Backend or to one of its Models points into that
+// backend's memory — any host memory for cpu, memory from alloc() for cuda. Batches and data sets
+// are always host memory (the backend moves them). Sizes are counts of floats.
+//
+// Thread safety: a Backend and its Models are used from one thread at a time (the compute thread of
+// a node). Calls on the cuda backend are ordered on its compute stream; copy_to_device() runs on a
+// separate transfer stream so that neighbours' parameters can move to the GPU while a gradient is
+// being computed; synchronize() waits for both.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "sgd/dataset.h"
+#include "sgd/model_spec.h"
+
+namespace gossip::sgd {
+
+enum class Device { kAuto, kCpu, kCuda };
+
+std::string_view device_name(Device device);
+// Accepts "auto", "cpu", "cuda".
+Result<Device> parse_device(std::string_view name);
+
+// One term w_j · x_j of the mixing sum.
+struct MixTerm {
+  float weight;
+  const float* x;
+};
+
+struct EvalResult {
+  double loss = 0;      // mean data loss (without the l2 term)
+  double accuracy = 0;  // fraction correct in [0, 1]; NaN for least_squares
+  std::int64_t examples = 0;
+};
+
+// A model bound to a backend; owns that backend's scratch memory for activations. Create with
+// Backend::make_model(). Not thread-safe.
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelSpec& spec() const = 0;
+
+  // Mean loss of `batch` at `params` (plus the l2 term); writes its gradient into `grad`
+  // (spec().num_params() floats). Batch rows are the examples; batch.dim must equal input_dim.
+  virtual double loss_and_grad(const float* params, const Batch& batch, float* grad) = 0;
+
+  // Mean data loss and accuracy over all of `data` (in chunks; no gradient).
+  virtual EvalResult evaluate(const float* params, const Dataset& data) = 0;
+};
+
+// A float buffer in a backend's memory (RAII, move-only).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(float* data, std::size_t size, std::function<void(float*)> release)
+      : data_(data), size_(size), release_(std::move(release)) {}
+  DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer();
+
+  float* data() { return data_; }
+  const float* data() const { return data_; }
+  std::size_t size() const { return size_; }
+
+ private:
+  float* data_ = nullptr;
+  std::size_t size_ = 0;
+  std::function<void(float*)> release_;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  // "cpu (Eigen, 2 threads)", "cuda (NVIDIA H100, sm_90)".
+  virtual std::string description() const = 0;
+
+  // InvalidArgument when the spec does not validate.
+  virtual Result<std::unique_ptr<Model>> make_model(const ModelSpec& spec) = 0;
+
+  // ---- memory
+  virtual DeviceBuffer alloc(std::size_t n) = 0;  // zero-filled
+  // Host -> backend; asynchronous on the transfer stream for cuda (`src` must stay valid until
+  // synchronize()), a plain copy for cpu.
+  virtual void copy_to_device(float* dst, const float* src, std::size_t n) = 0;
+  // Backend -> host, synchronous (waits for pending compute that writes `src`).
+  virtual void copy_to_host(float* dst, const float* src, std::size_t n) = 0;
+  virtual void copy(float* dst, const float* src, std::size_t n) = 0;  // within the backend
+  virtual void synchronize() = 0;
+
+  // ---- kernels over flat buffers
+  //
+  // The fused D-PSGD update (Lian et al. 2017, Alg. 1): out = Σ_j w_j · x_j − gamma · update, in
+  // one pass, summed in the order given:  acc = w_0·x_0;  acc = fma(w_j, x_j, acc) for j ≥ 1;
+  // out = fma(−gamma, update, acc). Both backends round identically (fused multiply-adds in the
+  // same order), so the same terms give bit-identical results on cpu and cuda. `update` may be
+  // null (pure gossip); `out` may alias one of the x_j (element-wise, read before write).
+  // terms must be non-empty.
+  virtual void mix(float* out, std::span<const MixTerm> terms, float gamma, const float* update,
+                   std::size_t n) = 0;
+
+  // SGD-with-momentum direction (the PyTorch SGD convention, dampening 0):
+  //   g' = g + weight_decay · x;  v = momentum · v + g';
+  //   u  = nesterov ? g' + momentum · v : v          (momentum == 0: u = g', v untouched)
+  // `velocity` may be null when momentum == 0.
+  virtual void sgd_direction(float* u, float* velocity, const float* x, const float* g,
+                             std::size_t n, float momentum, float weight_decay, bool nesterov) = 0;
+};
+
+// Selects a backend: cpu always works; cuda is Unimplemented when this build has no CUDA backend
+// and Unavailable when no device is present; auto picks cuda when it would work, else cpu.
+// `cpu_threads` (≥ 1, or 0 for "all cores") sets the Eigen/OpenMP thread count of the cpu backend.
+Result<std::unique_ptr<Backend>> make_backend(Device device, int cpu_threads = 0);
+
+// Whether this build has the CUDA backend, and how many devices the driver reports (0 when not
+// built or no driver).
+bool cuda_built();
+int cuda_device_count();
+
+}  // namespace gossip::sgd
