@@ -1,0 +1,262 @@
+// Checkpoint encoding and the resume scan. Little-endian is written explicitly byte by byte so
+// the format does not depend on the host; CRC-32 comes from zlib (already a dependency for gzip).
+#include "daemon/checkpoint.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "common/log.h"
+
+namespace gossip::daemon {
+namespace {
+
+constexpr std::size_t kHeaderBytes = 48;
+
+class Writer {
+ public:
+  void u32(std::uint32_t v) {
+    for (int i = 0; i < 4; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  }
+  void u64(std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  }
+  void bytes(std::string_view s) { out_.append(s); }
+  void str(std::string_view s) {
+    u32(static_cast<std::uint32_t>(s.size()));
+    bytes(s);
+  }
+  void floats(const std::vector<float>& v) {
+    for (float f : v) u32(std::bit_cast<std::uint32_t>(f));
+  }
+  std::string& out() { return out_; }
+
+ private:
+  std::string out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  bool u32(std::uint32_t& v) {
+    if (in_.size() - pos_ < 4) return false;
+    v = 0;
+    for (int i = 0; i < 4; ++i) v |= std::uint32_t{static_cast<unsigned char>(in_[pos_ + i])} << (8 * i);
+    pos_ += 4;
+    return true;
+  }
+  bool u64(std::uint64_t& v) {
+    if (in_.size() - pos_ < 8) return false;
+    v = 0;
+    for (int i = 0; i < 8; ++i) v |= std::uint64_t{static_cast<unsigned char>(in_[pos_ + i])} << (8 * i);
+    pos_ += 8;
+    return true;
+  }
+  bool str(std::string& s, std::uint32_t max_len) {
+    std::uint32_t n = 0;
+    if (!u32(n) || n > max_len || in_.size() - pos_ < n) return false;
+    s.assign(in_.substr(pos_, n));
+    pos_ += n;
+    return true;
+  }
+  bool floats(std::vector<float>& v, std::uint64_t n) {
+    if ((in_.size() - pos_) / 4 < n) return false;
+    v.resize(n);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      std::uint32_t bits = 0;
+      u32(bits);
+      v[i] = std::bit_cast<float>(bits);
+    }
+    return true;
+  }
+  std::size_t pos() const { return pos_; }
+
+ private:
+  std::string_view in_;
+  std::size_t pos_ = 0;
+};
+
+std::uint32_t crc32_of(std::string_view bytes) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  // zlib takes uInt lengths: feed large buffers in pieces.
+  while (!bytes.empty()) {
+    std::size_t n = std::min<std::size_t>(bytes.size(), 1u << 30);
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(n));
+    bytes.remove_prefix(n);
+  }
+  return static_cast<std::uint32_t>(crc);
+}
+
+// Iteration number from "ckpt-<digits>.bin", or -1.
+std::int64_t parse_file_name(const std::string& name) {
+  constexpr std::string_view kPrefix = "ckpt-", kSuffix = ".bin";
+  if (name.size() <= kPrefix.size() + kSuffix.size() || name.rfind(kPrefix, 0) != 0 ||
+      name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) {
+    return -1;
+  }
+  std::string digits = name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+  if (digits.empty() || digits.size() > 18 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return -1;
+  }
+  return std::stoll(digits);
+}
+
+// Checkpoint files of `dir`, newest first.
+std::vector<std::pair<std::int64_t, std::string>> list_checkpoints(Env& env, const std::string& dir) {
+  std::vector<std::pair<std::int64_t, std::string>> files;
+  Result<std::vector<std::string>> names = env.list_dir(dir);
+  if (!names.is_ok()) return files;
+  for (const std::string& name : *names) {
+    std::int64_t it = parse_file_name(name);
+    if (it >= 0) files.emplace_back(it, name);
+  }
+  std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  return files;
+}
+
+}  // namespace
+
+std::string encode_checkpoint(const Checkpoint& c) {
+  Writer w;
+  w.bytes(std::string_view(kCheckpointMagic, 8));
+  w.u32(kCheckpointVersion);
+  w.u32(c.node);
+  w.u64(0);  // total size, patched below
+  w.u64(c.iteration);
+  w.u64(c.params.size());
+  w.u64(c.optimizer_state.size());
+  w.str(c.topology_fingerprint);
+  w.str(c.config_fingerprint);
+  for (std::uint64_t s : c.sampler.rng_state) w.u64(s);
+  w.u64(c.sampler.epoch);
+  w.u64(c.sampler.position);
+  w.u64(c.sampler.batches);
+  w.floats(c.params);
+  w.floats(c.optimizer_state);
+  std::string& out = w.out();
+  std::uint64_t total = out.size() + 4;
+  for (int i = 0; i < 8; ++i) out[16 + i] = static_cast<char>((total >> (8 * i)) & 0xff);
+  std::uint32_t crc = crc32_of(out);
+  w.u32(crc);
+  return std::move(out);
+}
+
+Result<Checkpoint> decode_checkpoint(std::string_view bytes, const std::string& name) {
+  if (bytes.size() < kHeaderBytes + 4) {
+    return corruption(name + ": truncated checkpoint (" + std::to_string(bytes.size()) +
+                      " bytes, shorter than the header)");
+  }
+  if (std::memcmp(bytes.data(), kCheckpointMagic, 8) != 0) {
+    return corruption(name + ": not a gossipd checkpoint (wrong magic number)");
+  }
+  Reader r(bytes.substr(8));
+  std::uint32_t version = 0, node = 0;
+  std::uint64_t total = 0;
+  r.u32(version);
+  r.u32(node);
+  r.u64(total);
+  if (version == 0 || version > kCheckpointVersion) {
+    return failed_precondition(name + ": checkpoint version " + std::to_string(version) +
+                               " is not supported by this build (supports 1.." +
+                               std::to_string(kCheckpointVersion) + ")");
+  }
+  if (total != bytes.size()) {
+    return corruption(name + ": truncated or extended checkpoint (header says " +
+                      std::to_string(total) + " bytes, file has " + std::to_string(bytes.size()) + ")");
+  }
+  std::uint32_t stored_crc = 0;
+  Reader tail(bytes.substr(bytes.size() - 4));
+  tail.u32(stored_crc);
+  if (crc32_of(bytes.substr(0, bytes.size() - 4)) != stored_crc) {
+    return corruption(name + ": checksum mismatch (the file is damaged)");
+  }
+  Checkpoint c;
+  c.node = node;
+  std::uint64_t num_params = 0, num_state = 0;
+  bool ok = r.u64(c.iteration) && r.u64(num_params) && r.u64(num_state) &&
+            r.str(c.topology_fingerprint, 1024) && r.str(c.config_fingerprint, 1024);
+  for (std::uint64_t& s : c.sampler.rng_state) ok = ok && r.u64(s);
+  ok = ok && r.u64(c.sampler.epoch) && r.u64(c.sampler.position) && r.u64(c.sampler.batches);
+  std::size_t consumed = 8 + r.pos();
+  std::size_t remaining = bytes.size() - 4 - consumed;
+  if (!ok || num_params > remaining / 4 || num_state > remaining / 4 ||
+      (num_params + num_state) * 4 != remaining) {
+    return corruption(name + ": inconsistent lengths in checkpoint header");
+  }
+  Reader data(bytes.substr(consumed, remaining));
+  data.floats(c.params, num_params);
+  data.floats(c.optimizer_state, num_state);
+  return c;
+}
+
+std::string checkpoint_file_name(std::uint64_t iteration) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "ckpt-%012llu.bin", static_cast<unsigned long long>(iteration));
+  return buf;
+}
+
+Result<std::string> write_checkpoint(Env& env, const std::string& dir, const Checkpoint& checkpoint,
+                                     std::uint32_t keep) {
+  GOSSIP_RETURN_IF_ERROR(env.create_dirs(dir).with_context("creating checkpoint directory " + dir));
+  std::string path = dir + "/" + checkpoint_file_name(checkpoint.iteration);
+  GOSSIP_RETURN_IF_ERROR(env.write_file_atomic(path, encode_checkpoint(checkpoint))
+                             .with_context("writing checkpoint " + path));
+  auto files = list_checkpoints(env, dir);
+  for (std::size_t i = std::max<std::uint32_t>(keep, 1); i < files.size(); ++i) {
+    Status s = env.remove_file(dir + "/" + files[i].second);
+    if (!s.is_ok()) GOSSIP_LOG(kWarning) << "could not remove old checkpoint: " << s.to_string();
+  }
+  return path;
+}
+
+Result<Checkpoint> load_latest_checkpoint(Env& env, const std::string& dir,
+                                          const CheckpointExpectation& expect,
+                                          std::vector<std::string>* skipped) {
+  auto files = list_checkpoints(env, dir);
+  for (const auto& [iteration, file] : files) {
+    std::string path = dir + "/" + file;
+    auto skip = [&](const Status& why) {
+      GOSSIP_LOG(kWarning) << "skipping checkpoint: " << why.to_string();
+      if (skipped != nullptr) skipped->push_back(path);
+    };
+    Result<std::string> bytes = env.read_file(path);
+    if (!bytes.is_ok()) {
+      skip(bytes.status());
+      continue;
+    }
+    Result<Checkpoint> c = decode_checkpoint(*bytes, path);
+    if (!c.is_ok()) {
+      skip(c.status());
+      continue;
+    }
+    std::string mismatch;
+    if (c->node != expect.node) {
+      mismatch = "belongs to node " + std::to_string(c->node);
+    } else if (static_cast<std::int64_t>(c->iteration) != iteration) {
+      mismatch = "iteration does not match its file name";
+    } else if (expect.num_params && c->params.size() != expect.num_params) {
+      mismatch = "has " + std::to_string(c->params.size()) + " parameters, the model has " +
+                 std::to_string(expect.num_params);
+    } else if (c->optimizer_state.size() != expect.num_optimizer_state) {
+      mismatch = "has " + std::to_string(c->optimizer_state.size()) +
+                 " optimizer state values, expected " + std::to_string(expect.num_optimizer_state);
+    } else if (!expect.topology_fingerprint.empty() &&
+               c->topology_fingerprint != expect.topology_fingerprint) {
+      mismatch = "was written for a different topology";
+    } else if (!expect.config_fingerprint.empty() &&
+               c->config_fingerprint != expect.config_fingerprint) {
+      mismatch = "was written for a different training config";
+    }
+    if (!mismatch.empty()) {
+      skip(failed_precondition(path + ": " + mismatch));
+      continue;
+    }
+    return c;
+  }
+  return not_found("no valid checkpoint in " + dir);
+}
+
+}  // namespace gossip::daemon

@@ -1,0 +1,88 @@
+// Checkpoints of one gossipd node: everything needed to continue a run exactly where it stopped.
+//
+// File format (version 1, little-endian; every size is stated before the data it sizes):
+//
+//   offset  size  field
+//   0       8     magic "GSPCKPT\0"
+//   8       4     version (uint32) — files with a version newer than kCheckpointVersion are skipped
+//   12      4     node id (uint32)
+//   16      8     total file size in bytes (uint64), so truncation is detected before parsing
+//   24      8     iteration: number of completed iterations (the next one to run)
+//   32      8     num_params (uint64)
+//   40      8     num_optimizer_state floats (uint64)
+//   48      4+L   topology fingerprint (uint32 length, bytes)
+//   ..      4+L   config fingerprint (uint32 length, bytes)
+//   ..      56    sampler state: 4 × uint64 generator state, then epoch, position, batches
+//                 (uint64 each) — see SamplerSnapshot
+//   ..      4·P   parameters x (float32)
+//   ..      4·S   optimizer state (float32; e.g. momentum buffer)
+//   end-4   4     CRC-32 (zlib) of every byte before it
+//
+// Files are named ckpt-<iteration, 12 digits>.bin inside a node's directory and written with
+// Env::write_file_atomic (temporary file, fsync, rename, directory fsync), so a crash leaves the
+// previous checkpoint intact; a leftover ".tmp" is never read. load_latest_checkpoint() tries the
+// newest first and skips any file that is truncated, has a wrong magic, a future version, a bad
+// checksum or the wrong shape, logging a warning for each.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/env.h"
+#include "common/status.h"
+
+namespace gossip::daemon {
+
+inline constexpr std::uint32_t kCheckpointVersion = 1;
+inline constexpr char kCheckpointMagic[8] = {'G', 'S', 'P', 'C', 'K', 'P', 'T', '\0'};
+
+// The batch sampler's state (mirrors sgd::SamplerState without depending on its header).
+struct SamplerSnapshot {
+  std::array<std::uint64_t, 4> rng_state{};
+  std::uint64_t epoch = 0;
+  std::uint64_t position = 0;
+  std::uint64_t batches = 0;
+  bool operator==(const SamplerSnapshot&) const = default;
+};
+
+struct Checkpoint {
+  std::uint32_t node = 0;
+  std::uint64_t iteration = 0;  // completed iterations; training resumes at this iteration
+  std::string topology_fingerprint;
+  std::string config_fingerprint;
+  SamplerSnapshot sampler;
+  std::vector<float> params;
+  std::vector<float> optimizer_state;
+};
+
+// What a loaded checkpoint must match to be usable (empty / 0 fields are not checked).
+struct CheckpointExpectation {
+  std::uint32_t node = 0;
+  std::uint64_t num_params = 0;
+  std::uint64_t num_optimizer_state = 0;
+  std::string topology_fingerprint;
+  std::string config_fingerprint;
+};
+
+std::string encode_checkpoint(const Checkpoint& checkpoint);
+// Corruption for anything malformed (magic, size, checksum, lengths); FailedPrecondition for a
+// version newer than this build understands. `name` prefixes messages.
+Result<Checkpoint> decode_checkpoint(std::string_view bytes, const std::string& name);
+
+// "ckpt-000000001200.bin".
+std::string checkpoint_file_name(std::uint64_t iteration);
+
+// Writes dir/ckpt-<iteration>.bin atomically (creating dir), then deletes all but the newest
+// `keep` checkpoint files of the directory. Returns the path written.
+Result<std::string> write_checkpoint(Env& env, const std::string& dir, const Checkpoint& checkpoint,
+                                     std::uint32_t keep);
+
+// Newest valid checkpoint in `dir` that meets `expect`; files that fail are skipped with a warning
+// (and listed in *skipped when given). NotFound when there is none (or no directory).
+Result<Checkpoint> load_latest_checkpoint(Env& env, const std::string& dir,
+                                          const CheckpointExpectation& expect,
+                                          std::vector<std::string>* skipped = nullptr);
+
+}  // namespace gossip::daemon

@@ -1,0 +1,368 @@
+// Training config parsing, defaults, validation and overrides. Field locations for validation
+// messages come from protobuf's ParseInfoTree, so a bad value is reported where the user wrote it.
+#include "daemon/train_config.h"
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <sstream>
+#include <vector>
+
+namespace gossip::daemon {
+namespace {
+
+namespace gp = google::protobuf;
+
+// Collects the text-format parser's errors as "name:line:col: message" (1-based).
+class CollectErrors : public gp::io::ErrorCollector {
+ public:
+  explicit CollectErrors(std::string name) : name_(std::move(name)) {}
+  void AddError(int line, gp::io::ColumnNumber column, const std::string& message) override {
+    if (!text_.empty()) text_ += "\n";
+    text_ += name_ + ":" + std::to_string(line + 1) + ":" + std::to_string(column + 1) + ": " +
+             message;
+  }
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string name_;
+  std::string text_;
+};
+
+// One validation failure: dotted field path and what is wrong with it.
+struct FieldError {
+  std::string path;
+  std::string message;
+};
+
+std::string fmt(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+// "line:col: " of the field at dotted `path` in the parsed source, or "" when it was not written.
+std::string location_of(const gp::TextFormat::ParseInfoTree* tree, const gp::Descriptor* desc,
+                        const std::string& path) {
+  std::string rest = path;
+  while (tree != nullptr && desc != nullptr) {
+    std::size_t dot = rest.find('.');
+    std::string head = rest.substr(0, dot);
+    std::size_t index_pos = head.find('[');
+    int index = -1;
+    if (index_pos != std::string::npos) {
+      index = std::stoi(head.substr(index_pos + 1));
+      head = head.substr(0, index_pos);
+    }
+    const gp::FieldDescriptor* field = desc->FindFieldByName(head);
+    if (field == nullptr) return "";
+    if (dot == std::string::npos) {
+      gp::TextFormat::ParseLocation loc = tree->GetLocation(field, field->is_repeated() ? std::max(index, 0) : -1);
+      if (loc.line < 0) return "";
+      return std::to_string(loc.line + 1) + ":" + std::to_string(loc.column + 1) + ": ";
+    }
+    tree = tree->GetTreeForNested(field, field->is_repeated() ? std::max(index, 0) : -1);
+    desc = field->message_type();
+    rest = rest.substr(dot + 1);
+  }
+  return "";
+}
+
+void check_finite_range(std::vector<FieldError>& errors, const std::string& path, double v,
+                        double lo, bool lo_open, double hi, bool hi_open, const char* expect) {
+  bool ok = std::isfinite(v) && (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+  if (!ok) errors.push_back({path, std::string("must be ") + expect + ", got " + fmt(v)});
+}
+
+std::vector<FieldError> collect_errors(const TrainConfig& c) {
+  std::vector<FieldError> e;
+  constexpr double kInf = HUGE_VAL;
+  using pb::Data;
+  using pb::Model;
+
+  // Model.
+  if (c.model().kind() == Model::KIND_UNSPECIFIED) {
+    e.push_back({"model.kind", "required: one of LEAST_SQUARES, LOGISTIC, SOFTMAX, MLP"});
+  }
+  if (c.model().kind() == Model::MLP && c.model().hidden_size() == 0) {
+    e.push_back({"model.hidden", "an MLP needs at least one hidden layer width"});
+  }
+  if (c.model().kind() != Model::MLP && c.model().hidden_size() > 0) {
+    e.push_back({"model.hidden", "hidden layers are for kind MLP only"});
+  }
+  for (int i = 0; i < c.model().hidden_size(); ++i) {
+    if (c.model().hidden(i) == 0 || c.model().hidden(i) > (1u << 20)) {
+      e.push_back({"model.hidden[" + std::to_string(i) + "]",
+                   "must be in 1..1048576, got " + std::to_string(c.model().hidden(i))});
+    }
+  }
+  check_finite_range(e, "model.l2", c.model().l2(), 0, false, kInf, true, "finite and >= 0");
+
+  // Data.
+  const Data& d = c.data();
+  if (d.dataset() == Data::DATASET_UNSPECIFIED) {
+    e.push_back({"data.dataset",
+                 "required: one of FASHION_MNIST, SYNTHETIC_LEAST_SQUARES, SYNTHETIC_LOGISTIC"});
+  } else if (d.dataset() == Data::FASHION_MNIST) {
+    if (c.model().kind() == Model::LEAST_SQUARES || c.model().kind() == Model::LOGISTIC) {
+      e.push_back({"model.kind", "FASHION_MNIST has 10 classes: use SOFTMAX or MLP"});
+    }
+  } else {
+    if (d.num_examples() == 0) e.push_back({"data.num_examples", "must be > 0"});
+    if (d.dim() == 0 || d.dim() > (1u << 24)) e.push_back({"data.dim", "must be in 1..16777216"});
+    if (d.test_examples() == 0) e.push_back({"data.test_examples", "must be > 0"});
+    check_finite_range(e, "data.noise", d.noise(), 0, false, kInf, true, "finite and >= 0");
+    if (d.dataset() == Data::SYNTHETIC_LEAST_SQUARES && c.model().kind() != Model::LEAST_SQUARES &&
+        c.model().kind() != Model::KIND_UNSPECIFIED) {
+      e.push_back({"model.kind", "SYNTHETIC_LEAST_SQUARES is a regression data set: use LEAST_SQUARES"});
+    }
+    if (d.dataset() == Data::SYNTHETIC_LOGISTIC && c.model().kind() == Model::LEAST_SQUARES) {
+      e.push_back({"model.kind", "SYNTHETIC_LOGISTIC has labels 0/1: use LOGISTIC, SOFTMAX or MLP"});
+    }
+    if (d.dataset() == Data::SYNTHETIC_LEAST_SQUARES && c.shard().scheme() != pb::Shard::IID) {
+      e.push_back({"shard.scheme", "regression data sets can only be sharded IID"});
+    }
+  }
+
+  // Shard.
+  if (c.shard().scheme() == pb::Shard::DIRICHLET) {
+    check_finite_range(e, "shard.dirichlet_alpha", c.shard().dirichlet_alpha(), 0, true, kInf,
+                       true, "finite and > 0");
+  }
+
+  if (c.batch_size() == 0) e.push_back({"batch_size", "must be > 0"});
+  if (c.batch_size() > (1u << 24)) e.push_back({"batch_size", "must be <= 16777216"});
+
+  // Optimizer.
+  const pb::Optimizer& o = c.optimizer();
+  check_finite_range(e, "optimizer.lr", o.lr(), 0, false, kInf, true, "finite and >= 0");
+  check_finite_range(e, "optimizer.momentum", o.momentum(), 0, false, 1, true, "in [0, 1)");
+  if (o.kind() == pb::Optimizer::SGD && o.momentum() != 0) {
+    e.push_back({"optimizer.momentum", "set kind MOMENTUM or NESTEROV to use momentum"});
+  }
+  check_finite_range(e, "optimizer.weight_decay", o.weight_decay(), 0, false, kInf, true,
+                     "finite and >= 0");
+  check_finite_range(e, "optimizer.lr_decay", o.lr_decay(), 0, true, 1, false, "in (0, 1]");
+  if (o.lr_decay() != 1 && o.lr_decay_every() == 0) {
+    e.push_back({"optimizer.lr_decay_every", "must be > 0 when lr_decay < 1"});
+  }
+
+  // Length of the run.
+  check_finite_range(e, "epochs", c.epochs(), 0, false, 1e9, false, "finite and in [0, 1e9]");
+  if (c.iterations() == 0 && c.epochs() == 0) {
+    e.push_back({"iterations", "set iterations or epochs (> 0)"});
+  } else if (c.iterations() != 0 && c.epochs() != 0) {
+    e.push_back({"epochs", "set either iterations or epochs, not both"});
+  }
+
+  if (c.checkpoint().keep() == 0) e.push_back({"checkpoint.keep", "must be > 0"});
+  if (c.metrics_every() == 0) e.push_back({"metrics_every", "must be > 0"});
+
+  const pb::Timeouts& t = c.timeouts();
+  if (t.connect_ms() == 0) e.push_back({"timeouts.connect_ms", "must be > 0 milliseconds"});
+  if (t.deadline_ms() == 0) e.push_back({"timeouts.deadline_ms", "must be > 0 milliseconds"});
+  if (t.heartbeat_ms() == 0) e.push_back({"timeouts.heartbeat_ms", "must be > 0 milliseconds"});
+  if (t.heartbeat_ms() > t.deadline_ms()) {
+    e.push_back({"timeouts.heartbeat_ms", "must not exceed timeouts.deadline_ms"});
+  }
+  return e;
+}
+
+std::string quote(std::string_view s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out + "\"";
+}
+
+std::string trim(std::string_view s) {
+  std::size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+// One element of an override value in text-format syntax for `field`.
+std::string literal(const gp::FieldDescriptor* field, std::string value) {
+  value = trim(value);
+  switch (field->cpp_type()) {
+    case gp::FieldDescriptor::CPPTYPE_STRING:
+      if (value.size() >= 2 && value.front() == '"' && value.back() == '"') return value;
+      return quote(value);
+    case gp::FieldDescriptor::CPPTYPE_ENUM:
+      std::transform(value.begin(), value.end(), value.begin(),
+                     [](unsigned char ch) { return std::toupper(ch); });
+      return value;
+    default:
+      return value;
+  }
+}
+
+}  // namespace
+
+Result<TrainConfig> parse_train_config(std::string_view text, const std::string& name) {
+  TrainConfig config;
+  gp::TextFormat::Parser parser;
+  CollectErrors errors(name);
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(std::string(text), &config)) {
+    return invalid_argument(errors.text().empty() ? name + ": not a valid training config"
+                                                  : errors.text());
+  }
+  return config;
+}
+
+void fill_defaults(TrainConfig& c) {
+  pb::Data* d = c.mutable_data();
+  if (d->dataset() == pb::Data::FASHION_MNIST && d->path().empty()) {
+    d->set_path("/usr/share/datasets/fashion-mnist");
+  }
+  if (d->dataset() == pb::Data::SYNTHETIC_LEAST_SQUARES ||
+      d->dataset() == pb::Data::SYNTHETIC_LOGISTIC) {
+    if (d->num_examples() == 0) d->set_num_examples(4096);
+    if (d->dim() == 0) d->set_dim(16);
+    if (d->test_examples() == 0) d->set_test_examples(1024);
+    if (d->noise() == 0 && d->dataset() == pb::Data::SYNTHETIC_LEAST_SQUARES) d->set_noise(0.1);
+  }
+  if (c.shard().scheme() == pb::Shard::SCHEME_UNSPECIFIED) c.mutable_shard()->set_scheme(pb::Shard::IID);
+  if (c.shard().dirichlet_alpha() == 0) c.mutable_shard()->set_dirichlet_alpha(0.5);
+  pb::Optimizer* o = c.mutable_optimizer();
+  if (o->kind() == pb::Optimizer::KIND_UNSPECIFIED) o->set_kind(pb::Optimizer::SGD);
+  if (o->lr_decay() == 0) o->set_lr_decay(1);
+  pb::Checkpoint* k = c.mutable_checkpoint();
+  if (k->dir().empty()) k->set_dir("checkpoints");
+  if (k->keep() == 0) k->set_keep(3);
+  if (c.metrics_every() == 0) c.set_metrics_every(1);
+  if (c.device() == pb::TrainConfig::DEVICE_UNSPECIFIED) c.set_device(pb::TrainConfig::AUTO);
+  pb::Timeouts* t = c.mutable_timeouts();
+  if (!t->has_connect_ms()) t->set_connect_ms(30000);
+  if (!t->has_deadline_ms()) t->set_deadline_ms(10000);
+  if (!t->has_heartbeat_ms()) t->set_heartbeat_ms(std::min<std::uint32_t>(1000, t->deadline_ms()));
+}
+
+Status validate_train_config(const TrainConfig& config, const std::string& name,
+                             std::string_view text) {
+  std::vector<FieldError> errors = collect_errors(config);
+  if (errors.empty()) return Status::ok();
+  // Re-parse the source with a location tree (cheap; configs are small) to point at each field.
+  gp::TextFormat::ParseInfoTree tree;
+  bool have_tree = false;
+  if (!text.empty()) {
+    TrainConfig scratch;
+    gp::TextFormat::Parser parser;
+    parser.WriteLocationsTo(&tree);
+    have_tree = parser.ParseFromString(std::string(text), &scratch);
+  }
+  std::string message;
+  for (const FieldError& e : errors) {
+    if (!message.empty()) message += "\n";
+    std::string loc =
+        have_tree ? location_of(&tree, TrainConfig::descriptor(), e.path) : std::string();
+    message += name + ":" + loc + (loc.empty() ? " " : "") + e.path + ": " + e.message;
+  }
+  return invalid_argument(message);
+}
+
+Result<TrainConfig> load_train_config(const std::string& path, Env& env) {
+  GOSSIP_ASSIGN_OR_RETURN(std::string text, env.read_file(path));
+  GOSSIP_ASSIGN_OR_RETURN(TrainConfig config, parse_train_config(text, path));
+  fill_defaults(config);
+  GOSSIP_RETURN_IF_ERROR(validate_train_config(config, path, text));
+  return config;
+}
+
+Status apply_override(TrainConfig& config, std::string_view assignment) {
+  std::size_t eq = assignment.find('=');
+  if (eq == std::string_view::npos || eq == 0) {
+    return invalid_argument("--set " + std::string(assignment) +
+                            ": expected field.path=value (e.g. optimizer.lr=0.05)");
+  }
+  std::string path = trim(assignment.substr(0, eq));
+  std::string value = trim(assignment.substr(eq + 1));
+  std::replace(path.begin(), path.end(), '-', '_');
+
+  gp::Message* message = &config;
+  std::string rest = path;
+  const gp::FieldDescriptor* field = nullptr;
+  while (true) {
+    std::size_t dot = rest.find('.');
+    std::string head = rest.substr(0, dot);
+    field = message->GetDescriptor()->FindFieldByName(head);
+    if (field == nullptr) {
+      std::string known;
+      const gp::Descriptor* desc = message->GetDescriptor();
+      for (int i = 0; i < desc->field_count(); ++i) {
+        known += (i ? ", " : "") + desc->field(i)->name();
+      }
+      return invalid_argument("--set " + path + ": no field '" + head + "' in " +
+                              desc->full_name() + " (fields: " + known + ")");
+    }
+    if (dot == std::string::npos) break;
+    if (field->cpp_type() != gp::FieldDescriptor::CPPTYPE_MESSAGE || field->is_repeated()) {
+      return invalid_argument("--set " + path + ": '" + head + "' is not a message field");
+    }
+    message = message->GetReflection()->MutableMessage(message, field);
+    rest = rest.substr(dot + 1);
+  }
+
+  std::string text;
+  if (field->cpp_type() == gp::FieldDescriptor::CPPTYPE_MESSAGE) {
+    text = field->name() + " " + (value.empty() || value.front() != '{' ? "{ " + value + " }" : value);
+  } else if (field->is_repeated()) {
+    std::string list;
+    std::stringstream items(value);
+    std::string item;
+    while (std::getline(items, item, ',')) {
+      if (trim(item).empty()) continue;
+      list += (list.empty() ? "" : ", ") + literal(field, item);
+    }
+    text = field->name() + ": [" + list + "]";
+  } else {
+    text = field->name() + ": " + literal(field, value);
+  }
+
+  gp::Message* scratch = message->New();
+  std::unique_ptr<gp::Message> owner(scratch);
+  scratch->CopyFrom(*message);
+  message->GetReflection()->ClearField(scratch, field);
+  gp::TextFormat::Parser parser;
+  CollectErrors errors("--set " + path);
+  parser.RecordErrorsTo(&errors);
+  if (!parser.MergeFromString(text, scratch)) {
+    return invalid_argument("--set " + path + "=" + value + ": bad value (" + errors.text() + ")");
+  }
+  message->CopyFrom(*scratch);
+  return Status::ok();
+}
+
+std::string to_text(const TrainConfig& config) {
+  std::string out;
+  gp::TextFormat::PrintToString(config, &out);
+  return out;
+}
+
+std::uint64_t total_iterations(const TrainConfig& config, std::size_t shard_size) {
+  if (config.iterations() > 0) return config.iterations();
+  double its = std::ceil(config.epochs() * static_cast<double>(shard_size) /
+                         static_cast<double>(std::max<std::uint32_t>(config.batch_size(), 1)));
+  return static_cast<std::uint64_t>(std::max(1.0, its));
+}
+
+double learning_rate_at(const pb::Optimizer& o, std::uint64_t iteration) {
+  double lr = o.lr();
+  if (o.warmup_iterations() > 0 && iteration < o.warmup_iterations()) {
+    lr *= static_cast<double>(iteration + 1) / static_cast<double>(o.warmup_iterations());
+  }
+  if (o.lr_decay() > 0 && o.lr_decay() < 1 && o.lr_decay_every() > 0) {
+    lr *= std::pow(o.lr_decay(), static_cast<double>(iteration / o.lr_decay_every()));
+  }
+  return lr;
+}
+
+}  // namespace gossip::daemon

@@ -1,0 +1,51 @@
+// Training config: loading (Protobuf text format, daemon/train_config.proto), defaults, validation
+// and command-line overrides. Errors name the file, line, column and field so a user can fix them:
+//
+//   fmnist.pbtxt:7:14: optimizer.lr: must be finite and >= 0, got nan
+//
+// Overrides: `apply_override(config, "optimizer.lr=0.05")` sets any scalar, enum, repeated or
+// message field by its dotted path through protobuf reflection; the value uses text-format syntax
+// ("MOMENTUM", "\"dir\"" or "dir", "256,128" for repeated fields, "{ kind: SGD }" for messages).
+// All functions are pure (no globals) and thread-compatible.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "common/env.h"
+#include "common/status.h"
+#include "daemon/train_config.pb.h"
+
+namespace gossip::daemon {
+
+using TrainConfig = pb::TrainConfig;
+
+// Parses text-format `text`; `name` (a path) prefixes messages. Unknown fields, bad enum names and
+// malformed values are InvalidArgument with name:line:col. Does not fill defaults or validate.
+Result<TrainConfig> parse_train_config(std::string_view text, const std::string& name);
+
+// Reads, parses, fills defaults and validates `path`.
+Result<TrainConfig> load_train_config(const std::string& path, Env& env = Env::system());
+
+// Sets fields left at 0/empty to their documented defaults (train_config.proto).
+void fill_defaults(TrainConfig& config);
+
+// Checks every field's value and the fields against each other. `name` prefixes messages; when
+// `text` (the source) is given, messages also carry the line and column of the offending field.
+Status validate_train_config(const TrainConfig& config, const std::string& name = "config",
+                             std::string_view text = {});
+
+// "path.to.field=value": parses and sets one field (see the file comment). InvalidArgument naming
+// the path when the field does not exist or the value does not parse.
+Status apply_override(TrainConfig& config, std::string_view assignment);
+
+// The config as text format (for logs and --print-config).
+std::string to_text(const TrainConfig& config);
+
+// The number of iterations to run: `iterations`, or ceil(epochs * shard_size / batch_size).
+std::uint64_t total_iterations(const TrainConfig& config, std::size_t shard_size);
+
+// gamma_t: lr with warm-up and step decay (train_config.proto, Optimizer).
+double learning_rate_at(const pb::Optimizer& optimizer, std::uint64_t iteration);
+
+}  // namespace gossip::daemon
