@@ -140,15 +140,20 @@ std::vector<FieldError> collect_errors(const TrainConfig& c) {
   // Optimizer.
   const pb::Optimizer& o = c.optimizer();
   check_finite_range(e, "optimizer.lr", o.lr(), 0, false, kInf, true, "finite and >= 0");
-  check_finite_range(e, "optimizer.momentum", o.momentum(), 0, false, 1, true, "in [0, 1)");
-  if (o.kind() == pb::Optimizer::SGD && o.momentum() != 0) {
+  if (o.kind() == pb::Optimizer::MOMENTUM || o.kind() == pb::Optimizer::NESTEROV) {
+    check_finite_range(e, "optimizer.momentum", o.momentum(), 0, true, 1, true, "in (0, 1)");
+  } else if (o.momentum() != 0) {
     e.push_back({"optimizer.momentum", "set kind MOMENTUM or NESTEROV to use momentum"});
   }
   check_finite_range(e, "optimizer.weight_decay", o.weight_decay(), 0, false, kInf, true,
                      "finite and >= 0");
-  check_finite_range(e, "optimizer.lr_decay", o.lr_decay(), 0, true, 1, false, "in (0, 1]");
-  if (o.lr_decay() != 1 && o.lr_decay_every() == 0) {
-    e.push_back({"optimizer.lr_decay_every", "must be > 0 when lr_decay < 1"});
+  if (o.schedule() == pb::Optimizer::STEP) {
+    if (o.step_size() == 0) e.push_back({"optimizer.step_size", "must be > 0 for schedule STEP"});
+    check_finite_range(e, "optimizer.step_factor", o.step_factor(), 0, true, 1, false, "in (0, 1]");
+  }
+  if (o.schedule() == pb::Optimizer::COSINE) {
+    check_finite_range(e, "optimizer.min_lr", o.min_lr(), 0, false, o.lr(), false,
+                       "finite and in [0, lr]");
   }
 
   // Length of the run.
@@ -225,16 +230,19 @@ void fill_defaults(TrainConfig& c) {
   }
   if (d->dataset() == pb::Data::SYNTHETIC_LEAST_SQUARES ||
       d->dataset() == pb::Data::SYNTHETIC_LOGISTIC) {
-    if (d->num_examples() == 0) d->set_num_examples(4096);
-    if (d->dim() == 0) d->set_dim(16);
-    if (d->test_examples() == 0) d->set_test_examples(1024);
-    if (d->noise() == 0 && d->dataset() == pb::Data::SYNTHETIC_LEAST_SQUARES) d->set_noise(0.1);
+    if (d->num_examples() == 0) d->set_num_examples(10000);
+    if (d->dim() == 0) d->set_dim(20);
+    if (d->test_examples() == 0) d->set_test_examples(2000);
+    if (d->noise() == 0) d->set_noise(0.1);
   }
+  if (!d->has_standardize()) d->set_standardize(true);
   if (c.shard().scheme() == pb::Shard::SCHEME_UNSPECIFIED) c.mutable_shard()->set_scheme(pb::Shard::IID);
   if (c.shard().dirichlet_alpha() == 0) c.mutable_shard()->set_dirichlet_alpha(0.5);
   pb::Optimizer* o = c.mutable_optimizer();
   if (o->kind() == pb::Optimizer::KIND_UNSPECIFIED) o->set_kind(pb::Optimizer::SGD);
-  if (o->lr_decay() == 0) o->set_lr_decay(1);
+  if (o->schedule() == pb::Optimizer::SCHEDULE_UNSPECIFIED) o->set_schedule(pb::Optimizer::CONSTANT);
+  if (o->step_factor() == 0) o->set_step_factor(0.1);
+  if (c.cpu_threads() == 0) c.set_cpu_threads(1);
   pb::Checkpoint* k = c.mutable_checkpoint();
   if (k->dir().empty()) k->set_dir("checkpoints");
   if (k->keep() == 0) k->set_keep(3);
@@ -352,17 +360,6 @@ std::uint64_t total_iterations(const TrainConfig& config, std::size_t shard_size
   double its = std::ceil(config.epochs() * static_cast<double>(shard_size) /
                          static_cast<double>(std::max<std::uint32_t>(config.batch_size(), 1)));
   return static_cast<std::uint64_t>(std::max(1.0, its));
-}
-
-double learning_rate_at(const pb::Optimizer& o, std::uint64_t iteration) {
-  double lr = o.lr();
-  if (o.warmup_iterations() > 0 && iteration < o.warmup_iterations()) {
-    lr *= static_cast<double>(iteration + 1) / static_cast<double>(o.warmup_iterations());
-  }
-  if (o.lr_decay() > 0 && o.lr_decay() < 1 && o.lr_decay_every() > 0) {
-    lr *= std::pow(o.lr_decay(), static_cast<double>(iteration / o.lr_decay_every()));
-  }
-  return lr;
 }
 
 }  // namespace gossip::daemon

@@ -45,7 +45,4 @@ std::string to_text(const TrainConfig& config);
 // The number of iterations to run: `iterations`, or ceil(epochs * shard_size / batch_size).
 std::uint64_t total_iterations(const TrainConfig& config, std::size_t shard_size);
 
-// gamma_t: lr with warm-up and step decay (train_config.proto, Optimizer).
-double learning_rate_at(const pb::Optimizer& optimizer, std::uint64_t iteration);
-
 }  // namespace gossip::daemon
