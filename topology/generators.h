@@ -1,0 +1,65 @@
+// Generators: the standard gossip graphs by kind and size (DESIGN.md §1), seeded where random.
+// Every generator returns a Graph on nodes 0..n-1; the Topology (topology.h) adds addresses and
+// weights. Random generators use common/random.h, so a seed gives the same graph everywhere.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "topology/graph.h"
+
+namespace gossip::topology {
+
+enum class GeneratorKind {
+  kRing,                // i -- i+1 mod n
+  kKRing,               // i -- i+s mod n for s = 1..k
+  kTorus,               // rows x cols with wrap-around; node = r * cols + c
+  kGrid,                // rows x cols without wrap-around
+  kHypercube,           // n = 2^d, i -- i xor 2^b
+  kComplete,            // every pair
+  kStar,                // hub 0 -- every other node
+  kExponential,         // directed, i -> i + 2^k mod n for k < ceil(log2 n)
+  kOnePeerExponential,  // time-varying; the Graph holds the union of all arcs (= kExponential)
+  kRandomRegular,       // seeded random d-regular (configuration model with restarts)
+  kErdosRenyi,          // seeded G(n, p); InvalidArgument unless connected
+  kEdgeList,            // imported from a plain edge-list file
+};
+
+// "ring", "k_ring", "torus", "grid" (also "mesh"), "hypercube", "complete", "star",
+// "exponential", "one_peer_exponential", "random_regular", "erdos_renyi", "edge_list".
+Result<GeneratorKind> parse_generator_kind(std::string_view name);
+std::string_view generator_kind_name(GeneratorKind kind);
+
+struct GeneratorSpec {
+  GeneratorKind kind = GeneratorKind::kRing;
+  int nodes = 0;           // n; for torus/grid derived from rows x cols when 0
+  int rows = 0, cols = 0;  // torus, grid
+  int k = 1;               // k_ring: neighbours on each side
+  int degree = 0;          // random_regular
+  double p = 0.0;          // erdos_renyi
+  std::uint64_t seed = 0;  // random_regular, erdos_renyi
+  std::string edge_list_path;  // edge_list
+  bool directed = false;       // edge_list: arcs instead of edges
+};
+
+// The number of nodes the spec describes (rows * cols for torus/grid), or InvalidArgument.
+Result<int> generator_num_nodes(const GeneratorSpec& spec);
+
+Result<Graph> generate_graph(const GeneratorSpec& spec);
+
+// ceil(log2 n): the number of distinct hops of the exponential graphs.
+int exponential_hops(int n);
+
+// Plain edge list: "i j" or "i j weight" per line, '#' starts a comment. Node count is
+// max id + 1 unless num_nodes > 0. Errors name file:line.
+struct EdgeList {
+  int num_nodes = 0;
+  std::vector<std::pair<int, int>> edges;
+  std::vector<double> weights;  // empty, or one per edge when every line carries one
+};
+Result<EdgeList> parse_edge_list(std::string_view text, const std::string& filename);
+
+}  // namespace gossip::topology

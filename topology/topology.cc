@@ -1,0 +1,231 @@
+// Topology: assembly of graph, addresses and W(t); neighbour queries; the fingerprint.
+#include "topology/topology.h"
+
+#include <openssl/evp.h>
+
+#include <bit>
+#include <charconv>
+#include <cstring>
+
+#include "common/check.h"
+#include "topology/optimize.h"
+
+namespace gossip::topology {
+namespace {
+
+// The translation group under which a generated W is invariant (see symmetry_group()).
+std::vector<int> generator_symmetry(const GeneratorSpec& spec, int n) {
+  switch (spec.kind) {
+    case GeneratorKind::kRing:
+    case GeneratorKind::kKRing:
+    case GeneratorKind::kComplete:
+    case GeneratorKind::kExponential:
+    case GeneratorKind::kOnePeerExponential:
+      return {n};
+    case GeneratorKind::kTorus:
+      return {spec.rows, spec.cols};
+    case GeneratorKind::kHypercube:
+      return std::vector<int>(static_cast<std::size_t>(std::countr_zero(static_cast<unsigned>(n))),
+                              2);
+    default:
+      return {};
+  }
+}
+
+}  // namespace
+
+std::string NodeAddress::to_string() const {
+  const bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+Result<NodeAddress> parse_address(std::string_view text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string_view::npos || colon == 0)
+    return invalid_argument("address '" + std::string(text) + "' is not host:port");
+  std::string_view host = text.substr(0, colon);
+  const std::string_view port = text.substr(colon + 1);
+  if (host.front() == '[') {
+    if (host.back() != ']' || host.size() < 3)
+      return invalid_argument("address '" + std::string(text) + "': unbalanced [ ] around host");
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string_view::npos) {
+    return invalid_argument("address '" + std::string(text) +
+                            "': write IPv6 hosts in brackets, [::1]:7000");
+  }
+  int p = 0;
+  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+  if (ec != std::errc() || end != port.data() + port.size() || p < 1 || p > 65535)
+    return invalid_argument("address '" + std::string(text) + "': port '" + std::string(port) +
+                            "' is not in 1..65535");
+  return NodeAddress{std::string(host), p};
+}
+
+std::vector<SparseMatrix> one_peer_exponential_schedule(int n) {
+  const int tau = std::max(1, exponential_hops(n));
+  std::vector<SparseMatrix> out;
+  for (int k = 0; k < tau; ++k) {
+    const std::int64_t hop = (std::int64_t{1} << k) % n;
+    std::vector<Eigen::Triplet<double>> t;
+    t.reserve(2 * static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      // x_i <- (x_i + x_{i - 2^k}) / 2: i receives from i - 2^k and sends to i + 2^k, matching
+      // the arcs i -> i + 2^k of the exponential graph.
+      t.emplace_back(i, i, 0.5);
+      t.emplace_back(i, static_cast<int>((i - hop + n) % n), 0.5);
+    }
+    SparseMatrix w(n, n);
+    w.setFromTriplets(t.begin(), t.end());  // duplicates (n = 1 hop wraps) are summed
+    w.makeCompressed();
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+Result<Topology> Topology::generate(const GeneratorSpec& spec, WeightScheme scheme,
+                                    const std::string& host, int base_port) {
+  if (scheme == WeightScheme::kExplicit)
+    return invalid_argument("a generated topology cannot have explicit weights");
+  if (spec.kind == GeneratorKind::kEdgeList)
+    return invalid_argument("edge lists are loaded through a topology file (topology_file.h)");
+  GOSSIP_ASSIGN_OR_RETURN(Graph g, generate_graph(spec));
+  const int n = g.num_nodes();
+  if (base_port < 1 || base_port + std::int64_t{n} - 1 > 65535)
+    return invalid_argument("base_port " + std::to_string(base_port) + " + " + std::to_string(n) +
+                            " nodes runs outside the port range 1..65535");
+  std::vector<NodeAddress> addresses;
+  addresses.reserve(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) addresses.push_back({host, base_port + i});
+
+  Topology t;
+  t.name_ = std::string(generator_kind_name(spec.kind)) + std::to_string(n);
+  t.graph_ = std::move(g);
+  t.addresses_ = std::move(addresses);
+  t.scheme_ = scheme;
+  t.symmetry_ = generator_symmetry(spec, n);
+  if (spec.kind == GeneratorKind::kOnePeerExponential) {
+    if (scheme != WeightScheme::kDefault)
+      return invalid_argument("one_peer_exponential has fixed weights 1/2; weight scheme '" +
+                              std::string(weight_scheme_name(scheme)) + "' does not apply");
+    t.set_mixing(one_peer_exponential_schedule(n));
+    return t;
+  }
+  if (scheme == WeightScheme::kOptimized) {
+    GOSSIP_ASSIGN_OR_RETURN(auto opt, optimize_weights(t.graph_));
+    t.set_mixing({std::move(opt.weights)});
+    return t;
+  }
+  GOSSIP_ASSIGN_OR_RETURN(auto w, compute_weights(t.graph_, scheme));
+  t.set_mixing({std::move(w)});
+  return t;
+}
+
+Result<Topology> Topology::from_parts(std::string name, Graph graph,
+                                      std::vector<NodeAddress> addresses, SparseMatrix weights,
+                                      WeightScheme scheme, std::vector<int> symmetry) {
+  const int n = graph.num_nodes();
+  if (weights.rows() != n || weights.cols() != n)
+    return invalid_argument("weights are " + std::to_string(weights.rows()) + "x" +
+                            std::to_string(weights.cols()) + " for " + std::to_string(n) +
+                            " nodes");
+  if (!addresses.empty() && static_cast<int>(addresses.size()) != n)
+    return invalid_argument(std::to_string(addresses.size()) + " addresses for " +
+                            std::to_string(n) + " nodes");
+  Topology t;
+  t.name_ = std::move(name);
+  t.graph_ = std::move(graph);
+  t.addresses_ = std::move(addresses);
+  t.scheme_ = scheme;
+  t.symmetry_ = std::move(symmetry);
+  weights.makeCompressed();
+  t.set_mixing({std::move(weights)});
+  return t;
+}
+
+void Topology::set_mixing(std::vector<SparseMatrix> mixing) {
+  mixing_ = std::move(mixing);
+  mixing_rows_.clear();
+  for (const auto& w : mixing_) {
+    mixing_rows_.emplace_back(w);
+    mixing_rows_.back().makeCompressed();
+  }
+}
+
+const SparseMatrix& Topology::mixing_matrix(std::int64_t iteration) const {
+  GOSSIP_CHECK(!mixing_.empty()) << "empty topology";
+  GOSSIP_CHECK_GE(iteration, 0);
+  return mixing_[static_cast<std::size_t>(iteration % period())];
+}
+
+const Eigen::SparseMatrix<double, Eigen::RowMajor>& Topology::mixing_matrix_rows(
+    std::int64_t iteration) const {
+  GOSSIP_CHECK(!mixing_rows_.empty()) << "empty topology";
+  GOSSIP_CHECK_GE(iteration, 0);
+  return mixing_rows_[static_cast<std::size_t>(iteration % period())];
+}
+
+std::vector<Neighbor> Topology::in_neighbors(int i, std::int64_t iteration) const {
+  GOSSIP_CHECK(i >= 0 && i < num_nodes()) << "node " << i;
+  std::vector<Neighbor> out;
+  for (Eigen::SparseMatrix<double, Eigen::RowMajor>::InnerIterator it(mixing_matrix_rows(iteration),
+                                                                      i);
+       it; ++it)
+    if (it.col() != i && it.value() != 0.0) out.push_back({static_cast<int>(it.col()), it.value()});
+  return out;
+}
+
+std::vector<Neighbor> Topology::out_neighbors(int i, std::int64_t iteration) const {
+  GOSSIP_CHECK(i >= 0 && i < num_nodes()) << "node " << i;
+  std::vector<Neighbor> out;
+  for (SparseMatrix::InnerIterator it(mixing_matrix(iteration), i); it; ++it)
+    if (it.row() != i && it.value() != 0.0) out.push_back({static_cast<int>(it.row()), it.value()});
+  return out;
+}
+
+double Topology::self_weight(int i, std::int64_t iteration) const {
+  GOSSIP_CHECK(i >= 0 && i < num_nodes()) << "node " << i;
+  return mixing_matrix(iteration).coeff(i, i);
+}
+
+std::string Topology::fingerprint() const {
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  GOSSIP_CHECK(ctx != nullptr);
+  GOSSIP_CHECK(EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) == 1);
+  auto put_u64 = [ctx](std::uint64_t v) {
+    unsigned char b[8];
+    for (int k = 0; k < 8; ++k) b[k] = static_cast<unsigned char>(v >> (8 * k));  // little endian
+    EVP_DigestUpdate(ctx, b, 8);
+  };
+  auto put_str = [&](const std::string& s) {
+    put_u64(s.size());
+    EVP_DigestUpdate(ctx, s.data(), s.size());
+  };
+  put_str("gossip-topology-v1");
+  put_u64(static_cast<std::uint64_t>(num_nodes()));
+  put_u64(is_directed() ? 1 : 0);
+  put_u64(addresses_.size());
+  for (const auto& a : addresses_) put_str(a.to_string());
+  put_u64(mixing_rows_.size());
+  for (const auto& w : mixing_rows_) {
+    put_u64(static_cast<std::uint64_t>(w.nonZeros()));
+    for (int i = 0; i < w.outerSize(); ++i)
+      for (Eigen::SparseMatrix<double, Eigen::RowMajor>::InnerIterator it(w, i); it; ++it) {
+        put_u64(static_cast<std::uint64_t>(i));
+        put_u64(static_cast<std::uint64_t>(it.col()));
+        put_u64(std::bit_cast<std::uint64_t>(it.value()));
+      }
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  GOSSIP_CHECK(EVP_DigestFinal_ex(ctx, digest, &len) == 1);
+  EVP_MD_CTX_free(ctx);
+  static const char* kHex = "0123456789abcdef";
+  std::string hex;
+  for (unsigned k = 0; k < len; ++k) {
+    hex += kHex[digest[k] >> 4];
+    hex += kHex[digest[k] & 15];
+  }
+  return hex;
+}
+
+}  // namespace gossip::topology
