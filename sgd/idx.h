@@ -15,6 +15,7 @@
 
 #include "common/env.h"
 #include "common/status.h"
+#include "sgd/dataset.h"
 
 namespace gossip::sgd {
 

@@ -3,7 +3,8 @@
 //
 // From one seed, independent streams are derived with mix_seed(seed, salt):
 //   data (synthetic sets) salt 1, shards salt 2, initial parameters salt 3, batch sampling salt 4
-//   (BatchSampler then mixes in the node id), synthetic test set salt 5.
+//   (BatchSampler then mixes in the node id). A synthetic problem draws train + test examples in
+//   one stream around one planted optimum and splits them by rows (train first).
 #pragma once
 
 #include <cstdint>
@@ -56,7 +57,9 @@ struct Problem {
   ModelSpec spec;
   std::shared_ptr<const Dataset> train;  // the full training set (shared by every node)
   std::shared_ptr<const Dataset> test;
-  std::vector<float> planted;            // synthetic: x* in the model's flat layout; else empty
+  // synthetic data with a least_squares / logistic model: the planted (w*, b*) in the model's
+  // flat layout; else empty
+  std::vector<float> planted;
   std::vector<std::vector<std::int64_t>> shards;  // shards[i]: node i's indices into *train
 
   // x_0: identical for every node (init_params(spec, mix_seed(seed, 3))).

@@ -1,0 +1,185 @@
+// Forward and backward passes of the dense networks of model_spec.h on the CPU. The float
+// instantiation trains; the double one is what the finite-difference checks run.
+//
+// Backward pass for z_l = W_l a_{l−1} + b_l, a_l = relu(z_l) (a_L = z_L):
+//   dW_l = δ_l a_{l−1}ᵀ (+ l2·W_l),  db_l = δ_l·1,  δ_{l−1} = (W_lᵀ δ_l) ⊙ [a_{l−1} > 0].
+// relu'(z) is read off a = relu(z) (a > 0 ⇔ z > 0), so only post-activations are kept.
+#include "sgd/cpu/dense_net.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/check.h"
+
+namespace gossip::sgd::cpu {
+namespace {
+
+template <typename T>
+using CMap = Eigen::Map<const Mat<T>>;
+template <typename T>
+using MMap = Eigen::Map<Mat<T>>;
+template <typename T>
+using CVecMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>;
+template <typename T>
+using VecMap = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>>;
+
+// Leaves the output layer's pre-activations (logits) in ws.act.back().
+template <typename T>
+void forward(const ModelSpec& spec, const T* params, const T* x, int batch, Workspace<T>& ws) {
+  const std::vector<int> s = spec.layer_sizes();
+  const std::size_t layers = s.size() - 1;
+  ws.act.resize(layers);
+  ws.delta.resize(layers);
+  for (std::size_t l = 0; l < layers; ++l) {
+    CMap<T> w(params + spec.weight_offset(l), s[l + 1], s[l]);
+    CVecMap<T> b(params + spec.bias_offset(l), s[l + 1]);
+    Mat<T>& z = ws.act[l];
+    z.resize(s[l + 1], batch);
+    if (l == 0) {
+      z.noalias() = w * CMap<T>(x, s[0], batch);
+    } else {
+      z.noalias() = w * ws.act[l - 1];
+    }
+    if (l + 1 < layers) {
+      z = (z.colwise() + b).cwiseMax(T(0));
+    } else {
+      z.colwise() += b;
+    }
+  }
+}
+
+// log(1 + e^z) without overflow.
+template <typename T>
+T softplus(T z) {
+  return std::max(z, T(0)) + std::log1p(std::exp(-std::abs(z)));
+}
+
+// Per-example loss of output column j; when `dz` is non-null also writes dLoss_j/dz (unscaled).
+template <typename T>
+T output_loss(OutputLoss kind, const T* z, int out, std::int32_t label, T target, T* dz) {
+  switch (kind) {
+    case OutputLoss::kSquared: {
+      const T r = z[0] - target;
+      if (dz) dz[0] = r;
+      return T(0.5) * r * r;
+    }
+    case OutputLoss::kBinaryLogistic: {
+      // label ∈ {0, 1}: loss = softplus(z) − y·z, dloss/dz = σ(z) − y.
+      const T y = label ? T(1) : T(0);
+      if (dz) dz[0] = T(1) / (T(1) + std::exp(-z[0])) - y;
+      return softplus(z[0]) - y * z[0];
+    }
+    case OutputLoss::kSoftmaxCrossEntropy: {
+      T m = z[0];
+      for (int k = 1; k < out; ++k) m = std::max(m, z[k]);
+      T sum = 0;
+      for (int k = 0; k < out; ++k) sum += std::exp(z[k] - m);
+      if (dz) {
+        const T inv = T(1) / sum;
+        for (int k = 0; k < out; ++k) dz[k] = std::exp(z[k] - m) * inv;
+        dz[label] -= T(1);
+      }
+      return std::log(sum) + m - z[label];
+    }
+  }
+  return T(0);
+}
+
+template <typename T>
+int predicted_class(OutputLoss kind, const T* z, int out) {
+  if (kind == OutputLoss::kBinaryLogistic) return z[0] > T(0) ? 1 : 0;
+  return static_cast<int>(std::max_element(z, z + out) - z);
+}
+
+}  // namespace
+
+template <typename T>
+T loss_and_grad(const ModelSpec& spec, const T* params, const T* x, const std::int32_t* labels,
+                const T* targets, int batch, T* grad, Workspace<T>& ws) {
+  GOSSIP_CHECK_GT(batch, 0);
+  forward(spec, params, x, batch, ws);
+  const std::vector<int> s = spec.layer_sizes();
+  const std::size_t layers = s.size() - 1;
+  const int out = s.back();
+  const OutputLoss kind = spec.output_loss();
+
+  Mat<T>& d_out = ws.delta[layers - 1];
+  d_out.resize(out, batch);
+  const Mat<T>& logits = ws.act[layers - 1];
+  T loss = 0;
+  for (int j = 0; j < batch; ++j) {
+    loss += output_loss<T>(kind, logits.data() + static_cast<std::ptrdiff_t>(j) * out, out,
+                           labels ? labels[j] : 0, targets ? targets[j] : T(0),
+                           d_out.data() + static_cast<std::ptrdiff_t>(j) * out);
+  }
+  const T inv_b = T(1) / T(batch);
+  loss *= inv_b;
+  d_out *= inv_b;
+
+  for (std::size_t l = layers; l-- > 0;) {
+    MMap<T> dw(grad + spec.weight_offset(l), s[l + 1], s[l]);
+    VecMap<T> db(grad + spec.bias_offset(l), s[l + 1]);
+    const Mat<T>& delta = ws.delta[l];
+    if (l == 0) {
+      dw.noalias() = delta * CMap<T>(x, s[0], batch).transpose();
+    } else {
+      dw.noalias() = delta * ws.act[l - 1].transpose();
+    }
+    db.noalias() = delta.rowwise().sum();
+    if (l > 0) {
+      CMap<T> w(params + spec.weight_offset(l), s[l + 1], s[l]);
+      Mat<T>& prev = ws.delta[l - 1];
+      prev.resize(s[l], batch);
+      prev.noalias() = w.transpose() * delta;
+      prev = (ws.act[l - 1].array() > T(0)).select(prev, T(0));
+    }
+  }
+
+  if (spec.l2 > 0) {
+    const T l2 = static_cast<T>(spec.l2);
+    T sq = 0;
+    for (std::size_t l = 0; l < layers; ++l) {
+      CMap<T> w(params + spec.weight_offset(l), s[l + 1], s[l]);
+      MMap<T> dw(grad + spec.weight_offset(l), s[l + 1], s[l]);
+      sq += w.squaredNorm();
+      dw += l2 * w;
+    }
+    loss += T(0.5) * l2 * sq;
+  }
+  return loss;
+}
+
+template <typename T>
+void loss_sum_and_correct(const ModelSpec& spec, const T* params, const T* x,
+                          const std::int32_t* labels, const T* targets, int batch, Workspace<T>& ws,
+                          double* loss_sum, std::int64_t* correct) {
+  forward(spec, params, x, batch, ws);
+  const int out = spec.output_dim();
+  const OutputLoss kind = spec.output_loss();
+  const Mat<T>& logits = ws.act.back();
+  double sum = 0;
+  std::int64_t right = 0;
+  for (int j = 0; j < batch; ++j) {
+    const T* z = logits.data() + static_cast<std::ptrdiff_t>(j) * out;
+    sum += static_cast<double>(output_loss<T>(kind, z, out, labels ? labels[j] : 0,
+                                              targets ? targets[j] : T(0), nullptr));
+    if (kind != OutputLoss::kSquared && predicted_class(kind, z, out) == labels[j]) ++right;
+  }
+  *loss_sum = sum;
+  *correct = right;
+}
+
+template float loss_and_grad<float>(const ModelSpec&, const float*, const float*,
+                                    const std::int32_t*, const float*, int, float*,
+                                    Workspace<float>&);
+template double loss_and_grad<double>(const ModelSpec&, const double*, const double*,
+                                      const std::int32_t*, const double*, int, double*,
+                                      Workspace<double>&);
+template void loss_sum_and_correct<float>(const ModelSpec&, const float*, const float*,
+                                          const std::int32_t*, const float*, int,
+                                          Workspace<float>&, double*, std::int64_t*);
+template void loss_sum_and_correct<double>(const ModelSpec&, const double*, const double*,
+                                           const std::int32_t*, const double*, int,
+                                           Workspace<double>&, double*, std::int64_t*);
+
+}  // namespace gossip::sgd::cpu

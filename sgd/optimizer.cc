@@ -1,0 +1,90 @@
+// Learning-rate schedules and the momentum optimizer; the element-wise arithmetic is the backend's
+// (Backend::sgd_direction), so the same code drives the cpu and cuda paths.
+#include "sgd/optimizer.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "common/check.h"
+
+namespace gossip::sgd {
+
+std::string_view schedule_kind_name(ScheduleKind kind) {
+  switch (kind) {
+    case ScheduleKind::kConstant: return "constant";
+    case ScheduleKind::kStep: return "step";
+    case ScheduleKind::kCosine: return "cosine";
+  }
+  return "?";
+}
+
+Result<ScheduleKind> parse_schedule_kind(std::string_view name) {
+  for (ScheduleKind k : {ScheduleKind::kConstant, ScheduleKind::kStep, ScheduleKind::kCosine}) {
+    if (name == schedule_kind_name(k)) return k;
+  }
+  return invalid_argument("lr schedule: unknown '" + std::string(name) +
+                          "' (expected constant, step or cosine)");
+}
+
+Status LrSchedule::validate() const {
+  if (!(lr > 0) || !std::isfinite(lr)) return invalid_argument("lr: must be > 0");
+  if (warmup_steps < 0) return invalid_argument("warmup_steps: must be >= 0");
+  if (kind == ScheduleKind::kStep) {
+    if (step_size <= 0) return invalid_argument("step_size: must be > 0 for the step schedule");
+    if (!(step_factor > 0) || step_factor > 1) {
+      return invalid_argument("step_factor: must be in (0, 1] for the step schedule");
+    }
+  }
+  if (kind == ScheduleKind::kCosine) {
+    if (total_steps <= 0) return invalid_argument("total_steps: must be > 0 for cosine");
+    if (!(min_lr >= 0) || min_lr > lr) return invalid_argument("min_lr: must be in [0, lr]");
+  }
+  return Status::ok();
+}
+
+double LrSchedule::at(std::int64_t t) const {
+  double g = lr;
+  switch (kind) {
+    case ScheduleKind::kConstant: break;
+    case ScheduleKind::kStep:
+      g = lr * std::pow(step_factor, static_cast<double>(t / step_size));
+      break;
+    case ScheduleKind::kCosine: {
+      const double frac = static_cast<double>(std::min(t, total_steps)) / total_steps;
+      g = min_lr + (lr - min_lr) * 0.5 * (1 + std::cos(std::numbers::pi * frac));
+      break;
+    }
+  }
+  if (t < warmup_steps) g *= static_cast<double>(t + 1) / warmup_steps;
+  return g;
+}
+
+Status OptimizerConfig::validate() const {
+  GOSSIP_RETURN_IF_ERROR(schedule.validate());
+  if (!(momentum >= 0) || momentum >= 1) return invalid_argument("momentum: must be in [0, 1)");
+  if (nesterov && momentum == 0) return invalid_argument("nesterov: needs momentum > 0");
+  if (!(weight_decay >= 0)) return invalid_argument("weight_decay: must be >= 0");
+  return Status::ok();
+}
+
+Optimizer::Optimizer(const OptimizerConfig& config, std::size_t num_params)
+    : config_(config), num_params_(num_params) {
+  Status s = config.validate();
+  GOSSIP_CHECK(s.is_ok()) << s.to_string();
+}
+
+void Optimizer::direction(Backend& backend, const float* x, const float* g, float* state,
+                          float* u) const {
+  backend.sgd_direction(u, state, x, g, num_params_, static_cast<float>(config_.momentum),
+                        static_cast<float>(config_.weight_decay), config_.nesterov);
+}
+
+void Optimizer::step(Backend& backend, std::int64_t iteration, float* x, const float* g,
+                     float* state, float* u) const {
+  direction(backend, x, g, state, u);
+  const MixTerm self{1.0f, x};
+  backend.mix(x, std::span<const MixTerm>(&self, 1), static_cast<float>(learning_rate(iteration)),
+              u, num_params_);
+}
+
+}  // namespace gossip::sgd
