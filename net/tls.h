@@ -1,0 +1,42 @@
+// TLS 1.3 with mutual certificate authentication for peer links (asio::ssl over OpenSSL).
+//
+// A cluster CA signs one certificate per node; the subject names the node (CN=node-<id>) and the
+// job (OU=<job id>); scripts/gen-certs.sh makes them. Both ends present their certificate, verify
+// the other's chain against the cluster CA only (never the system trust store), and then check
+// that the certificate names the neighbour they expect (transport.cc). Private keys readable by
+// group or others are refused.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <asio/ssl.hpp>
+
+#include "common/status.h"
+
+namespace gossip::net {
+
+struct TlsConfig {
+  std::string ca_file;    // PEM, the cluster CA certificate
+  std::string cert_file;  // PEM, this node's certificate (may include intermediates)
+  std::string key_file;   // PEM, this node's private key; mode must deny group and others
+};
+
+// PermissionDenied when `path` is readable, writable or executable by group or others;
+// NotFound / IoError when it cannot be examined.
+Status check_private_key_permissions(const std::string& path);
+
+// A context for both dialing and accepting: TLS 1.3 only, AES-GCM / ChaCha20 suites, peer
+// certificate required and verified against `config.ca_file` alone. Errors name the file.
+Result<std::shared_ptr<asio::ssl::context>> make_tls_context(const TlsConfig& config);
+
+struct CertIdentity {
+  int node_id = -1;
+  std::string job_id;
+};
+
+// Reads the node id (CN "node-<id>") and job id (OU) from a verified peer certificate.
+// PermissionDenied when either is missing or malformed.
+Result<CertIdentity> cert_identity(X509* cert);
+
+}  // namespace gossip::net

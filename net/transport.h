@@ -1,0 +1,178 @@
+// Transport: authenticated, framed exchange of float32 parameter buffers with a fixed set of
+// neighbours over TCP (TLS 1.3 with mutual certificates, or plaintext when asked to).
+//
+// net knows nothing of SGD or topology files. The caller (the daemon) says who it is (Identity),
+// where to listen, and which neighbours exist with their addresses; net keeps one connection per
+// neighbour pair (the lower node id dials, with exponential backoff, so a neighbour that starts
+// later is found), checks every byte that arrives, and reports misbehaving or silent peers by id
+// and reason instead of blocking.
+//
+// The per-iteration loop at node i:
+//
+//   auto ex = transport->exchange(t, x_t, out_neighbours, {{j, recv_buf_j}, ...});
+//   ... compute the gradient meanwhile ...
+//   while (auto c = ex->next_chunk(deadline)) mix(c->peer, c->offset, c->count);  // optional
+//   ExchangeResult r = ex->wait(deadline);   // r.failures: {peer id, reason}
+//
+// Threading: one io_context thread owns every socket and all connection state; the methods
+// below may be called from any thread (they post to it). Buffers passed to exchange() / send()
+// are borrowed: the transport reads `send` and writes the receive buffers until the exchange's
+// wait() returns (or the send callback ran), and never touches them afterwards. Iteration tags
+// are enforced: a receive for iteration t only ever gets iteration-t data; a frame that arrives
+// one iteration early is buffered, a stale one is discarded, and a peer further ahead is paused
+// (TCP back-pressure) until the receiver catches up.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "net/handshake.h"
+#include "net/tls.h"
+
+namespace gossip::net {
+
+using Deadline = std::chrono::steady_clock::time_point;
+
+// A deadline `ms` milliseconds from now.
+Deadline deadline_in_ms(std::int64_t ms);
+
+struct PeerAddress {
+  int node_id = -1;
+  std::string host;  // IPv4/IPv6 literal or host name
+  std::uint16_t port = 0;
+};
+
+struct TransportOptions {
+  Identity self;                        // job id, node id, topology and model fingerprints
+  std::string listen_host = "0.0.0.0";  // "::" for IPv6
+  std::uint16_t listen_port = 0;        // 0: the OS picks one (see Transport::port())
+  // Every in- and out-neighbour, once each. Only these ids may connect; nobody else is accepted.
+  std::vector<PeerAddress> neighbours;
+  // Plaintext, unauthenticated links for trusted networks and benchmarks. Off by default; a
+  // warning is logged at start. Otherwise `tls` must name the CA, certificate and key files.
+  bool insecure = false;
+  TlsConfig tls;
+  std::size_t chunk_bytes = std::size_t{4} << 20;  // parameters travel in chunks of this size
+  std::int64_t handshake_timeout_ms = 5000;        // TCP connect + TLS + Hello, per attempt
+  std::int64_t heartbeat_interval_ms = 500;        // sent when the link is otherwise idle
+  std::int64_t peer_timeout_ms = 5000;             // no byte for this long: the link is dropped
+  std::int64_t connect_backoff_initial_ms = 20;    // dial retry backoff, doubling ...
+  std::int64_t connect_backoff_max_ms = 1000;      // ... up to this
+  // Announced in Hello for membership / fault handling (see set_local_state).
+  std::uint32_t degree = 0;
+  std::uint64_t iteration = 0;
+};
+
+struct PeerFailure {
+  int peer = -1;
+  Status status;  // DeadlineExceeded, Unavailable (link lost), Corruption (bad frame), ...
+};
+
+// `count` floats at float offset `offset` of the receive buffer for `peer` now hold iteration
+// `iteration`'s data (checksum verified).
+struct ChunkEvent {
+  int peer = -1;
+  std::uint64_t iteration = 0;
+  std::size_t offset = 0;
+  std::size_t count = 0;
+};
+
+struct RecvSpec {
+  int peer = -1;
+  std::span<float> buffer;  // exactly param_count floats
+};
+
+struct ExchangeResult {
+  std::vector<PeerFailure> failures;  // one entry per failed send or receive
+  bool ok() const { return failures.empty(); }
+};
+
+struct ExchangeState;  // internal
+
+// The sends and receives of one iteration. Use from one thread at a time.
+class Exchange {
+ public:
+  explicit Exchange(std::shared_ptr<ExchangeState> state) : state_(std::move(state)) {}
+  ~Exchange();  // abandons whatever is unfinished, like wait(now)
+
+  // The next verified chunk, in arrival order, or nullopt once every receive has completed or
+  // failed, or when `deadline` passes first.
+  std::optional<ChunkEvent> next_chunk(Deadline deadline);
+
+  // Waits until every send and receive completed or failed, or `deadline` passed; then abandons
+  // the rest (reported as DeadlineExceeded; a link that was mid-chunk is reset so that the
+  // buffer is released). After it returns the transport no longer touches this exchange's
+  // buffers. Calling it again returns the same result.
+  ExchangeResult wait(Deadline deadline);
+
+  std::uint64_t iteration() const;
+
+ private:
+  std::shared_ptr<ExchangeState> state_;
+};
+
+struct TransportStats {
+  std::uint64_t connections_established = 0;
+  std::uint64_t handshakes_rejected = 0;   // TLS failures, wrong identity, Hello mismatch
+  std::uint64_t bad_frames = 0;            // limit violations, malformed messages, bad checksum
+  std::uint64_t links_timed_out = 0;       // silent for peer_timeout_ms
+  std::uint64_t stale_frames = 0;          // Params for an iteration already finished
+  std::uint64_t bytes_sent = 0;            // payload bytes
+  std::uint64_t bytes_received = 0;        // payload bytes delivered or staged
+};
+
+class Transport {
+ public:
+  // Validates the options, loads the TLS material, binds the listening socket and starts the
+  // io thread, which dials every higher-id neighbour. Errors say which option or file is wrong.
+  static Result<std::unique_ptr<Transport>> start(TransportOptions options);
+  ~Transport();  // shutdown()
+
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  std::uint16_t port() const;  // the bound listening port
+  int node_id() const;
+
+  // Posts one iteration: sends `data` (param_count floats, chunked) to each id in `to` and
+  // receives each spec's buffer from its peer. Sends to a neighbour not yet connected wait
+  // for the connection (within the exchange's deadline).
+  std::shared_ptr<Exchange> exchange(std::uint64_t iteration, std::span<const float> data,
+                                     std::span<const int> to, std::span<const RecvSpec> recvs);
+
+  // One zero-copy send: `done` runs exactly once on the io thread (it must not block) with OK
+  // when every chunk was handed to the kernel, or why not. `data` must stay valid until then.
+  void send(int peer, std::uint64_t iteration, std::span<const float> data,
+            std::function<void(Status)> done);
+
+  // Blocks until every neighbour in `peers` has an established link, or the deadline passes.
+  bool wait_connected(std::span<const int> peers, Deadline deadline);
+  std::vector<int> connected_peers() const;
+  // The Hello a connected neighbour sent (its degree, iteration and extras), if connected.
+  std::optional<pb::Hello> peer_hello(int peer) const;
+
+  // Degree and iteration announced in Hellos of connections made from now on.
+  void set_local_state(std::uint32_t degree, std::uint64_t iteration);
+
+  TransportStats stats() const;
+
+  // Sends Goodbye to every peer after what is queued, waits up to `flush_timeout_ms` for the
+  // writes to finish, closes everything and joins the io thread. Unfinished exchanges fail
+  // with Unavailable. Idempotent.
+  void shutdown(std::int64_t flush_timeout_ms = 1000);
+
+  class Impl;
+
+ private:
+  explicit Transport(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace gossip::net

@@ -1,0 +1,500 @@
+// Transport over real loopback sockets, one io thread per node, nodes as threads of this process:
+// ring and complete graphs exchanging 100 iterations (TLS and --insecure), a neighbour that starts
+// late, iteration tags (early frames buffered, stale ones discarded, far-ahead peers paused), each
+// kind of bad peer rejected while honest peers carry on, silent peers reported at the deadline.
+#include "net/transport.h"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "net/checksum.h"
+#include "net_test_util.h"
+
+namespace gossip::net {
+namespace {
+
+using testing::node_options;
+using testing::pattern;
+using Clock = std::chrono::steady_clock;
+
+std::vector<std::vector<int>> ring(int n) {
+  std::vector<std::vector<int>> g(n);
+  for (int i = 0; i < n; ++i) g[i] = {(i + n - 1) % n, (i + 1) % n};
+  return g;
+}
+
+std::vector<std::vector<int>> complete(int n) {
+  std::vector<std::vector<int>> g(n);
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) {
+      if (j != i) g[i].push_back(j);
+    }
+  }
+  return g;
+}
+
+// Starts the highest id first: a node dials only higher ids, whose ports are then known.
+std::vector<std::unique_ptr<Transport>> start_cluster(const std::vector<std::vector<int>>& g,
+                                                      std::uint64_t params, bool insecure) {
+  const int n = static_cast<int>(g.size());
+  std::vector<std::unique_ptr<Transport>> nodes(n);
+  std::map<int, std::uint16_t> ports;
+  for (int id = n - 1; id >= 0; --id) {
+    std::map<int, std::uint16_t> nb;
+    for (int j : g[id]) nb[j] = j > id ? ports.at(j) : 0;
+    auto t = Transport::start(node_options(id, params, insecure, nb));
+    REQUIRE_MESSAGE(t.is_ok(), t.status().to_string());
+    ports[id] = (*t)->port();
+    nodes[id] = std::move(*t);
+  }
+  return nodes;
+}
+
+struct Counters {
+  std::atomic<int> failures{0};
+  std::atomic<int> mismatches{0};
+  std::atomic<int> bad_events{0};
+  std::atomic<long> chunks{0};
+};
+
+// Node `id`'s loop: send x_t to all neighbours, receive theirs, check every buffer arrived whole.
+void run_node(Transport& t, const std::vector<int>& nbrs, std::uint64_t params, int iterations,
+              Counters& c) {
+  std::vector<std::vector<float>> recv(nbrs.size(), std::vector<float>(params));
+  for (int it = 0; it < iterations; ++it) {
+    const auto x = pattern(t.node_id(), it, params);
+    std::vector<RecvSpec> specs;
+    for (std::size_t k = 0; k < nbrs.size(); ++k) {
+      std::fill(recv[k].begin(), recv[k].end(), -1.0f);
+      specs.push_back({nbrs[k], recv[k]});
+    }
+    auto ex = t.exchange(it, x, nbrs, specs);
+    const Deadline deadline = deadline_in_ms(20000);
+    std::map<int, std::size_t> covered;
+    while (auto e = ex->next_chunk(deadline)) {
+      if (e->iteration != static_cast<std::uint64_t>(it)) c.bad_events++;
+      covered[e->peer] += e->count;
+      c.chunks++;
+    }
+    ExchangeResult r = ex->wait(deadline);
+    if (!r.ok()) {
+      c.failures++;
+      MESSAGE("node " << t.node_id() << " it " << it << ": " << r.failures[0].peer << " "
+                      << r.failures[0].status.to_string());
+    }
+    for (std::size_t k = 0; k < nbrs.size(); ++k) {
+      const auto want = pattern(nbrs[k], it, params);
+      if (covered[nbrs[k]] != params) c.bad_events++;
+      if (crc32c(want.data(), want.size() * 4) != crc32c(recv[k].data(), recv[k].size() * 4) ||
+          std::memcmp(want.data(), recv[k].data(), want.size() * 4) != 0) {
+        c.mismatches++;
+      }
+    }
+  }
+}
+
+void run_graph(const std::vector<std::vector<int>>& g, bool insecure) {
+  const std::uint64_t params = 5000;  // 20000 bytes: 5 chunks of 4096
+  auto nodes = start_cluster(g, params, insecure);
+  Counters c;
+  std::vector<std::thread> threads;
+  for (std::size_t id = 0; id < g.size(); ++id) {
+    threads.emplace_back([&, id] { run_node(*nodes[id], g[id], params, 100, c); });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(c.failures == 0);
+  CHECK(c.mismatches == 0);
+  CHECK(c.bad_events == 0);
+  long edges = 0;
+  for (auto& nb : g) edges += static_cast<long>(nb.size());
+  CHECK(c.chunks == edges * 100 * 5);
+  for (auto& n : nodes) {
+    const TransportStats s = n->stats();
+    CHECK(s.bad_frames == 0);
+    CHECK(s.handshakes_rejected == 0);
+    CHECK(s.bytes_received == g[n->node_id()].size() * 100 * params * 4);
+  }
+}
+
+template <typename F>
+bool eventually(F f, int ms = 5000) {
+  const auto end = Clock::now() + std::chrono::milliseconds(ms);
+  while (Clock::now() < end) {
+    if (f()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return f();
+}
+
+// Nodes 5 and 6 are honest neighbours; node 6 also expects node 4 (which dials it).
+struct HonestPair {
+  static constexpr std::uint64_t kParams = 3000;
+  std::unique_ptr<Transport> n5, n6;
+  explicit HonestPair(bool insecure, std::int64_t peer_timeout_ms = 2000) {
+    auto o6 = node_options(6, kParams, insecure, {{5, 0}, {4, 0}});
+    o6.peer_timeout_ms = peer_timeout_ms;
+    auto t6 = Transport::start(o6);
+    REQUIRE_MESSAGE(t6.is_ok(), t6.status().to_string());
+    n6 = std::move(*t6);
+    auto t5 = Transport::start(node_options(5, kParams, insecure, {{6, n6->port()}}));
+    REQUIRE_MESSAGE(t5.is_ok(), t5.status().to_string());
+    n5 = std::move(*t5);
+    const int want5[] = {5};
+    REQUIRE(n6->wait_connected(want5, deadline_in_ms(5000)));
+  }
+  // One iteration between 5 and 6; true when both got exactly the other's buffer.
+  bool exchange_ok(std::uint64_t it) {
+    std::vector<float> r5(kParams), r6(kParams);
+    const auto x5 = pattern(5, it, kParams), x6 = pattern(6, it, kParams);
+    const int to6[] = {6}, to5[] = {5};
+    const RecvSpec s5[] = {{6, r5}}, s6[] = {{5, r6}};
+    auto e5 = n5->exchange(it, x5, to6, s5);
+    auto e6 = n6->exchange(it, x6, to5, s6);
+    const bool ok = e5->wait(deadline_in_ms(5000)).ok() && e6->wait(deadline_in_ms(5000)).ok();
+    return ok && r5 == x6 && r6 == x5;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("ring of 5 exchanges 100 iterations over TLS; every buffer arrives intact") {
+  run_graph(ring(5), /*insecure=*/false);
+}
+
+TEST_CASE("ring of 5 exchanges 100 iterations in insecure mode") {
+  run_graph(ring(5), /*insecure=*/true);
+}
+
+TEST_CASE("complete graph of 4 exchanges 100 iterations over TLS") {
+  run_graph(complete(4), /*insecure=*/false);
+}
+
+TEST_CASE("complete graph of 4 exchanges 100 iterations in insecure mode") {
+  run_graph(complete(4), /*insecure=*/true);
+}
+
+TEST_CASE("a neighbour that starts later is dialed again until it answers") {
+  const std::uint64_t params = 2000;
+  const std::uint16_t port1 = testing::free_port();
+  auto t0 = Transport::start(node_options(0, params, false, {{1, port1}}));
+  REQUIRE(t0.is_ok());
+  auto& n0 = **t0;
+  const auto x0 = pattern(0, 0, params);
+  std::vector<float> r0(params);
+  const int to1[] = {1};
+  const RecvSpec s0[] = {{1, r0}};
+  auto e0 = n0.exchange(0, x0, to1, s0);  // posted before node 1 exists
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  CHECK(n0.connected_peers().empty());
+  auto o1 = node_options(1, params, false, {{0, 0}});
+  o1.listen_port = port1;
+  o1.degree = 1;
+  auto t1 = Transport::start(o1);
+  REQUIRE_MESSAGE(t1.is_ok(), t1.status().to_string());
+  auto& n1 = **t1;
+  const auto x1 = pattern(1, 0, params);
+  std::vector<float> r1(params);
+  const int to0[] = {0};
+  const RecvSpec s1[] = {{0, r1}};
+  auto e1 = n1.exchange(0, x1, to0, s1);
+  CHECK(e0->wait(deadline_in_ms(5000)).ok());
+  CHECK(e1->wait(deadline_in_ms(5000)).ok());
+  CHECK(r0 == x1);
+  CHECK(r1 == x0);
+  auto hello = n0.peer_hello(1);
+  REQUIRE(hello.has_value());
+  CHECK(hello->degree() == 1);
+}
+
+TEST_CASE("iteration tags: early frames are buffered, stale ones dropped, far-ahead ones paused") {
+  HonestPair p(/*insecure=*/true);
+  const std::uint64_t n = HonestPair::kParams;
+  std::vector<std::vector<float>> sent;
+  for (int t = 0; t < 8; ++t) sent.push_back(pattern(5, t, n));
+  std::atomic<int> sends_ok{0};
+  auto send = [&](int t) { p.n5->send(6, t, sent[t], [&](Status s) { sends_ok += s.is_ok(); }); };
+  auto recv = [&](int t, std::int64_t ms, std::vector<float>& out) {
+    const RecvSpec spec[] = {{5, out}};
+    return p.n6->exchange(t, {}, {}, spec)->wait(deadline_in_ms(ms));
+  };
+  std::vector<float> out(n);
+
+  // Iterations 0 and 1 arrive before node 6 posts anything: 0 and 1 are buffered.
+  send(0);
+  send(1);
+  REQUIRE(eventually([&] { return sends_ok == 2; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(recv(0, 3000, out).ok());
+  CHECK(out == sent[0]);
+  CHECK(recv(1, 3000, out).ok());
+  CHECK(out == sent[1]);
+
+  // Node 6 gives up on iteration 2; node 5's late iteration-2 data is then stale and dropped,
+  // and iteration 3 still gets iteration-3 data.
+  ExchangeResult r = recv(2, 100, out);
+  REQUIRE(r.failures.size() == 1);
+  CHECK(r.failures[0].peer == 5);
+  CHECK(r.failures[0].status.code() == StatusCode::kDeadlineExceeded);
+  send(2);
+  send(3);
+  CHECK(recv(3, 3000, out).ok());
+  CHECK(out == sent[3]);
+  CHECK(p.n6->stats().stale_frames >= 1);
+
+  // Three iterations in flight at once: the third waits (TCP back-pressure) until node 6
+  // catches up, and each receive still gets its own iteration.
+  send(4);
+  send(5);
+  send(6);
+  for (int t = 4; t <= 6; ++t) {
+    CHECK(recv(t, 3000, out).ok());
+    CHECK(out == sent[t]);
+  }
+  CHECK(eventually([&] { return sends_ok == 7; }));
+  CHECK(p.n6->stats().bad_frames == 0);
+}
+
+TEST_CASE("TLS: a certificate from another CA is rejected; honest peers carry on") {
+  HonestPair p(false);
+  const std::string other = testing::cert_dir("ca2");
+  auto bad = Transport::start(node_options(4, HonestPair::kParams, false, {{6, p.n6->port()}}, other));
+  REQUIRE(bad.is_ok());
+  CHECK(eventually([&] { return p.n6->stats().handshakes_rejected >= 1; }));
+  CHECK((*bad)->connected_peers().empty());
+  CHECK(p.exchange_ok(0));
+}
+
+TEST_CASE("TLS: a valid certificate for a node that is not a neighbour is rejected") {
+  HonestPair p(false);
+  auto bad = Transport::start(node_options(3, HonestPair::kParams, false, {{6, p.n6->port()}}));
+  REQUIRE(bad.is_ok());
+  CHECK(eventually([&] { return p.n6->stats().handshakes_rejected >= 1; }));
+  CHECK((*bad)->connected_peers().empty());
+  CHECK(p.n6->connected_peers() == std::vector<int>{5});
+  CHECK(p.exchange_ok(0));
+}
+
+TEST_CASE("TLS: a neighbour with another topology fingerprint is refused at Hello") {
+  HonestPair p(false);
+  auto o = node_options(4, HonestPair::kParams, false, {{6, p.n6->port()}});
+  o.self.topology_fingerprint ^= 1;
+  auto bad = Transport::start(o);
+  REQUIRE(bad.is_ok());
+  CHECK(eventually([&] { return p.n6->stats().handshakes_rejected >= 1; }));
+  // The dialer learns why from the HelloAck and counts it as well.
+  CHECK(eventually([&] { return (*bad)->stats().handshakes_rejected >= 1; }));
+  CHECK((*bad)->connected_peers().empty());
+  CHECK(p.exchange_ok(0));
+}
+
+TEST_CASE("insecure: a neighbour with another job id is refused at Hello") {
+  HonestPair p(true);
+  auto o = node_options(4, HonestPair::kParams, true, {{6, p.n6->port()}});
+  o.self.job_id = "another-job";
+  auto bad = Transport::start(o);
+  REQUIRE(bad.is_ok());
+  CHECK(eventually([&] { return p.n6->stats().handshakes_rejected >= 1; }));
+  CHECK((*bad)->connected_peers().empty());
+  CHECK(p.exchange_ok(0));
+}
+
+TEST_CASE("plaintext against a TLS node is rejected") {
+  HonestPair p(false);
+  auto bad = Transport::start(node_options(4, HonestPair::kParams, true, {{6, p.n6->port()}}));
+  REQUIRE(bad.is_ok());
+  CHECK(eventually([&] { return p.n6->stats().handshakes_rejected >= 1; }));
+  CHECK((*bad)->connected_peers().empty());
+  testing::RawClient raw;  // and a hand-written plaintext Hello
+  REQUIRE(raw.connect(p.n6->port()));
+  CHECK(!raw.handshake({testing::kJob, 4, testing::kTopology, HonestPair::kParams}));
+  CHECK(p.exchange_ok(0));
+}
+
+TEST_CASE("insecure: frame violations are rejected and the honest exchange carries on") {
+  HonestPair p(true);
+  const std::uint64_t n = HonestPair::kParams;
+  const Identity four{testing::kJob, 4, testing::kTopology, n};
+  const auto x4 = pattern(4, 0, n);
+
+  // Node 6 runs one iteration with honest 5 and (whatever claims to be) 4.
+  auto run_iteration = [&](std::uint64_t it, auto&& attack) {
+    std::vector<float> from5(n), from4(n);
+    const auto x6 = pattern(6, it, n), x5 = pattern(5, it, n);
+    std::vector<float> r5(n);
+    const int to5[] = {5}, to6[] = {6};
+    const RecvSpec spec6[] = {{5, from5}, {4, from4}};
+    const RecvSpec spec5[] = {{6, r5}};
+    auto e6 = p.n6->exchange(it, x6, to5, spec6);
+    auto e5 = p.n5->exchange(it, x5, to6, spec5);
+    attack();
+    ExchangeResult r6 = e6->wait(deadline_in_ms(1500));
+    CHECK(e5->wait(deadline_in_ms(1500)).ok());
+    CHECK(from5 == x5);
+    CHECK(r5 == x6);
+    return r6;
+  };
+  auto params_frame = [&](std::uint64_t it, std::uint32_t crc, std::uint64_t len) {
+    pb::Params pm;
+    pm.set_sender(4);
+    pm.set_iteration(it);
+    pm.set_chunk_index(0);
+    pm.set_chunk_count(static_cast<std::uint32_t>((n * 4 + 4095) / 4096));
+    pm.set_byte_offset(0);
+    pm.set_crc32c(crc);
+    return encode_frame(FrameType::kParams, pm, len);
+  };
+
+  SUBCASE("oversized header") {
+    testing::RawClient raw;
+    ExchangeResult r = run_iteration(0, [&] {
+      REQUIRE(raw.connect(p.n6->port()));
+      REQUIRE(raw.handshake(four));
+      const auto h = encode_frame_header({FrameType::kParams, 1u << 30, 4096});
+      raw.write(h.data(), h.size());
+      CHECK(raw.closed_by_peer(2000));
+    });
+    CHECK(p.n6->stats().bad_frames == 1);
+    REQUIRE(r.failures.size() == 1);
+    CHECK(r.failures[0].peer == 4);
+  }
+  SUBCASE("oversized payload") {
+    testing::RawClient raw;
+    ExchangeResult r = run_iteration(0, [&] {
+      REQUIRE(raw.connect(p.n6->port()));
+      REQUIRE(raw.handshake(four));
+      raw.write(params_frame(0, 0, n * 4 + 4));
+      CHECK(raw.closed_by_peer(2000));
+    });
+    CHECK(p.n6->stats().bad_frames == 1);
+    REQUIRE(r.failures.size() == 1);
+  }
+  SUBCASE("truncated frame: half a payload, then the connection closes") {
+    testing::RawClient raw;
+    ExchangeResult r = run_iteration(0, [&] {
+      REQUIRE(raw.connect(p.n6->port()));
+      REQUIRE(raw.handshake(four));
+      raw.write(params_frame(0, crc32c(x4.data(), 4096), 4096));
+      raw.write(x4.data(), 2000);
+      raw.close();
+    });
+    REQUIRE(r.failures.size() == 1);
+    CHECK(r.failures[0].peer == 4);
+    CHECK(r.failures[0].status.code() == StatusCode::kUnavailable);
+  }
+  SUBCASE("truncated message: header_len covers bytes that are not a Params") {
+    testing::RawClient raw;
+    ExchangeResult r = run_iteration(0, [&] {
+      REQUIRE(raw.connect(p.n6->port()));
+      REQUIRE(raw.handshake(four));
+      std::string f = params_frame(0, 0, 4096);
+      f.resize(f.size() - 1);  // last byte of the message missing ...
+      const auto h = encode_frame_header(
+          {FrameType::kParams, static_cast<std::uint32_t>(f.size() - kFrameHeaderBytes), 4096});
+      std::memcpy(f.data(), h.data(), h.size());  // ... and the header agrees
+      raw.write(f);
+      CHECK(raw.closed_by_peer(2000));
+    });
+    CHECK(p.n6->stats().bad_frames == 1);
+    REQUIRE(r.failures.size() == 1);
+  }
+  SUBCASE("corrupted payload is caught by the checksum") {
+    testing::RawClient raw;
+    ExchangeResult r = run_iteration(0, [&] {
+      REQUIRE(raw.connect(p.n6->port()));
+      REQUIRE(raw.handshake(four));
+      std::vector<float> corrupt(x4.begin(), x4.begin() + 1024);
+      raw.write(params_frame(0, crc32c(corrupt.data(), 4096), 4096));
+      reinterpret_cast<std::uint8_t*>(corrupt.data())[77] ^= 0x04;
+      raw.write(corrupt.data(), 4096);
+      CHECK(raw.closed_by_peer(2000));
+    });
+    CHECK(p.n6->stats().bad_frames == 1);
+    REQUIRE(r.failures.size() == 1);
+    CHECK(r.failures[0].peer == 4);
+    CHECK(r.failures[0].status.code() == StatusCode::kUnavailable);
+    CHECK(r.failures[0].status.message().find("checksum") != std::string::npos);
+  }
+  SUBCASE("a Params frame before the handshake") {
+    testing::RawClient raw;
+    REQUIRE(raw.connect(p.n6->port()));
+    raw.write(params_frame(0, 0, 4096));
+    CHECK(raw.closed_by_peer(2000));
+    CHECK(p.n6->stats().handshakes_rejected == 1);
+    CHECK(p.exchange_ok(0));
+  }
+  // After every attack the honest pair still exchanges.
+  CHECK(p.exchange_ok(1));
+}
+
+TEST_CASE("a silent neighbour is reported at the deadline instead of blocking") {
+  // Node 1 expects 0 and 2; node 2 is connected but never posts its iteration.
+  const std::uint64_t n = 1000;
+  auto t2 = Transport::start(node_options(2, n, false, {{1, 0}}));
+  REQUIRE(t2.is_ok());
+  auto t1 = Transport::start(node_options(1, n, false, {{0, 0}, {2, (*t2)->port()}}));
+  REQUIRE(t1.is_ok());
+  auto t0 = Transport::start(node_options(0, n, false, {{1, (*t1)->port()}}));
+  REQUIRE(t0.is_ok());
+  const int all[] = {0, 2};
+  REQUIRE((*t1)->wait_connected(all, deadline_in_ms(5000)));
+  std::vector<float> from0(n), from2(n), r0(n);
+  const auto x1 = pattern(1, 0, n), x0 = pattern(0, 0, n);
+  const RecvSpec spec1[] = {{0, from0}, {2, from2}};
+  const RecvSpec spec0[] = {{1, r0}};
+  const int to1[] = {1};
+  auto e0 = (*t0)->exchange(0, x0, to1, spec0);
+  const auto start = Clock::now();
+  auto e1 = (*t1)->exchange(0, x1, all, spec1);
+  ExchangeResult r = e1->wait(deadline_in_ms(500));
+  const double waited_ms =
+      std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  CHECK(waited_ms >= 450);
+  CHECK(waited_ms < 3000);
+  REQUIRE(r.failures.size() == 1);
+  CHECK(r.failures[0].peer == 2);
+  CHECK(r.failures[0].status.code() == StatusCode::kDeadlineExceeded);
+  CHECK(from0 == x0);
+  CHECK(e0->wait(deadline_in_ms(2000)).ok());
+  CHECK(r0 == x1);
+}
+
+TEST_CASE("a link that goes quiet (no heartbeat) is dropped after peer_timeout_ms") {
+  HonestPair p(true, /*peer_timeout_ms=*/300);
+  testing::RawClient raw;
+  REQUIRE(raw.connect(p.n6->port()));
+  REQUIRE(raw.handshake({testing::kJob, 4, testing::kTopology, HonestPair::kParams}));
+  CHECK(eventually([&] { return p.n6->stats().links_timed_out >= 1; }, 3000));
+  CHECK(raw.closed_by_peer(1000));
+  // The honest neighbour sends heartbeats, so it stays.
+  CHECK(p.n6->connected_peers() == std::vector<int>{5});
+  CHECK(p.exchange_ok(0));
+}
+
+TEST_CASE("shutdown says Goodbye; the neighbour's pending receive fails at once") {
+  HonestPair p(false);
+  std::vector<float> out(HonestPair::kParams);
+  const RecvSpec spec[] = {{5, out}};
+  auto e = p.n6->exchange(0, {}, {}, spec);
+  const auto start = Clock::now();
+  p.n5->shutdown();
+  ExchangeResult r = e->wait(deadline_in_ms(5000));
+  CHECK(Clock::now() - start < std::chrono::milliseconds(2000));
+  REQUIRE(r.failures.size() == 1);
+  CHECK(r.failures[0].status.message().find("goodbye") != std::string::npos);
+  CHECK(eventually([&] { return p.n6->connected_peers().empty(); }));
+}
+
+TEST_CASE("start() refuses bad options with a clear message") {
+  auto o = node_options(1, 100, true, {{1, 0}});
+  CHECK(Transport::start(o).status().message().find("neighbour id 1") != std::string::npos);
+  o = node_options(1, 100, true, {{2, 0}});  // node 1 dials 2 and needs its port
+  CHECK(Transport::start(o).status().message().find("host:port") != std::string::npos);
+  o = node_options(1, 100, false, {});
+  o.tls.key_file = "/nonexistent.key";
+  CHECK(Transport::start(o).status().code() == StatusCode::kNotFound);
+}
+
+}  // namespace gossip::net
