@@ -23,7 +23,7 @@ namespace gossip::topology {
 struct OptimizeOptions {
   int max_iterations = 300;
   double initial_step = 0.0;  // 0: chosen from the MH weights (a fraction of the mean weight)
-  int dense_max_nodes = 800;  // above: Lanczos eigenvectors
+  int dense_max_nodes = 200;  // above: Lanczos eigenvectors
   double time_limit_s = 60.0; // stop early after this much wall time
 };
 

@@ -35,6 +35,7 @@ pb::TopologyFile generator_file(const std::string& name, const GeneratorSpec& sp
 // for schemes other than MH/uniform, explicit weights) that reloads to the same fingerprint
 // whenever W is static.
 std::string to_text(const pb::TopologyFile& file);
+Result<pb::TopologyFile> explicit_file(const Topology& topology);
 Result<std::string> explicit_text(const Topology& topology);
 Result<std::string> to_json(const pb::TopologyFile& file);
 

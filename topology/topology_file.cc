@@ -1,0 +1,470 @@
+// Topology files. Text format is parsed with a ParseInfoTree so that semantic errors (a repeated
+// id, an edge to a missing node, a bad address) point at the line and column of the field, not
+// just at the file.
+#include "topology/topology_file.h"
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/text_format.h>
+#include <google/protobuf/util/json_util.h>
+
+#include <map>
+#include <set>
+
+#include "topology/optimize.h"
+#include "topology/topology.pb.h"
+
+namespace gossip::topology {
+namespace {
+
+namespace gp = google::protobuf;
+
+class Collector : public gp::io::ErrorCollector {
+ public:
+  explicit Collector(std::string file) : file_(std::move(file)) {}
+  void AddError(int line, gp::io::ColumnNumber column, const std::string& message) override {
+    if (first_.empty())
+      first_ = file_ + ":" + std::to_string(line + 1) + ":" + std::to_string(column + 1) + ": " +
+               message;
+  }
+  void AddWarning(int, gp::io::ColumnNumber, const std::string&) override {}
+  const std::string& first() const { return first_; }
+
+ private:
+  std::string file_;
+  std::string first_;
+};
+
+// Where a field sits in the file: "file:line:col" (1-based), or "file" when unknown (JSON).
+class Locator {
+ public:
+  Locator(std::string file, const gp::TextFormat::ParseInfoTree* tree)
+      : file_(std::move(file)), tree_(tree) {}
+  std::string at(const gp::TextFormat::ParseInfoTree* tree, const gp::Message& m,
+                 std::string_view field, int index = -1) const {
+    if (tree) {
+      const auto* fd = m.GetDescriptor()->FindFieldByName(std::string(field));
+      if (fd) {
+        const auto loc = tree->GetLocation(fd, index);
+        if (loc.line >= 0)
+          return file_ + ":" + std::to_string(loc.line + 1) + ":" + std::to_string(loc.column + 1);
+      }
+    }
+    return file_;
+  }
+  std::string top(const gp::Message& m, std::string_view field, int index = -1) const {
+    return at(tree_, m, field, index);
+  }
+  // Location of field `field` inside repeated/nested message `outer`[index].
+  std::string nested(const gp::Message& m, std::string_view outer, int index,
+                     std::string_view field) const {
+    if (tree_) {
+      const auto* fd = m.GetDescriptor()->FindFieldByName(std::string(outer));
+      if (fd) {
+        const auto* sub = tree_->GetTreeForNested(fd, index);
+        const gp::Message& inner = fd->is_repeated()
+                                       ? m.GetReflection()->GetRepeatedMessage(m, fd, index)
+                                       : m.GetReflection()->GetMessage(m, fd);
+        if (sub) {
+          std::string s = at(sub, inner, field);
+          if (s != file_) return s;
+        }
+      }
+    }
+    return top(m, outer, index);
+  }
+  const std::string& file() const { return file_; }
+
+ private:
+  std::string file_;
+  const gp::TextFormat::ParseInfoTree* tree_;
+};
+
+Status err(const std::string& where, const std::string& what) {
+  return invalid_argument(where + ": " + what);
+}
+
+Result<GeneratorKind> kind_from_pb(pb::GeneratorKind k) {
+  switch (k) {
+    case pb::RING: return GeneratorKind::kRing;
+    case pb::K_RING: return GeneratorKind::kKRing;
+    case pb::TORUS: return GeneratorKind::kTorus;
+    case pb::GRID: return GeneratorKind::kGrid;
+    case pb::HYPERCUBE: return GeneratorKind::kHypercube;
+    case pb::COMPLETE: return GeneratorKind::kComplete;
+    case pb::STAR: return GeneratorKind::kStar;
+    case pb::EXPONENTIAL: return GeneratorKind::kExponential;
+    case pb::ONE_PEER_EXPONENTIAL: return GeneratorKind::kOnePeerExponential;
+    case pb::RANDOM_REGULAR: return GeneratorKind::kRandomRegular;
+    case pb::ERDOS_RENYI: return GeneratorKind::kErdosRenyi;
+    case pb::EDGE_LIST: return GeneratorKind::kEdgeList;
+    default: return invalid_argument("generator kind missing");
+  }
+}
+
+pb::GeneratorKind kind_to_pb(GeneratorKind k) {
+  switch (k) {
+    case GeneratorKind::kRing: return pb::RING;
+    case GeneratorKind::kKRing: return pb::K_RING;
+    case GeneratorKind::kTorus: return pb::TORUS;
+    case GeneratorKind::kGrid: return pb::GRID;
+    case GeneratorKind::kHypercube: return pb::HYPERCUBE;
+    case GeneratorKind::kComplete: return pb::COMPLETE;
+    case GeneratorKind::kStar: return pb::STAR;
+    case GeneratorKind::kExponential: return pb::EXPONENTIAL;
+    case GeneratorKind::kOnePeerExponential: return pb::ONE_PEER_EXPONENTIAL;
+    case GeneratorKind::kRandomRegular: return pb::RANDOM_REGULAR;
+    case GeneratorKind::kErdosRenyi: return pb::ERDOS_RENYI;
+    case GeneratorKind::kEdgeList: return pb::EDGE_LIST;
+  }
+  return pb::GENERATOR_UNSPECIFIED;
+}
+
+WeightScheme scheme_from_pb(pb::WeightScheme s) {
+  switch (s) {
+    case pb::METROPOLIS_HASTINGS: return WeightScheme::kMetropolisHastings;
+    case pb::MAX_DEGREE: return WeightScheme::kMaxDegree;
+    case pb::UNIFORM: return WeightScheme::kUniform;
+    case pb::LAZY_METROPOLIS_HASTINGS: return WeightScheme::kLazyMetropolisHastings;
+    case pb::LAZY_UNIFORM: return WeightScheme::kLazyUniform;
+    case pb::BEST_CONSTANT: return WeightScheme::kBestConstant;
+    case pb::EXPLICIT: return WeightScheme::kExplicit;
+    case pb::OPTIMIZED: return WeightScheme::kOptimized;
+    default: return WeightScheme::kDefault;
+  }
+}
+
+pb::WeightScheme scheme_to_pb(WeightScheme s) {
+  switch (s) {
+    case WeightScheme::kMetropolisHastings: return pb::METROPOLIS_HASTINGS;
+    case WeightScheme::kMaxDegree: return pb::MAX_DEGREE;
+    case WeightScheme::kUniform: return pb::UNIFORM;
+    case WeightScheme::kLazyMetropolisHastings: return pb::LAZY_METROPOLIS_HASTINGS;
+    case WeightScheme::kLazyUniform: return pb::LAZY_UNIFORM;
+    case WeightScheme::kBestConstant: return pb::BEST_CONSTANT;
+    case WeightScheme::kExplicit: return pb::EXPLICIT;
+    case WeightScheme::kOptimized: return pb::OPTIMIZED;
+    case WeightScheme::kDefault: return pb::WEIGHTS_DEFAULT;
+  }
+  return pb::WEIGHTS_DEFAULT;
+}
+
+std::string dir_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
+}
+
+// Weights for a graph: a scheme, or the optimizer.
+Result<SparseMatrix> scheme_weights(const Graph& g, WeightScheme scheme) {
+  if (scheme == WeightScheme::kOptimized) {
+    GOSSIP_ASSIGN_OR_RETURN(auto opt, optimize_weights(g));
+    return std::move(opt.weights);
+  }
+  return compute_weights(g, scheme);
+}
+
+Result<Topology> from_generator(const pb::TopologyFile& file, const Locator& loc,
+                                const std::string& filename, Env& env) {
+  const auto& gen = file.generator();
+  auto kind = kind_from_pb(gen.kind());
+  if (!kind.is_ok())
+    return err(loc.top(file, "generator"),
+               "generator.kind is missing (RING, K_RING, TORUS, GRID, HYPERCUBE, COMPLETE, STAR, "
+               "EXPONENTIAL, ONE_PEER_EXPONENTIAL, RANDOM_REGULAR, ERDOS_RENYI, EDGE_LIST)");
+  GeneratorSpec spec;
+  spec.kind = *kind;
+  spec.nodes = static_cast<int>(gen.nodes());
+  spec.rows = static_cast<int>(gen.rows());
+  spec.cols = static_cast<int>(gen.cols());
+  spec.k = gen.k() == 0 ? 1 : static_cast<int>(gen.k());
+  spec.degree = static_cast<int>(gen.degree());
+  spec.p = gen.p();
+  spec.seed = gen.seed();
+  spec.directed = gen.directed();
+  const std::string host = gen.host().empty() ? "127.0.0.1" : gen.host();
+  const int base_port = gen.base_port() == 0 ? 7000 : static_cast<int>(gen.base_port());
+  const WeightScheme scheme = scheme_from_pb(file.weights());
+  const std::string where = loc.top(file, "generator");
+
+  if (spec.kind != GeneratorKind::kEdgeList) {
+    if (scheme == WeightScheme::kExplicit)
+      return err(loc.top(file, "weights"),
+                 "EXPLICIT weights need explicit edges (or an EDGE_LIST with weights)");
+    auto t = Topology::generate(spec, scheme, host, base_port);
+    if (!t.is_ok()) return err(where, t.status().message());
+    if (!file.name().empty()) t->set_name(file.name());
+    return t;
+  }
+  if (gen.edge_list().empty()) return err(where, "EDGE_LIST generator needs edge_list: \"path\"");
+  const std::string path =
+      gen.edge_list().front() == '/' ? gen.edge_list() : dir_of(filename) + gen.edge_list();
+  GOSSIP_ASSIGN_OR_RETURN(std::string text, env.read_file(path));
+  GOSSIP_ASSIGN_OR_RETURN(EdgeList list, parse_edge_list(text, path));
+  int n = list.num_nodes;
+  if (spec.nodes > 0) {
+    if (spec.nodes < n)
+      return err(where, "nodes: " + std::to_string(spec.nodes) + " but " + path +
+                            " uses node id " + std::to_string(n - 1));
+    n = spec.nodes;
+  }
+  auto g = spec.directed ? Graph::directed(n, list.edges) : Graph::undirected(n, list.edges);
+  if (!g.is_ok()) return err(path, g.status().message());
+  SparseMatrix w;
+  if (scheme == WeightScheme::kExplicit) {
+    if (list.weights.empty())
+      return err(loc.top(file, "weights"), "EXPLICIT weights but " + path + " has no weights");
+    std::vector<Eigen::Triplet<double>> t;
+    std::vector<double> off(static_cast<std::size_t>(n), 0.0);
+    for (std::size_t e = 0; e < list.edges.size(); ++e) {
+      const auto [a, b] = list.edges[e];
+      t.emplace_back(b, a, list.weights[e]);
+      off[b] += list.weights[e];
+      if (!spec.directed) {
+        t.emplace_back(a, b, list.weights[e]);
+        off[a] += list.weights[e];
+      }
+    }
+    for (int i = 0; i < n; ++i) t.emplace_back(i, i, 1.0 - off[i]);
+    w.resize(n, n);
+    w.setFromTriplets(t.begin(), t.end());
+  } else {
+    if (!list.weights.empty())
+      return err(loc.top(file, "weights"),
+                 path + " carries weights; set weights: EXPLICIT to use them");
+    auto ws = scheme_weights(*g, scheme);
+    if (!ws.is_ok()) return err(where, ws.status().message());
+    w = std::move(*ws);
+  }
+  if (base_port + std::int64_t{n} - 1 > 65535)
+    return err(where, "base_port " + std::to_string(base_port) + " + " + std::to_string(n) +
+                          " nodes runs past port 65535");
+  std::vector<NodeAddress> addrs;
+  for (int i = 0; i < n; ++i) addrs.push_back({host, base_port + i});
+  return Topology::from_parts(file.name(), std::move(*g), std::move(addrs), std::move(w), scheme);
+}
+
+Result<Topology> from_explicit(const pb::TopologyFile& file, const Locator& loc) {
+  const int n = file.node_size();
+  if (n == 0)
+    return err(loc.file(), "no nodes: give a generator { ... } block or node { id address } entries");
+  std::vector<NodeAddress> addrs(static_cast<std::size_t>(n));
+  std::vector<int> first_seen(static_cast<std::size_t>(n), -1);
+  for (int k = 0; k < n; ++k) {
+    const auto& node = file.node(k);
+    const std::string where = loc.nested(file, "node", k, "id");
+    if (node.id() >= static_cast<std::uint32_t>(n))
+      return err(where, "node id " + std::to_string(node.id()) + " outside 0.." +
+                            std::to_string(n - 1) + " (ids must be 0..n-1 for n = " +
+                            std::to_string(n) + " nodes)");
+    const int id = static_cast<int>(node.id());
+    if (first_seen[id] >= 0)
+      return err(where, "node id " + std::to_string(id) + " repeated (first at " +
+                            loc.nested(file, "node", first_seen[id], "id") + ")");
+    first_seen[id] = k;
+    auto a = parse_address(node.address());
+    if (!a.is_ok())
+      return err(loc.nested(file, "node", k, "address"),
+                 "node " + std::to_string(id) + ": " + a.status().message());
+    addrs[id] = std::move(*a);
+  }
+  std::map<std::string, int> seen_addr;
+  for (int k = 0; k < n; ++k) {
+    const int id = static_cast<int>(file.node(k).id());
+    auto [it, fresh] = seen_addr.emplace(addrs[id].to_string(), k);
+    if (!fresh)
+      return err(loc.nested(file, "node", k, "address"),
+                 "address " + addrs[id].to_string() + " already used by node " +
+                     std::to_string(file.node(it->second).id()) + " (" +
+                     loc.nested(file, "node", it->second, "address") + ")");
+  }
+  const bool directed = file.directed();
+  WeightScheme scheme = scheme_from_pb(file.weights());
+  const bool explicit_w = scheme == WeightScheme::kExplicit;
+  std::vector<std::pair<int, int>> arcs;
+  std::map<std::pair<int, int>, int> seen;
+  std::vector<Eigen::Triplet<double>> t;
+  std::vector<double> off(static_cast<std::size_t>(n), 0.0);
+  std::vector<char> has_self(static_cast<std::size_t>(n), 0);
+  for (int k = 0; k < file.edge_size(); ++k) {
+    const auto& e = file.edge(k);
+    const std::string where = loc.top(file, "edge", k);
+    if (e.from() >= static_cast<std::uint32_t>(n) || e.to() >= static_cast<std::uint32_t>(n))
+      return err(where, "edge " + std::to_string(e.from()) + " -> " + std::to_string(e.to()) +
+                            " names a node outside 0.." + std::to_string(n - 1));
+    const int a = static_cast<int>(e.from()), b = static_cast<int>(e.to());
+    const std::string name = directed ? "arc " + std::to_string(a) + " -> " + std::to_string(b)
+                                      : "edge " + std::to_string(a) + " -- " + std::to_string(b);
+    if (explicit_w && !e.has_weight())
+      return err(where, name + ": weights: EXPLICIT but this edge has no weight");
+    if (!explicit_w && e.has_weight())
+      return err(loc.nested(file, "edge", k, "weight"),
+                 name + " has a weight but the file says weights: " +
+                     std::string(weight_scheme_name(scheme)) + " (set weights: EXPLICIT)");
+    if (a == b) {
+      if (!explicit_w)
+        return err(where, name + ": self loop (the diagonal of W is implicit unless weights: "
+                                 "EXPLICIT)");
+      if (has_self[a]) return err(where, "second self weight for node " + std::to_string(a));
+      has_self[a] = 1;
+      t.emplace_back(a, a, e.weight());
+      continue;
+    }
+    const std::pair<int, int> key = directed ? std::make_pair(a, b) : std::make_pair(std::min(a, b), std::max(a, b));
+    auto [it, fresh] = seen.emplace(key, k);
+    if (!fresh)
+      return err(where, name + " repeated (first at " + loc.top(file, "edge", it->second) + ")");
+    arcs.emplace_back(a, b);
+    if (explicit_w) {
+      t.emplace_back(b, a, e.weight());
+      off[b] += e.weight();
+      if (!directed) {
+        t.emplace_back(a, b, e.weight());
+        off[a] += e.weight();
+      }
+    }
+  }
+  auto g = directed ? Graph::directed(n, arcs) : Graph::undirected(n, arcs);
+  if (!g.is_ok()) return err(loc.file(), g.status().message());
+  SparseMatrix w;
+  if (explicit_w) {
+    for (int i = 0; i < n; ++i)
+      if (!has_self[i]) t.emplace_back(i, i, 1.0 - off[i]);
+    w.resize(n, n);
+    w.setFromTriplets(t.begin(), t.end());
+  } else {
+    auto ws = scheme_weights(*g, scheme);
+    if (!ws.is_ok()) return err(loc.top(file, "weights"), ws.status().message());
+    w = std::move(*ws);
+  }
+  return Topology::from_parts(file.name(), std::move(*g), std::move(addrs), std::move(w), scheme);
+}
+
+}  // namespace
+
+Result<Topology> parse_topology(std::string_view text, const std::string& filename, Env& env) {
+  pb::TopologyFile file;
+  gp::TextFormat::ParseInfoTree tree;
+  const auto first = text.find_first_not_of(" \t\r\n");
+  const bool json = (filename.size() >= 5 && filename.ends_with(".json")) ||
+                    (first != std::string_view::npos && text[first] == '{');
+  if (json) {
+    gp::util::JsonParseOptions opts;
+    auto st = gp::util::JsonStringToMessage(std::string(text), &file, opts);
+    if (!st.ok()) return invalid_argument(filename + ": JSON: " + std::string(st.message()));
+  } else {
+    Collector collector(filename);
+    gp::TextFormat::Parser parser;
+    parser.RecordErrorsTo(&collector);
+    parser.WriteLocationsTo(&tree);
+    if (!parser.ParseFromString(std::string(text), &file))
+      return invalid_argument(collector.first().empty() ? filename + ": parse error"
+                                                        : collector.first());
+  }
+  const Locator loc(filename, json ? nullptr : &tree);
+  if (file.has_generator()) {
+    if (file.node_size() > 0 || file.edge_size() > 0)
+      return err(loc.top(file, file.node_size() > 0 ? "node" : "edge", 0),
+                 "give either a generator block or explicit nodes and edges, not both");
+    if (file.directed())
+      return err(loc.top(file, "directed"),
+                 "directed: is for explicit edges; generators decide it (EDGE_LIST: "
+                 "generator.directed)");
+    return from_generator(file, loc, filename, env);
+  }
+  return from_explicit(file, loc);
+}
+
+Result<Topology> load_topology(const std::string& path, Env& env,
+                               const ValidationOptions& validation) {
+  GOSSIP_ASSIGN_OR_RETURN(std::string text, env.read_file(path));
+  GOSSIP_ASSIGN_OR_RETURN(Topology t, parse_topology(text, path, env));
+  Status s = validate(t, validation);
+  if (!s.is_ok()) return invalid_argument(path + ": invalid topology: " + s.message());
+  return t;
+}
+
+pb::TopologyFile generator_file(const std::string& name, const GeneratorSpec& spec,
+                                WeightScheme scheme, const std::string& host, int base_port) {
+  pb::TopologyFile f;
+  if (!name.empty()) f.set_name(name);
+  auto* g = f.mutable_generator();
+  g->set_kind(kind_to_pb(spec.kind));
+  if (spec.kind == GeneratorKind::kTorus || spec.kind == GeneratorKind::kGrid) {
+    g->set_rows(spec.rows);
+    g->set_cols(spec.cols);
+  } else if (spec.nodes > 0) {
+    g->set_nodes(spec.nodes);
+  }
+  if (spec.kind == GeneratorKind::kKRing) g->set_k(spec.k);
+  if (spec.kind == GeneratorKind::kRandomRegular) g->set_degree(spec.degree);
+  if (spec.kind == GeneratorKind::kErdosRenyi) g->set_p(spec.p);
+  if (spec.kind == GeneratorKind::kRandomRegular || spec.kind == GeneratorKind::kErdosRenyi)
+    g->set_seed(spec.seed);
+  if (spec.kind == GeneratorKind::kEdgeList) {
+    g->set_edge_list(spec.edge_list_path);
+    g->set_directed(spec.directed);
+  }
+  g->set_host(host);
+  g->set_base_port(base_port);
+  f.set_weights(scheme_to_pb(scheme));
+  return f;
+}
+
+std::string to_text(const pb::TopologyFile& file) {
+  std::string out;
+  gp::TextFormat::Printer printer;
+  printer.PrintToString(file, &out);
+  return out;
+}
+
+Result<std::string> to_json(const pb::TopologyFile& file) {
+  std::string out;
+  gp::util::JsonPrintOptions opts;
+  opts.add_whitespace = true;
+  auto st = gp::util::MessageToJsonString(file, &out, opts);
+  if (!st.ok()) return internal_error("JSON export: " + std::string(st.message()));
+  return out;
+}
+
+Result<pb::TopologyFile> explicit_file(const Topology& topology) {
+  if (topology.is_time_varying())
+    return invalid_argument("a time-varying topology has no single W; export it in generator form");
+  pb::TopologyFile f;
+  f.set_name(topology.name());
+  f.set_directed(topology.is_directed());
+  const int n = topology.num_nodes();
+  for (int i = 0; i < n; ++i) {
+    auto* node = f.add_node();
+    node->set_id(i);
+    if (!topology.addresses().empty()) node->set_address(topology.addresses()[i].to_string());
+  }
+  // Schemes that are a function of the graph alone are re-derived on load (bit for bit); all
+  // others are written out, diagonal included, so the reload has the same fingerprint.
+  const WeightScheme s = topology.weight_scheme();
+  const bool derived = s == WeightScheme::kDefault || s == WeightScheme::kMetropolisHastings ||
+                       s == WeightScheme::kMaxDegree || s == WeightScheme::kUniform ||
+                       s == WeightScheme::kLazyMetropolisHastings ||
+                       s == WeightScheme::kLazyUniform;
+  f.set_weights(derived ? scheme_to_pb(s) : pb::EXPLICIT);
+  const auto& w = topology.mixing_matrix(0);
+  for (auto [a, b] : topology.graph().edges()) {
+    auto* e = f.add_edge();
+    e->set_from(a);
+    e->set_to(b);
+    if (!derived) e->set_weight(w.coeff(b, a));
+  }
+  if (!derived)
+    for (int i = 0; i < n; ++i) {
+      auto* e = f.add_edge();
+      e->set_from(i);
+      e->set_to(i);
+      e->set_weight(w.coeff(i, i));
+    }
+  return f;
+}
+
+Result<std::string> explicit_text(const Topology& topology) {
+  GOSSIP_ASSIGN_OR_RETURN(auto f, explicit_file(topology));
+  return to_text(f);
+}
+
+}  // namespace gossip::topology
