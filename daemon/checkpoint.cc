@@ -207,54 +207,49 @@ Result<std::string> write_checkpoint(Env& env, const std::string& dir, const Che
   auto files = list_checkpoints(env, dir);
   for (std::size_t i = std::max<std::uint32_t>(keep, 1); i < files.size(); ++i) {
     Status s = env.remove_file(dir + "/" + files[i].second);
-    if (!s.is_ok()) GOSSIP_LOG(kWarning) << "could not remove old checkpoint: " << s.to_string();
+    if (!s.is_ok()) {
+      GOSSIP_LOG(kWarning) << "could not remove old checkpoint: " << s.to_string();
+    }
   }
   return path;
+}
+
+Result<Checkpoint> load_checkpoint_file(Env& env, const std::string& path,
+                                        const CheckpointExpectation& expect) {
+  GOSSIP_ASSIGN_OR_RETURN(std::string bytes, env.read_file(path));
+  GOSSIP_ASSIGN_OR_RETURN(Checkpoint c, decode_checkpoint(bytes, path));
+  std::string mismatch;
+  std::string file = path.substr(path.find_last_of('/') + 1);
+  if (c.node != expect.node) {
+    mismatch = "belongs to node " + std::to_string(c.node);
+  } else if (parse_file_name(file) != static_cast<std::int64_t>(c.iteration)) {
+    mismatch = "iteration " + std::to_string(c.iteration) + " does not match its file name";
+  } else if (expect.num_params && c.params.size() != expect.num_params) {
+    mismatch = "has " + std::to_string(c.params.size()) + " parameters, the model has " +
+               std::to_string(expect.num_params);
+  } else if (c.optimizer_state.size() != expect.num_optimizer_state) {
+    mismatch = "has " + std::to_string(c.optimizer_state.size()) +
+               " optimizer state values, expected " + std::to_string(expect.num_optimizer_state);
+  } else if (!expect.topology_fingerprint.empty() &&
+             c.topology_fingerprint != expect.topology_fingerprint) {
+    mismatch = "was written for a different topology";
+  } else if (!expect.config_fingerprint.empty() &&
+             c.config_fingerprint != expect.config_fingerprint) {
+    mismatch = "was written for a different training config";
+  }
+  if (!mismatch.empty()) return failed_precondition(path + ": " + mismatch);
+  return c;
 }
 
 Result<Checkpoint> load_latest_checkpoint(Env& env, const std::string& dir,
                                           const CheckpointExpectation& expect,
                                           std::vector<std::string>* skipped) {
-  auto files = list_checkpoints(env, dir);
-  for (const auto& [iteration, file] : files) {
-    std::string path = dir + "/" + file;
-    auto skip = [&](const Status& why) {
-      GOSSIP_LOG(kWarning) << "skipping checkpoint: " << why.to_string();
-      if (skipped != nullptr) skipped->push_back(path);
-    };
-    Result<std::string> bytes = env.read_file(path);
-    if (!bytes.is_ok()) {
-      skip(bytes.status());
-      continue;
-    }
-    Result<Checkpoint> c = decode_checkpoint(*bytes, path);
-    if (!c.is_ok()) {
-      skip(c.status());
-      continue;
-    }
-    std::string mismatch;
-    if (c->node != expect.node) {
-      mismatch = "belongs to node " + std::to_string(c->node);
-    } else if (static_cast<std::int64_t>(c->iteration) != iteration) {
-      mismatch = "iteration does not match its file name";
-    } else if (expect.num_params && c->params.size() != expect.num_params) {
-      mismatch = "has " + std::to_string(c->params.size()) + " parameters, the model has " +
-                 std::to_string(expect.num_params);
-    } else if (c->optimizer_state.size() != expect.num_optimizer_state) {
-      mismatch = "has " + std::to_string(c->optimizer_state.size()) +
-                 " optimizer state values, expected " + std::to_string(expect.num_optimizer_state);
-    } else if (!expect.topology_fingerprint.empty() &&
-               c->topology_fingerprint != expect.topology_fingerprint) {
-      mismatch = "was written for a different topology";
-    } else if (!expect.config_fingerprint.empty() &&
-               c->config_fingerprint != expect.config_fingerprint) {
-      mismatch = "was written for a different training config";
-    }
-    if (!mismatch.empty()) {
-      skip(failed_precondition(path + ": " + mismatch));
-      continue;
-    }
-    return c;
+  for (const auto& entry : list_checkpoints(env, dir)) {
+    std::string path = dir + "/" + entry.second;
+    Result<Checkpoint> c = load_checkpoint_file(env, path, expect);
+    if (c.is_ok()) return c;
+    GOSSIP_LOG(kWarning) << "skipping checkpoint: " << c.status().to_string();
+    if (skipped != nullptr) skipped->push_back(path);
   }
   return not_found("no valid checkpoint in " + dir);
 }

@@ -79,6 +79,10 @@ std::string checkpoint_file_name(std::uint64_t iteration);
 Result<std::string> write_checkpoint(Env& env, const std::string& dir, const Checkpoint& checkpoint,
                                      std::uint32_t keep);
 
+// Reads and checks one checkpoint file against `expect` (FailedPrecondition on a mismatch).
+Result<Checkpoint> load_checkpoint_file(Env& env, const std::string& path,
+                                        const CheckpointExpectation& expect);
+
 // Newest valid checkpoint in `dir` that meets `expect`; files that fail are skipped with a warning
 // (and listed in *skipped when given). NotFound when there is none (or no directory).
 Result<Checkpoint> load_latest_checkpoint(Env& env, const std::string& dir,

@@ -1,0 +1,386 @@
+// The D-PSGD loop (see node.h for the algorithm and its failure behaviour). Why the pieces are
+// arranged as they are:
+//  - the optimizer direction is computed only after the neighbours' data arrived, so a failed or
+//    interrupted iteration leaves the momentum buffer untouched and the checkpoint is exactly the
+//    state at the start of the iteration (the sampler is rewound the same way);
+//  - on the cpu backend the parameters are sent straight from the backend buffer (host memory);
+//    on cuda a host copy is kept for sending, and received buffers are copied to the device on
+//    the transfer stream.
+#include "daemon/node.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "daemon/checkpoint.h"
+#include "daemon/exit_codes.h"
+#include "daemon/metrics.h"
+
+namespace gossip::daemon {
+
+sgd::ProblemConfig to_problem_config(const TrainConfig& c, int num_nodes) {
+  sgd::ProblemConfig p;
+  switch (c.model().kind()) {
+    case pb::Model::LEAST_SQUARES: p.model = sgd::ModelKind::kLeastSquares; break;
+    case pb::Model::LOGISTIC: p.model = sgd::ModelKind::kLogistic; break;
+    case pb::Model::MLP: p.model = sgd::ModelKind::kMlp; break;
+    default: p.model = sgd::ModelKind::kSoftmax; break;
+  }
+  p.hidden.assign(c.model().hidden().begin(), c.model().hidden().end());
+  p.l2 = c.model().l2();
+  switch (c.data().dataset()) {
+    case pb::Data::SYNTHETIC_LEAST_SQUARES: p.data = sgd::DataKind::kLeastSquares; break;
+    case pb::Data::SYNTHETIC_LOGISTIC: p.data = sgd::DataKind::kLogistic; break;
+    default: p.data = sgd::DataKind::kFashionMnist; break;
+  }
+  if (!c.data().path().empty()) p.data_dir = c.data().path();
+  p.standardize = !c.data().has_standardize() || c.data().standardize();
+  if (c.data().num_examples() > 0) p.synthetic_train = static_cast<std::int64_t>(c.data().num_examples());
+  if (c.data().test_examples() > 0) p.synthetic_test = static_cast<std::int64_t>(c.data().test_examples());
+  if (c.data().dim() > 0) p.synthetic_dim = static_cast<int>(c.data().dim());
+  if (c.data().noise() > 0) p.synthetic_noise = c.data().noise();
+  switch (c.shard().scheme()) {
+    case pb::Shard::BY_LABEL: p.shard.scheme = sgd::ShardScheme::kByLabel; break;
+    case pb::Shard::DIRICHLET: p.shard.scheme = sgd::ShardScheme::kDirichlet; break;
+    default: p.shard.scheme = sgd::ShardScheme::kIid; break;
+  }
+  if (c.shard().dirichlet_alpha() > 0) p.shard.dirichlet_alpha = c.shard().dirichlet_alpha();
+  p.num_nodes = num_nodes;
+  p.seed = c.seed();
+  return p;
+}
+
+sgd::OptimizerConfig to_optimizer_config(const TrainConfig& c, std::uint64_t total_iterations) {
+  const pb::Optimizer& o = c.optimizer();
+  sgd::OptimizerConfig oc;
+  switch (o.schedule()) {
+    case pb::Optimizer::STEP: oc.schedule.kind = sgd::ScheduleKind::kStep; break;
+    case pb::Optimizer::COSINE: oc.schedule.kind = sgd::ScheduleKind::kCosine; break;
+    default: oc.schedule.kind = sgd::ScheduleKind::kConstant; break;
+  }
+  oc.schedule.lr = o.lr();
+  oc.schedule.warmup_steps = static_cast<std::int64_t>(o.warmup_iterations());
+  if (o.step_size() > 0) oc.schedule.step_size = static_cast<std::int64_t>(o.step_size());
+  if (o.step_factor() > 0) oc.schedule.step_factor = o.step_factor();
+  oc.schedule.total_steps = static_cast<std::int64_t>(total_iterations);
+  oc.schedule.min_lr = o.min_lr();
+  bool momentum = o.kind() == pb::Optimizer::MOMENTUM || o.kind() == pb::Optimizer::NESTEROV;
+  oc.momentum = momentum ? o.momentum() : 0.0;
+  oc.nesterov = o.kind() == pb::Optimizer::NESTEROV;
+  oc.weight_decay = o.weight_decay();
+  return oc;
+}
+
+std::string config_fingerprint(const TrainConfig& config) {
+  TrainConfig c;
+  *c.mutable_model() = config.model();
+  *c.mutable_data() = config.data();
+  c.mutable_data()->clear_path();
+  *c.mutable_shard() = config.shard();
+  c.set_batch_size(config.batch_size());
+  *c.mutable_optimizer() = config.optimizer();
+  c.set_seed(config.seed());
+  std::string text = to_text(c);
+  uLong crc = crc32(0L, reinterpret_cast<const Bytef*>(text.data()), static_cast<uInt>(text.size()));
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%08lx", static_cast<unsigned long>(crc));
+  return buf;
+}
+
+std::uint64_t topology_fingerprint64(const topology::Topology& topology) {
+  return std::stoull(topology.fingerprint().substr(0, 16), nullptr, 16);
+}
+
+std::vector<int> all_neighbours(const topology::Topology& topology, int node) {
+  std::vector<int> peers;
+  for (int t = 0; t < topology.period(); ++t) {
+    for (const topology::Neighbor& nb : topology.in_neighbors(node, t)) peers.push_back(nb.node);
+    for (const topology::Neighbor& nb : topology.out_neighbors(node, t)) peers.push_back(nb.node);
+  }
+  std::sort(peers.begin(), peers.end());
+  peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+  return peers;
+}
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The first `count` examples of `data` (evaluation subsets).
+sgd::Dataset head_of(const sgd::Dataset& data, std::int64_t count) {
+  sgd::Dataset out;
+  out.num_examples = std::min(count, data.num_examples);
+  out.dim = data.dim;
+  out.num_classes = data.num_classes;
+  out.features.assign(data.features.begin(), data.features.begin() + out.num_examples * data.dim);
+  if (!data.labels.empty()) out.labels.assign(data.labels.begin(), data.labels.begin() + out.num_examples);
+  if (!data.targets.empty()) out.targets.assign(data.targets.begin(), data.targets.begin() + out.num_examples);
+  return out;
+}
+
+}  // namespace
+
+NodeResult run_node(const NodeOptions& options, const topology::Topology& topology,
+                    const sgd::Problem& problem, sgd::Backend& backend,
+                    ParameterExchange& exchange, const std::atomic<bool>& stop, Env& env) {
+  NodeResult result;
+  auto fail = [&](int code, const Status& status) {
+    result.exit_code = code;
+    result.message = status.to_string();
+    GOSSIP_LOG(kError) << result.message;
+    return result;
+  };
+  const int self = options.node_id;
+  const TrainConfig& cfg = options.config;
+  if (self < 0 || self >= topology.num_nodes()) {
+    return fail(kExitUsage, invalid_argument("--node " + std::to_string(self) + " is not in the topology (0.." +
+                                             std::to_string(topology.num_nodes() - 1) + ")"));
+  }
+  Result<std::unique_ptr<sgd::Model>> model_or = backend.make_model(problem.spec);
+  if (!model_or.is_ok()) return fail(kExitUsage, model_or.status());
+  sgd::Model& model = **model_or;
+  const std::size_t d = problem.spec.num_params();
+  const std::uint64_t total = total_iterations(cfg, problem.shards[self].size());
+  sgd::OptimizerConfig opt_cfg = to_optimizer_config(cfg, total);
+  if (Status s = opt_cfg.validate(); !s.is_ok()) return fail(kExitUsage, s.with_context("optimizer"));
+  sgd::Optimizer optimizer(opt_cfg, d);
+  sgd::BatchSampler sampler = problem.sampler(self, static_cast<int>(cfg.batch_size()));
+  const bool on_host = backend.device() == sgd::Device::kCpu;
+
+  // Backend buffers: x_t, x_{t+1}, gradient, direction, optimizer state.
+  sgd::DeviceBuffer x = backend.alloc(d), next = backend.alloc(d), grad = backend.alloc(d),
+                    update = backend.alloc(d), state = backend.alloc(std::max<std::size_t>(optimizer.state_size(), 1));
+  std::vector<float> x_host(d);  // what is sent; on cpu only used for checkpoints of x
+  std::vector<float> initial = problem.initial_params();
+  std::uint64_t start = 0;
+  std::vector<float> initial_state;
+
+  CheckpointExpectation expect{static_cast<std::uint32_t>(self), d, optimizer.state_size(),
+                               topology.fingerprint(), config_fingerprint(cfg)};
+  if ((options.resume || options.resume_at) && !options.checkpoint_dir.empty()) {
+    Result<Checkpoint> c = options.resume_at
+                               ? load_checkpoint_file(env, options.checkpoint_dir + "/" +
+                                                                  checkpoint_file_name(*options.resume_at),
+                                                      expect)
+                               : load_latest_checkpoint(env, options.checkpoint_dir, expect);
+    if (c.is_ok()) {
+      initial = std::move(c->params);
+      initial_state = std::move(c->optimizer_state);
+      sgd::SamplerState ss;
+      ss.epoch_rng_state = c->sampler.rng_state;
+      ss.epoch = c->sampler.epoch;
+      ss.position = c->sampler.position;
+      ss.batches = c->sampler.batches;
+      if (Status s = sampler.restore(ss); !s.is_ok()) return fail(kExitError, s.with_context("resume"));
+      start = c->iteration;
+      GOSSIP_LOG(kInfo) << "resumed from checkpoint at iteration " << start << " in "
+                        << options.checkpoint_dir;
+    } else if (options.resume_at || c.status().code() != StatusCode::kNotFound) {
+      return fail(kExitError, c.status().with_context("--resume"));
+    } else {
+      GOSSIP_LOG(kWarning) << "--resume: no valid checkpoint in " << options.checkpoint_dir
+                           << "; starting from iteration 0";
+    }
+  }
+  backend.copy_to_device(x.data(), initial.data(), d);
+  if (!initial_state.empty()) backend.copy_to_device(state.data(), initial_state.data(), initial_state.size());
+  backend.synchronize();
+  if (!on_host) std::copy(initial.begin(), initial.end(), x_host.begin());
+
+  Result<MetricsWriter> metrics_or = MetricsWriter::open(
+      options.metrics_path, self, cfg.metrics_every(), options.append_metrics || start > 0);
+  if (!metrics_or.is_ok()) return fail(kExitError, metrics_or.status());
+  MetricsWriter& metrics = *metrics_or;
+
+  // Receive buffers, one per neighbour we ever hear from.
+  std::map<int, std::vector<float>> inbox_host;
+  std::map<int, sgd::DeviceBuffer> inbox_device;
+  for (int t = 0; t < topology.period(); ++t) {
+    for (const topology::Neighbor& nb : topology.in_neighbors(self, t)) {
+      if (inbox_host.count(nb.node)) continue;
+      inbox_host[nb.node].resize(d);
+      if (!on_host) inbox_device[nb.node] = backend.alloc(d);
+    }
+  }
+
+  std::shared_ptr<const sgd::Dataset> eval_set = problem.test;
+  if (cfg.eval_examples() > 0 && static_cast<std::int64_t>(cfg.eval_examples()) < problem.test->num_examples) {
+    eval_set = std::make_shared<sgd::Dataset>(head_of(*problem.test, static_cast<std::int64_t>(cfg.eval_examples())));
+  }
+
+  auto save = [&](std::uint64_t iteration, const sgd::SamplerState& ss) -> Status {
+    if (options.checkpoint_dir.empty()) return Status::ok();
+    Checkpoint c;
+    c.node = static_cast<std::uint32_t>(self);
+    c.iteration = iteration;
+    c.topology_fingerprint = expect.topology_fingerprint;
+    c.config_fingerprint = expect.config_fingerprint;
+    c.sampler.rng_state = ss.epoch_rng_state;
+    c.sampler.epoch = ss.epoch;
+    c.sampler.position = ss.position;
+    c.sampler.batches = ss.batches;
+    c.params.resize(d);
+    backend.copy_to_host(c.params.data(), x.data(), d);
+    c.optimizer_state.resize(optimizer.state_size());
+    if (!c.optimizer_state.empty()) backend.copy_to_host(c.optimizer_state.data(), state.data(), c.optimizer_state.size());
+    Result<std::string> path = write_checkpoint(env, options.checkpoint_dir, c, cfg.checkpoint().keep());
+    if (!path.is_ok()) return path.status();
+    GOSSIP_LOG(kDebug) << "checkpoint " << *path;
+    return Status::ok();
+  };
+  auto stop_now = [&](std::uint64_t iteration, const sgd::SamplerState& ss, int code,
+                      const std::string& why) {
+    metrics.flush_iterations();
+    metrics.event(iteration, code == kExitStopped ? "stopped" : "neighbour_failed", why);
+    Status s = save(iteration, ss);
+    result.exit_code = code;
+    result.iterations_done = iteration;
+    result.message = why;
+    if (!s.is_ok()) {
+      GOSSIP_LOG(kError) << "checkpoint at iteration " << iteration << " failed: " << s.to_string();
+      result.message += "; checkpoint failed: " + s.to_string();
+    } else if (!options.checkpoint_dir.empty()) {
+      GOSSIP_LOG(kInfo) << "checkpoint written at iteration " << iteration;
+    }
+    return result;
+  };
+
+  const auto deadline = std::chrono::milliseconds(cfg.timeouts().deadline_ms());
+  const bool overlap = !cfg.no_overlap();
+  sgd::Batch batch;
+  std::vector<int> to;
+  std::vector<Inbox> from;
+  std::vector<sgd::MixTerm> terms;
+  std::uint64_t sent_before = exchange.bytes_sent(), received_before = exchange.bytes_received();
+  auto interrupted = [&] { return stop.load(std::memory_order_relaxed); };
+
+  for (std::uint64_t t = start; t < total; ++t) {
+    const sgd::SamplerState before = sampler.state();
+    if (interrupted()) return stop_now(t, before, kExitStopped, "stop requested (signal)");
+    const std::int64_t it = static_cast<std::int64_t>(t);
+    std::vector<topology::Neighbor> in = topology.in_neighbors(self, it);
+    std::vector<topology::Neighbor> out = topology.out_neighbors(self, it);
+    to.clear();
+    for (const topology::Neighbor& nb : out) to.push_back(nb.node);
+    from.clear();
+    for (const topology::Neighbor& nb : in) from.push_back({nb.node, inbox_host[nb.node]});
+    std::span<const float> send(on_host ? x.data() : x_host.data(), d);
+
+    IterationStats stats;
+    auto t0 = std::chrono::steady_clock::now();
+    std::unique_ptr<PendingExchange> pending;
+    if (overlap) pending = exchange.begin(t, send, to, from);
+    sgd::gather(*problem.train, sampler.next(), batch);
+    stats.loss = model.loss_and_grad(x.data(), batch, grad.data());
+    auto t1 = std::chrono::steady_clock::now();
+    stats.compute_s = std::chrono::duration<double>(t1 - t0).count();
+    auto exchange_start = overlap ? t0 : t1;
+    if (!overlap) pending = exchange.begin(t, send, to, from);
+    std::vector<NeighbourFailure> failures =
+        pending->wait(std::chrono::steady_clock::now() + deadline, interrupted);
+    pending.reset();
+    auto t2 = std::chrono::steady_clock::now();
+    stats.wait_s = std::chrono::duration<double>(t2 - t1).count();
+    stats.exchange_s = std::chrono::duration<double>(t2 - exchange_start).count();
+    if (!failures.empty()) {
+      // The abandoned iteration's batch is drawn again on resume.
+      if (Status s = sampler.restore(before); !s.is_ok()) return fail(kExitError, s);
+      if (interrupted()) return stop_now(t, before, kExitStopped, "stop requested (signal)");
+      std::string why;
+      for (const NeighbourFailure& f : failures) {
+        GOSSIP_LOG(kError) << "neighbour " << f.peer << " failed at iteration " << t << ": "
+                           << f.status.to_string();
+        why += (why.empty() ? "" : "; ") + std::string("neighbour ") + std::to_string(f.peer) +
+               ": " + f.status.to_string();
+      }
+      return stop_now(t, before, kExitNeighbourFailed, why);
+    }
+    if (!on_host) {
+      for (const topology::Neighbor& nb : in) {
+        backend.copy_to_device(inbox_device[nb.node].data(), inbox_host[nb.node].data(), d);
+      }
+    }
+    // u_t, then x_{t+1} = Σ_j W_ij x_j^t − γ_t u_t (terms in increasing j, self included).
+    auto t3 = std::chrono::steady_clock::now();
+    optimizer.direction(backend, x.data(), grad.data(),
+                        optimizer.state_size() > 0 ? state.data() : nullptr, update.data());
+    const float gamma = static_cast<float>(optimizer.learning_rate(it));
+    terms.clear();
+    const float self_weight = static_cast<float>(topology.self_weight(self, it));
+    bool self_added = self_weight == 0.0f;
+    for (const topology::Neighbor& nb : in) {
+      if (!self_added && nb.node > self) {
+        terms.push_back({self_weight, x.data()});
+        self_added = true;
+      }
+      terms.push_back({static_cast<float>(nb.weight),
+                       on_host ? inbox_host[nb.node].data() : inbox_device[nb.node].data()});
+    }
+    if (!self_added) terms.push_back({self_weight, x.data()});
+    if (!on_host) backend.synchronize();
+    backend.mix(next.data(), terms, gamma, update.data(), d);
+    std::swap(x, next);
+    if (!on_host) backend.copy_to_host(x_host.data(), x.data(), d);
+    stats.mix_s = seconds_since(t3);
+    stats.iteration_s = seconds_since(t0);
+    stats.lr = gamma;
+    std::uint64_t sent = exchange.bytes_sent(), received = exchange.bytes_received();
+    stats.bytes_sent = sent - sent_before;
+    stats.bytes_received = received - received_before;
+    sent_before = sent;
+    received_before = received;
+    if (!std::isfinite(stats.loss)) {
+      GOSSIP_LOG(kWarning) << "non-finite loss at iteration " << t;
+    }
+    metrics.add_iteration(t, stats);
+
+    const std::uint64_t done = t + 1;
+    result.iterations_done = done;
+    if (cfg.eval_every() > 0 && done % cfg.eval_every() == 0 && done < total) {
+      sgd::EvalResult e = model.evaluate(x.data(), *eval_set);
+      metrics.eval(done, e.loss, e.accuracy);
+    }
+    if (cfg.checkpoint().every() > 0 && done % cfg.checkpoint().every() == 0 && done < total) {
+      if (Status s = save(done, sampler.state()); !s.is_ok()) {
+        // Training goes on: a full disk should not cost the run, only durability (logged).
+        GOSSIP_LOG(kError) << "periodic checkpoint failed: " << s.to_string();
+        metrics.event(done, "checkpoint_failed", s.to_string());
+      }
+    }
+  }
+
+  metrics.flush_iterations();
+  result.iterations_done = std::max<std::uint64_t>(start, total);
+  sgd::EvalResult e = model.evaluate(x.data(), *problem.test);
+  metrics.eval(result.iterations_done, e.loss, e.accuracy);
+  result.final_test_accuracy = e.accuracy;
+  result.final_test_loss = e.loss;
+  if (Status s = save(result.iterations_done, sampler.state()); !s.is_ok()) {
+    return fail(kExitError, s.with_context("final checkpoint"));
+  }
+  if (!options.dump_params_dir.empty()) {
+    std::vector<float> host(d);
+    backend.copy_to_host(host.data(), x.data(), d);
+    Status s = env.create_dirs(options.dump_params_dir);
+    if (s.is_ok()) {
+      s = env.write_file_atomic(options.dump_params_dir + "/node_" + std::to_string(self) + ".f32",
+                                std::string_view(reinterpret_cast<const char*>(host.data()), d * sizeof(float)));
+    }
+    if (!s.is_ok()) return fail(kExitError, s.with_context("--dump-params"));
+  }
+  result.exit_code = kExitOk;
+  result.message = "done";
+  GOSSIP_LOG(kInfo) << "finished " << result.iterations_done << " iterations; local model test accuracy "
+                    << e.accuracy << ", loss " << e.loss;
+  return result;
+}
+
+}  // namespace gossip::daemon

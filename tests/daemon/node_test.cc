@@ -1,0 +1,193 @@
+// The D-PSGD loop of gossipd (daemon/node.h) with n nodes as threads over the in-process exchange
+// hub: the final parameters of every node equal gossip-sim's D-PSGD per-node parameters; a resumed
+// run equals an uninterrupted one bit for bit; a dead neighbour makes every other node fail-stop
+// with kExitNeighbourFailed and a checkpoint.
+#include "daemon/node.h"
+
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "daemon/checkpoint.h"
+#include "daemon/exit_codes.h"
+#include "sim/simulator.h"
+
+namespace gossip::daemon {
+namespace {
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    static int counter = 0;
+    path = std::filesystem::temp_directory_path() /
+           ("gossip_node_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+TrainConfig small_config(std::uint64_t iterations) {
+  auto c = parse_train_config(R"(
+    seed: 9
+    model { kind: MLP hidden: 8 }
+    data { dataset: SYNTHETIC_LOGISTIC num_examples: 512 dim: 6 test_examples: 128 noise: 3 }
+    batch_size: 8
+    optimizer { kind: MOMENTUM lr: 0.05 momentum: 0.9 weight_decay: 0.001 }
+    eval_every: 10
+    checkpoint { every: 10 keep: 5 }
+    timeouts { deadline_ms: 2000 heartbeat_ms: 100 }
+  )", "test");
+  REQUIRE(c.is_ok());
+  c->set_iterations(iterations);
+  fill_defaults(*c);
+  REQUIRE(validate_train_config(*c).is_ok());
+  return *c;
+}
+
+topology::Topology make_topology(topology::GeneratorKind kind, int n) {
+  topology::GeneratorSpec spec;
+  spec.kind = kind;
+  spec.nodes = n;
+  auto t = topology::Topology::generate(spec, topology::WeightScheme::kDefault);
+  REQUIRE_MESSAGE(t.is_ok(), t.status().to_string());
+  return *t;
+}
+
+// Runs every node as a thread; a node that returns drops out of the hub like an exiting process.
+std::vector<NodeResult> run_cluster(const topology::Topology& topo, const sgd::Problem& problem,
+                                    const TrainConfig& config, const std::string& dir,
+                                    bool resume = false, std::vector<int> dead = {}) {
+  const int n = topo.num_nodes();
+  LocalExchangeHub hub(n);
+  for (int i : dead) hub.fail_node(i);
+  std::vector<NodeResult> results(n);
+  std::vector<std::thread> threads;
+  std::atomic<bool> stop{false};
+  for (int i = 0; i < n; ++i) {
+    if (std::find(dead.begin(), dead.end(), i) != dead.end()) continue;
+    threads.emplace_back([&, i] {
+      NodeOptions o;
+      o.node_id = i;
+      o.config = config;
+      o.checkpoint_dir = dir + "/ckpt/node-" + std::to_string(i);
+      o.resume = resume;
+      o.dump_params_dir = dir + "/params";
+      auto backend = sgd::make_backend(sgd::Device::kCpu, 1);
+      REQUIRE(backend.is_ok());
+      results[i] = run_node(o, topo, problem, **backend, hub.node(i), stop);
+      hub.fail_node(i);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+std::vector<float> read_params(const std::string& path) {
+  auto bytes = Env::system().read_file(path);
+  REQUIRE_MESSAGE(bytes.is_ok(), bytes.status().to_string());
+  std::vector<float> v(bytes->size() / 4);
+  std::memcpy(v.data(), bytes->data(), v.size() * 4);
+  return v;
+}
+
+void check_against_simulator(topology::GeneratorKind kind, int n) {
+  TempDir dir;
+  const std::uint64_t iterations = 25;
+  TrainConfig config = small_config(iterations);
+  topology::Topology topo = make_topology(kind, n);
+  auto problem = sgd::make_problem(to_problem_config(config, n));
+  REQUIRE_MESSAGE(problem.is_ok(), problem.status().to_string());
+
+  auto results = run_cluster(topo, *problem, config, dir.path);
+  for (int i = 0; i < n; ++i) REQUIRE_MESSAGE(results[i].exit_code == kExitOk, results[i].message);
+
+  sim::RunConfig rc;
+  rc.algorithm = sim::Algorithm::kDpsgd;
+  rc.optimizer = to_optimizer_config(config, iterations);
+  rc.batch_size = static_cast<int>(config.batch_size());
+  rc.iterations = static_cast<std::int64_t>(iterations);
+  rc.eval_every = static_cast<std::int64_t>(iterations);
+  rc.eval_local = false;
+  auto simulator = sim::Simulator::create(*problem, &topo, rc);
+  REQUIRE_MESSAGE(simulator.is_ok(), simulator.status().to_string());
+  REQUIRE((*simulator)->run().is_ok());
+  const sim::StateMatrix& expected = (*simulator)->params();
+
+  double max_diff = 0;
+  double moved = 0;
+  std::vector<float> x0 = problem->initial_params();
+  for (int i = 0; i < n; ++i) {
+    std::vector<float> got = read_params(dir.path + "/params/node_" + std::to_string(i) + ".f32");
+    REQUIRE(got.size() == static_cast<std::size_t>(expected.rows()));
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      max_diff = std::max(max_diff, static_cast<double>(std::fabs(got[k] - expected(k, i))));
+      moved = std::max(moved, static_cast<double>(std::fabs(got[k] - x0[k])));
+    }
+  }
+  CHECK(moved > 1e-3);  // training happened
+  CHECK(max_diff <= 1e-6);
+}
+
+TEST_CASE("threads over the in-process hub equal gossip-sim's D-PSGD: ring, n = 4") {
+  check_against_simulator(topology::GeneratorKind::kRing, 4);
+}
+
+TEST_CASE("threads over the in-process hub equal gossip-sim's D-PSGD: exponential, n = 8") {
+  check_against_simulator(topology::GeneratorKind::kExponential, 8);
+}
+
+TEST_CASE("threads over the in-process hub equal gossip-sim's D-PSGD: one-peer exponential") {
+  check_against_simulator(topology::GeneratorKind::kOnePeerExponential, 8);
+}
+
+TEST_CASE("a resumed run equals an uninterrupted one bit for bit") {
+  const int n = 4;
+  topology::Topology topo = make_topology(topology::GeneratorKind::kRing, n);
+  TrainConfig full = small_config(30);
+  auto problem = sgd::make_problem(to_problem_config(full, n));
+  REQUIRE(problem.is_ok());
+  TempDir a, b;
+  for (const auto& r : run_cluster(topo, *problem, full, a.path)) REQUIRE(r.exit_code == kExitOk);
+  // First 17 iterations, then resume to 30 from the final checkpoint at 17.
+  TrainConfig part = small_config(17);
+  for (const auto& r : run_cluster(topo, *problem, part, b.path)) REQUIRE(r.exit_code == kExitOk);
+  auto resumed = run_cluster(topo, *problem, full, b.path, /*resume=*/true);
+  for (const auto& r : resumed) {
+    REQUIRE(r.exit_code == kExitOk);
+    CHECK(r.iterations_done == 30);
+  }
+  for (int i = 0; i < n; ++i) {
+    std::string name = "/params/node_" + std::to_string(i) + ".f32";
+    CHECK(read_params(a.path + name) == read_params(b.path + name));
+  }
+}
+
+TEST_CASE("fail-stop: a dead neighbour makes every other node checkpoint and exit with code 3") {
+  const int n = 4;
+  topology::Topology topo = make_topology(topology::GeneratorKind::kRing, n);
+  TrainConfig config = small_config(30);
+  config.mutable_timeouts()->set_deadline_ms(300);
+  auto problem = sgd::make_problem(to_problem_config(config, n));
+  REQUIRE(problem.is_ok());
+  TempDir dir;
+  auto results = run_cluster(topo, *problem, config, dir.path, false, /*dead=*/{2});
+  for (int i : {0, 1, 3}) {
+    CHECK(results[i].exit_code == kExitNeighbourFailed);
+    CHECK(results[i].iterations_done <= 1);  // node 0 may finish iteration 0 first
+    auto c = load_latest_checkpoint(Env::system(), dir.path + "/ckpt/node-" + std::to_string(i),
+                                    {static_cast<std::uint32_t>(i), 0, problem->spec.num_params(),
+                                     "", ""});
+    CHECK_MESSAGE(c.is_ok(), c.status().to_string());
+  }
+  // The direct neighbours name node 2.
+  CHECK(results[1].message.find("neighbour 2") != std::string::npos);
+  CHECK(results[3].message.find("neighbour 2") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace gossip::daemon
