@@ -7,9 +7,12 @@
 // are always host memory (the backend moves them). Sizes are counts of floats.
 //
 // Thread safety: a Backend and its Models are used from one thread at a time (the compute thread of
-// a node). Calls on the cuda backend are ordered on its compute stream; copy_to_device() runs on a
-// separate transfer stream so that neighbours' parameters can move to the GPU while a gradient is
-// being computed; synchronize() waits for both.
+// a node). Calls on the cuda backend are asynchronous and ordered on its compute stream, except
+// copy_to_device(), which runs on a separate transfer stream so that neighbours' parameters move to
+// the GPU while an already-queued gradient computation runs; every compute call issued after a
+// copy_to_device() waits for that copy (so results never depend on timing). Calls that return a
+// value to the host (loss_and_grad, evaluate, copy_to_host) wait for the work they read;
+// synchronize() waits for everything.
 #pragma once
 
 #include <cstddef>
@@ -93,8 +96,8 @@ class Backend {
 
   // ---- memory
   virtual DeviceBuffer alloc(std::size_t n) = 0;  // zero-filled
-  // Host -> backend; asynchronous on the transfer stream for cuda (`src` must stay valid until
-  // synchronize()), a plain copy for cpu.
+  // Host -> backend; asynchronous on the transfer stream for cuda (`src` must stay valid and
+  // unchanged until synchronize()), a plain copy for cpu.
   virtual void copy_to_device(float* dst, const float* src, std::size_t n) = 0;
   // Backend -> host, synchronous (waits for pending compute that writes `src`).
   virtual void copy_to_host(float* dst, const float* src, std::size_t n) = 0;

@@ -1,4 +1,4 @@
-// The cuda backend's factory. Only sgd/backend.cc includes this (under GOSSIP_HAVE_CUDA); the
+// The cuda backend's factory. Only sgd/backend.cc and the GPU tests and bench include this (under GOSSIP_SGD_CUDA); the
 // implementation (cuBLAS GEMMs, our kernels, streams) is in cuda_backend.cu. No CUDA header here.
 #pragma once
 
@@ -13,5 +13,10 @@ namespace gossip::sgd::cuda {
 int device_count();
 // Unavailable (with the CUDA runtime's message) when no device can be used.
 Result<std::unique_ptr<Backend>> make_cuda_backend(int device_index = 0);
+
+// The GPU part of bench/sgd_bench: wide MLP 784-4096-4096-10 at batch 1024 (samples/s and the
+// share of step time outside cuBLAS GEMMs, from CUDA events around each GEMM), and mixing GB/s
+// vs a device-to-device copy. Prints to stdout; needs a device.
+void print_gpu_bench(double seconds);
 
 }  // namespace gossip::sgd::cuda

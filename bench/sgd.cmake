@@ -1,0 +1,9 @@
+# sgd_bench: cpu training step vs PyTorch (bench/sgd_reference.py), mixing vs memcpy, GPU figures
+# where a device exists. Run: build/bench/sgd_bench [--threads 1 2] [--seconds 3]
+add_executable(sgd_bench ${CMAKE_CURRENT_LIST_DIR}/sgd_bench.cc)
+target_link_libraries(sgd_bench PRIVATE gossip_sgd CLI11::CLI11)
+target_compile_definitions(sgd_bench PRIVATE GOSSIP_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+if(TARGET gossip_sgd_cuda)
+  target_link_libraries(sgd_bench PRIVATE gossip_sgd_cuda)
+  target_compile_definitions(sgd_bench PRIVATE GOSSIP_SGD_CUDA=1)
+endif()

@@ -1,0 +1,166 @@
+// sgd_bench: figures for the local SGD engine, each next to its reference in the same run.
+//
+//   1. One training step (loss_and_grad + momentum SGD update) of the MLP 784-256-128-10 at batch
+//      128 on the cpu backend, samples/s, beside PyTorch on the CPU (bench/sgd_reference.py under
+//      /usr/bin/python3) with the same thread count.
+//   2. The fused mixing kernel out = Σ_j w_j x_j − γ u in GB/s beside memcpy GB/s.
+//   3. Where a CUDA device exists: the wide MLP 784-4096-4096-10 at batch 1024, samples/s, and the
+//      share of step time spent outside cuBLAS GEMMs; mixing GB/s on the device.
+//
+// Wall-clock figures on a shared machine are noisy: each is the best of a few timed windows.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "common/clock.h"
+#include "common/random.h"
+#include "sgd/backend.h"
+#include "sgd/cpu/cpu_backend.h"
+#include "sgd/optimizer.h"
+#if GOSSIP_SGD_CUDA
+#include "sgd/cuda/cuda_backend.h"
+#endif
+
+namespace gossip::sgd {
+namespace {
+
+// Runs fn repeatedly for about `seconds` in `windows` windows; returns the best calls per second.
+template <typename F>
+double best_rate(F&& fn, double seconds, int windows = 3) {
+  for (int i = 0; i < 3; ++i) fn();  // warm-up: workspaces, caches, thread pools
+  double best = 0;
+  for (int w = 0; w < windows; ++w) {
+    Stopwatch watch;
+    std::int64_t calls = 0;
+    while (watch.elapsed_seconds() < seconds / windows) {
+      fn();
+      ++calls;
+    }
+    best = std::max(best, calls / watch.elapsed_seconds());
+  }
+  return best;
+}
+
+double cpu_step_samples_per_s(const ModelSpec& spec, int batch_size, int threads, double seconds) {
+  auto backend = make_backend(Device::kCpu, threads);
+  auto model = (*backend)->make_model(spec);
+  std::vector<float> x = init_params(spec, 1), g(x.size()), u(x.size());
+  OptimizerConfig oc;
+  oc.schedule.lr = 0.01;
+  oc.momentum = 0.9;
+  Optimizer opt(oc, x.size());
+  std::vector<float> v(opt.state_size());
+  Batch batch;
+  batch.rows = batch_size;
+  batch.dim = spec.input_dim;
+  Rng rng(2);
+  batch.features.resize(static_cast<std::size_t>(batch_size) * spec.input_dim);
+  for (float& f : batch.features) f = static_cast<float>(rng.normal());
+  for (int j = 0; j < batch_size; ++j) batch.labels.push_back(rng.uniform_int(spec.num_classes));
+  std::int64_t t = 0;
+  const double steps_per_s = best_rate(
+      [&] {
+        (*model)->loss_and_grad(x.data(), batch, g.data());
+        opt.step(**backend, t++, x.data(), g.data(), v.data(), u.data());
+      },
+      seconds);
+  return steps_per_s * batch_size;
+}
+
+// PyTorch's figure, or a negative number when the reference could not run.
+double torch_samples_per_s(const std::string& script, int threads, const ModelSpec& spec,
+                           int batch_size, double seconds) {
+  std::string sizes;
+  for (int s : spec.layer_sizes()) sizes += (sizes.empty() ? "" : ",") + std::to_string(s);
+  // Debian's OpenBLAS tuning variables are meant for our environment, not torch's: unset for the
+  // reference command alone.
+  const std::string cmd = "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 " + script +
+                          " --threads " + std::to_string(threads) + " --sizes " + sizes +
+                          " --batch " + std::to_string(batch_size) + " --seconds " +
+                          std::to_string(seconds) + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return -1;
+  char line[512];
+  double rate = -1;
+  while (std::fgets(line, sizeof line, pipe)) {
+    if (std::sscanf(line, "samples_per_s %lf", &rate) != 1) std::fputs(line, stderr);
+  }
+  pclose(pipe);
+  return rate;
+}
+
+void bench_cpu_step(const std::string& script, const std::vector<int>& thread_counts,
+                    double seconds, bool reference) {
+  const ModelSpec spec{ModelKind::kMlp, 784, {256, 128}, 10, 0.0f};
+  std::printf("\n== training step, %s, batch 128, cpu (samples/s, higher is better)\n",
+              spec.to_string().c_str());
+  std::printf("%8s %14s %14s %8s\n", "threads", "gossip_sgd", "pytorch", "ratio");
+  for (int threads : thread_counts) {
+    const double ours = cpu_step_samples_per_s(spec, 128, threads, seconds);
+    const double theirs = reference ? torch_samples_per_s(script, threads, spec, 128, seconds) : -1;
+    if (theirs > 0) {
+      std::printf("%8d %14.0f %14.0f %8.2f\n", threads, ours, theirs, ours / theirs);
+    } else {
+      std::printf("%8d %14.0f %14s %8s\n", threads, ours, "n/a", "");
+    }
+    std::fflush(stdout);
+  }
+}
+
+void bench_mix(int threads, double seconds) {
+  const std::size_t n = std::size_t{1} << 24;  // 64 MiB per buffer: far beyond the caches
+  std::printf("\n== mixing out = sum_j w_j x_j - gamma u, %zu floats per buffer, cpu, %d threads\n", n,
+              threads);
+  std::vector<std::vector<float>> x(4, std::vector<float>(n, 1.0f));
+  std::vector<float> u(n, 0.5f), out(n);
+  const double copy_rate = best_rate(
+      [&] { std::memcpy(out.data(), x[0].data(), n * sizeof(float)); }, seconds);
+  // memcpy moves 2 buffers (read + write).
+  std::printf("%-34s %8.1f GB/s\n", "memcpy (read + write)", copy_rate * 2 * n * 4 / 1e9);
+  for (int terms : {1, 3, 4}) {
+    std::vector<MixTerm> t;
+    for (int j = 0; j < terms; ++j) t.push_back({1.0f / terms, x[j].data()});
+    const double rate =
+        best_rate([&] { cpu::mix(out.data(), t, 0.1f, u.data(), n, threads); }, seconds);
+    // terms + update read, out written.
+    std::printf("mix, %d term%s + update %16s %8.1f GB/s\n", terms, terms == 1 ? " " : "s", "",
+                rate * (terms + 2) * n * 4 / 1e9);
+  }
+}
+
+}  // namespace
+}  // namespace gossip::sgd
+
+int main(int argc, char** argv) {
+  using namespace gossip::sgd;
+  CLI::App app{"gossip_sgd benchmarks: cpu step vs PyTorch, mixing vs memcpy, and the GPU"};
+  std::vector<int> threads{1, 2};
+  double seconds = 3.0;
+  bool no_reference = false;
+  std::string script = std::string(GOSSIP_SOURCE_DIR) + "/bench/sgd_reference.py";
+  app.add_option("--threads", threads, "cpu thread counts to measure (ours and PyTorch's)");
+  app.add_option("--seconds", seconds, "time per measurement");
+  app.add_option("--reference", script, "the PyTorch reference script");
+  app.add_flag("--no-reference", no_reference, "skip PyTorch");
+  CLI11_PARSE(app, argc, argv);
+
+  auto cpu = make_backend(Device::kCpu, threads.back());
+  std::printf("gossip_sgd bench: %s; cuda built: %s, devices: %d\n",
+              (*cpu)->description().c_str(), cuda_built() ? "yes" : "no", cuda_device_count());
+  bench_cpu_step(script, threads, seconds, !no_reference);
+  bench_mix(threads.back(), seconds);
+#if GOSSIP_SGD_CUDA
+  if (cuda_device_count() > 0) {
+    cuda::print_gpu_bench(seconds);
+  } else {
+    std::printf("\n== gpu: no CUDA device here; GPU figures skipped\n");
+  }
+#else
+  std::printf("\n== gpu: this build has no CUDA backend; GPU figures skipped\n");
+#endif
+  return 0;
+}

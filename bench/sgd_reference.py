@@ -1,0 +1,50 @@
+#!/usr/bin/python3
+"""PyTorch CPU reference for bench/sgd_bench: one training step (forward, cross-entropy, backward,
+SGD with momentum) of the same MLP on the same batch shape, timed the same way. Prints one line:
+`samples_per_s <value>`. Run by sgd_bench with /usr/bin/python3 (Debian python3-torch)."""
+import argparse
+import time
+
+import torch
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, required=True)
+    ap.add_argument("--sizes", default="784,256,128,10")
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--seconds", type=float, default=3.0)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    sizes = [int(s) for s in a.sizes.split(",")]
+    layers = []
+    for i in range(len(sizes) - 1):
+        layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
+        if i + 2 < len(sizes):
+            layers.append(torch.nn.ReLU())
+    model = torch.nn.Sequential(*layers)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(a.batch, sizes[0], generator=gen)
+    y = torch.randint(0, sizes[-1], (a.batch,), generator=gen)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+
+    for _ in range(20):
+        step()
+    steps = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < a.seconds:
+        step()
+        steps += 1
+    elapsed = time.perf_counter() - start
+    print(f"samples_per_s {steps * a.batch / elapsed:.1f} threads {torch.get_num_threads()}")
+
+
+if __name__ == "__main__":
+    main()
