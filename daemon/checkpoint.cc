@@ -227,7 +227,7 @@ Result<Checkpoint> load_checkpoint_file(Env& env, const std::string& path,
   } else if (expect.num_params && c.params.size() != expect.num_params) {
     mismatch = "has " + std::to_string(c.params.size()) + " parameters, the model has " +
                std::to_string(expect.num_params);
-  } else if (c.optimizer_state.size() != expect.num_optimizer_state) {
+  } else if (expect.num_params && c.optimizer_state.size() != expect.num_optimizer_state) {
     mismatch = "has " + std::to_string(c.optimizer_state.size()) +
                " optimizer state values, expected " + std::to_string(expect.num_optimizer_state);
   } else if (!expect.topology_fingerprint.empty() &&

@@ -57,7 +57,8 @@ struct Checkpoint {
   std::vector<float> optimizer_state;
 };
 
-// What a loaded checkpoint must match to be usable (empty / 0 fields are not checked).
+// What a loaded checkpoint must match to be usable (empty fields are not checked; num_params 0
+// skips both size checks).
 struct CheckpointExpectation {
   std::uint32_t node = 0;
   std::uint64_t num_params = 0;

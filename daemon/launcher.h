@@ -1,0 +1,36 @@
+// `gossipd launch`: runs every node of a topology whose address is on this machine as a child
+// `gossipd run` process, and watches them:
+//  - creates a throwaway CA and node certificates in <workdir>/certs with scripts/gen-certs.sh
+//    when no --certs is given (TLS stays on), unless --insecure;
+//  - child i logs to <workdir>/node-<i>/log.txt and writes metrics to
+//    <workdir>/node-<i>/metrics.jsonl; its pid is in <workdir>/node-<i>/pid;
+//  - prints one aggregated progress line per interval: iteration (of the slowest node), mean
+//    loss over nodes, the slowest node, iterations per second;
+//  - forwards SIGINT/SIGTERM to the children (a second signal sends SIGKILL);
+//  - collects exit codes, prints a summary and the test accuracy of the average of all nodes'
+//    final models, and returns the most severe exit code;
+//  - --resume: every node restarts from the newest checkpoint iteration that ALL local nodes hold
+//    a valid checkpoint for (a consistent cut), passed to the children as --resume-at.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace gossip::daemon {
+
+struct LaunchOptions {
+  std::string self_exe;  // path of the gossipd binary to run for each node
+  std::string topology_path;
+  std::string config_path;
+  std::vector<std::string> overrides;
+  std::string certs_dir;
+  bool insecure = false;
+  bool resume = false;
+  std::string workdir = "gossip-run";
+  double progress_interval_s = 2.0;
+  std::string gen_certs_script;  // default: the source tree's scripts/gen-certs.sh
+};
+
+int launch_command(const LaunchOptions& options);
+
+}  // namespace gossip::daemon

@@ -1,0 +1,127 @@
+// gossipd: the gossip-sgd node daemon. `run` is one node; `launch` runs every local node of a
+// topology as child processes. See docs/daemon.md.
+#include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "daemon/exit_codes.h"
+#include "daemon/launcher.h"
+#include "daemon/run.h"
+
+namespace {
+
+std::string self_exe(const char* argv0) {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n > 0) return std::string(buf, static_cast<std::size_t>(n));
+  return argv0;
+}
+
+// Named flags are sugar for --set: each adds "field=value" in command-line order.
+struct NamedFlag {
+  const char* flag;
+  const char* field;
+  const char* help;
+};
+constexpr NamedFlag kNamedFlags[] = {
+    {"--iterations", "iterations", "total iterations (config: iterations)"},
+    {"--epochs", "epochs", "passes over each node's shard (config: epochs)"},
+    {"--lr", "optimizer.lr", "learning rate (config: optimizer.lr)"},
+    {"--batch-size", "batch_size", "per-node batch size (config: batch_size)"},
+    {"--seed", "seed", "seed of data, shards, x_0 and batches (config: seed)"},
+    {"--device", "device", "auto|cpu|cuda (config: device)"},
+    {"--checkpoint-dir", "checkpoint.dir", "checkpoint directory (config: checkpoint.dir)"},
+    {"--checkpoint-every", "checkpoint.every", "iterations between checkpoints (config: checkpoint.every)"},
+    {"--eval-every", "eval_every", "iterations between evaluations (config: eval_every)"},
+    {"--deadline-ms", "timeouts.deadline_ms", "neighbour deadline per iteration (config: timeouts.deadline_ms)"},
+    {"--cpu-threads", "cpu_threads", "cpu backend threads (config: cpu_threads)"},
+};
+
+void add_overrides(CLI::App* app, std::vector<std::string>& overrides) {
+  app->add_option_function<std::vector<std::string>>(
+         "--set", [&overrides](const std::vector<std::string>& v) {
+           overrides.insert(overrides.end(), v.begin(), v.end());
+         },
+         "override any training config field by dotted path, e.g. --set optimizer.lr=0.05 "
+         "--set model.hidden=256,128 (repeatable)")
+      ->type_name("FIELD=VALUE")
+      ->take_all();
+  for (const NamedFlag& f : kNamedFlags) {
+    std::string field = f.field;
+    app->add_option_function<std::string>(
+        f.flag, [&overrides, field](const std::string& v) { overrides.push_back(field + "=" + v); },
+        f.help);
+  }
+  app->add_flag_callback("--no-overlap", [&overrides] { overrides.push_back("no_overlap=true"); },
+                         "exchange after computing the gradient instead of during it (benchmarks)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace gossip::daemon;
+  CLI::App app{
+      "gossipd: decentralized parallel SGD (D-PSGD) node daemon.\n"
+      "Each node trains on its own shard and averages parameters with its topology neighbours.\n"
+      "Exit codes: 0 done, 1 runtime error, 2 bad usage/config/topology, 3 a neighbour failed\n"
+      "(fail-stop, checkpoint written), 4 stopped by SIGTERM/SIGINT (checkpoint written)."};
+  app.require_subcommand(1);
+
+  RunOptions run;
+  std::vector<std::string> run_overrides;
+  CLI::App* run_cmd = app.add_subcommand("run", "run one node of a job in this process");
+  run_cmd->add_option("topology", run.topology_path, "topology file (Protobuf text format)")->required();
+  run_cmd->add_option("--node", run.node_id, "this node's id in the topology")->required();
+  run_cmd->add_option("--config", run.config_path, "training config (Protobuf text format)")->required();
+  auto* certs = run_cmd->add_option("--certs", run.certs_dir,
+                                    "directory with ca.pem, node-<id>.pem, node-<id>.key "
+                                    "(scripts/gen-certs.sh); TLS 1.3 with mutual authentication");
+  run_cmd->add_flag("--insecure", run.insecure, "plaintext, unauthenticated links (trusted networks only)")
+      ->excludes(certs);
+  run_cmd->add_flag("--resume", run.resume, "continue from the newest valid checkpoint of this node");
+  std::uint64_t resume_at = 0;
+  auto* resume_at_opt = run_cmd->add_option("--resume-at", resume_at,
+                                            "continue from this node's checkpoint of exactly this iteration");
+  run_cmd->add_option("--dump-params", run.dump_params_dir,
+                      "at the end write DIR/node_<id>.f32 (raw float32 parameters)");
+  run_cmd->add_option("--metrics", run.metrics_path, "metrics JSON lines file ('-' for stdout)");
+  run_cmd->add_option("--listen", run.listen_host, "address to listen on (default: this node's host)");
+  run_cmd->add_flag("--print-config", run.print_config, "print the effective training config");
+  add_overrides(run_cmd, run_overrides);
+
+  LaunchOptions launch;
+  std::vector<std::string> launch_overrides;
+  CLI::App* launch_cmd = app.add_subcommand(
+      "launch", "run every node of the topology whose address is local, as child processes");
+  launch_cmd->add_option("topology", launch.topology_path, "topology file")->required();
+  launch_cmd->add_option("--config", launch.config_path, "training config")->required();
+  auto* lcerts = launch_cmd->add_option("--certs", launch.certs_dir,
+                                        "certificate directory (default: a throwaway CA in WORKDIR/certs)");
+  launch_cmd->add_flag("--insecure", launch.insecure, "plaintext links")->excludes(lcerts);
+  launch_cmd->add_flag("--resume", launch.resume,
+                       "restart every node from the newest checkpoint all of them hold");
+  launch_cmd->add_option("--workdir", launch.workdir, "logs, metrics, certificates, final parameters")
+      ->capture_default_str();
+  launch_cmd->add_option("--progress-interval", launch.progress_interval_s, "seconds between progress lines")
+      ->capture_default_str();
+  add_overrides(launch_cmd, launch_overrides);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : kExitUsage;
+  }
+  if (run_cmd->parsed()) {
+    run.overrides = run_overrides;
+    if (resume_at_opt->count() > 0) run.resume_at = resume_at;
+    return run_command(run);
+  }
+  launch.overrides = launch_overrides;
+  launch.self_exe = self_exe(argv[0]);
+  return launch_command(launch);
+}

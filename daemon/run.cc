@@ -1,0 +1,156 @@
+// gossipd run. The order of the steps is chosen so that every user error (flags, config, topology)
+// is reported before any data is loaded or any socket is opened.
+#include "daemon/run.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "common/log.h"
+#include "daemon/exchange.h"
+#include "daemon/exit_codes.h"
+#include "daemon/node.h"
+#include "daemon/options.h"
+#include "net/transport.h"
+#include "sgd/backend.h"
+#include "sgd/problem.h"
+#include "topology/topology_file.h"
+
+namespace gossip::daemon {
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void on_signal(int) { g_stop.store(true); }
+
+int usage_error(const Status& s) {
+  std::fprintf(stderr, "gossipd run: %s\n", s.to_string().c_str());
+  return kExitUsage;
+}
+
+}  // namespace
+
+void install_stop_handlers() {
+  struct sigaction sa = {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+const std::atomic<bool>& stop_flag() { return g_stop; }
+
+std::string job_id_for(const TrainConfig& config, const topology::Topology& topology) {
+  std::string job = !config.job_id().empty() ? config.job_id()
+                                             : (!topology.name().empty() ? topology.name() : "gossip");
+  for (char& ch : job) {
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '_' && ch != '-') ch = '_';
+  }
+  return job.substr(0, 64);
+}
+
+int run_command(const RunOptions& o) {
+  set_log_prefix("node " + std::to_string(o.node_id));
+  Result<TrainConfig> config_or = load_config_with_overrides(o.config_path, o.overrides);
+  if (!config_or.is_ok()) return usage_error(config_or.status());
+  TrainConfig config = *config_or;
+  if (o.print_config) std::fputs(to_text(config).c_str(), stdout);
+  Result<topology::Topology> topo_or = topology::load_topology(o.topology_path);
+  if (!topo_or.is_ok()) return usage_error(topo_or.status());
+  const topology::Topology& topo = *topo_or;
+  if (o.node_id < 0 || o.node_id >= topo.num_nodes()) {
+    return usage_error(invalid_argument("--node " + std::to_string(o.node_id) + ": " + o.topology_path +
+                                        " has nodes 0.." + std::to_string(topo.num_nodes() - 1)));
+  }
+  if (topo.addresses().empty()) {
+    return usage_error(invalid_argument(o.topology_path + ": nodes have no addresses"));
+  }
+  if (!o.insecure && o.certs_dir.empty()) {
+    return usage_error(invalid_argument("give --certs DIR (TLS, made by scripts/gen-certs.sh) or --insecure"));
+  }
+  Result<sgd::Device> device = sgd::parse_device(
+      config.device() == pb::TrainConfig::CPU ? "cpu" : config.device() == pb::TrainConfig::CUDA ? "cuda" : "auto");
+
+  // Data and backend.
+  Result<sgd::Problem> problem = sgd::make_problem(to_problem_config(config, topo.num_nodes()));
+  if (!problem.is_ok()) return usage_error(problem.status());
+  Result<std::unique_ptr<sgd::Backend>> backend =
+      sgd::make_backend(*device, static_cast<int>(config.cpu_threads()));
+  if (!backend.is_ok()) return usage_error(backend.status().with_context("device"));
+  GOSSIP_LOG(kInfo) << "model " << problem->spec.to_string() << " (" << problem->spec.num_params()
+                    << " parameters), shard of " << problem->shards[o.node_id].size()
+                    << " examples, backend " << (*backend)->description();
+
+  // Transport.
+  const int self = o.node_id;
+  net::TransportOptions t;
+  t.self.job_id = job_id_for(config, topo);
+  t.self.node_id = self;
+  t.self.topology_fingerprint = topology_fingerprint64(topo);
+  t.self.param_count = problem->spec.num_params();
+  const topology::NodeAddress& me = topo.addresses()[self];
+  t.listen_host = o.listen_host.empty() ? me.host : o.listen_host;
+  t.listen_port = static_cast<std::uint16_t>(me.port);
+  std::vector<int> peers = all_neighbours(topo, self);
+  for (int j : peers) {
+    const topology::NodeAddress& a = topo.addresses()[j];
+    t.neighbours.push_back({j, a.host, static_cast<std::uint16_t>(a.port)});
+  }
+  t.insecure = o.insecure;
+  if (!o.insecure) {
+    std::string base = o.certs_dir + "/node-" + std::to_string(self);
+    t.tls = {o.certs_dir + "/ca.pem", base + ".pem", base + ".key"};
+  }
+  t.heartbeat_interval_ms = config.timeouts().heartbeat_ms();
+  t.peer_timeout_ms = std::max<std::int64_t>(config.timeouts().deadline_ms(), 2 * t.heartbeat_interval_ms + 1);
+  t.handshake_timeout_ms = std::min<std::int64_t>(5000, config.timeouts().connect_ms());
+  t.degree = static_cast<std::uint32_t>(topo.in_neighbors(self, 0).size());
+  Result<std::unique_ptr<net::Transport>> transport = net::Transport::start(t);
+  if (!transport.is_ok()) {
+    GOSSIP_LOG(kError) << transport.status().to_string();
+    return transport.status().code() == StatusCode::kInvalidArgument ||
+                   transport.status().code() == StatusCode::kNotFound ||
+                   transport.status().code() == StatusCode::kPermissionDenied
+               ? kExitUsage
+               : kExitError;
+  }
+  install_stop_handlers();
+  auto connect_deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(config.timeouts().connect_ms());
+  if (!(*transport)->wait_connected(peers, connect_deadline)) {
+    std::vector<int> up = (*transport)->connected_peers();
+    std::string missing;
+    for (int j : peers) {
+      if (std::find(up.begin(), up.end(), j) == up.end()) missing += " " + std::to_string(j);
+    }
+    GOSSIP_LOG(kError) << "neighbours not connected within timeouts.connect_ms="
+                       << config.timeouts().connect_ms() << ":" << missing;
+    (*transport)->shutdown();
+    return g_stop.load() ? kExitStopped : kExitNeighbourFailed;
+  }
+  GOSSIP_LOG(kInfo) << "connected to " << peers.size() << " neighbours"
+                    << (o.insecure ? " (INSECURE: plaintext)" : " (TLS 1.3)");
+
+  NodeOptions n;
+  n.node_id = self;
+  n.config = config;
+  n.checkpoint_dir = config.checkpoint().dir() + "/node-" + std::to_string(self);
+  n.metrics_path = !o.metrics_path.empty() ? o.metrics_path
+                   : !config.metrics_path().empty() ? config.metrics_path()
+                                                    : n.checkpoint_dir + "/metrics.jsonl";
+  if (n.metrics_path != "-" && !n.metrics_path.empty()) {
+    std::size_t slash = n.metrics_path.find_last_of('/');
+    if (slash != std::string::npos) (void)Env::system().create_dirs(n.metrics_path.substr(0, slash));
+  }
+  n.resume = o.resume;
+  n.resume_at = o.resume_at;
+  n.dump_params_dir = o.dump_params_dir;
+  std::unique_ptr<ParameterExchange> exchange = make_transport_exchange(**transport);
+  NodeResult r = run_node(n, topo, *problem, **backend, *exchange, g_stop);
+  (*transport)->shutdown();
+  return r.exit_code;
+}
+
+}  // namespace gossip::daemon

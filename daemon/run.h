@@ -1,0 +1,44 @@
+// `gossipd run`: one node of a job as this process — loads the topology and training config,
+// builds the node's problem and backend, starts the transport (TLS unless --insecure), waits for
+// the neighbours, runs the D-PSGD loop (daemon/node.h) and shuts the links down cleanly.
+// SIGTERM and SIGINT request a stop: checkpoint, then exit kExitStopped.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon/train_config.h"
+#include "topology/topology.h"
+
+namespace gossip::daemon {
+
+struct RunOptions {
+  std::string topology_path;
+  std::string config_path;
+  int node_id = -1;
+  std::vector<std::string> overrides;  // "path=value", applied in order
+  std::string certs_dir;               // ca.pem, node-<id>.pem, node-<id>.key (scripts/gen-certs.sh)
+  bool insecure = false;
+  bool resume = false;
+  std::optional<std::uint64_t> resume_at;
+  std::string dump_params_dir;
+  std::string metrics_path;   // overrides the config's metrics_path when set
+  std::string listen_host;    // default: the host of this node's address in the topology
+  bool print_config = false;
+};
+
+// The job id announced in Hello and named by certificates (OU): the config's job_id, else the
+// topology's name, else "gossip"; characters outside [A-Za-z0-9._-] become '_'.
+std::string job_id_for(const TrainConfig& config, const topology::Topology& topology);
+
+// Returns the process exit code (daemon/exit_codes.h).
+int run_command(const RunOptions& options);
+
+// Installs SIGTERM/SIGINT handlers that set the flag returned by stop_flag().
+void install_stop_handlers();
+const std::atomic<bool>& stop_flag();
+
+}  // namespace gossip::daemon
