@@ -115,13 +115,13 @@ void bench_mix(int threads, double seconds) {
   const std::size_t n = std::size_t{1} << 24;  // 64 MiB per buffer: far beyond the caches
   std::printf("\n== mixing out = sum_j w_j x_j - gamma u, %zu floats per buffer, cpu, %d threads\n", n,
               threads);
-  std::vector<std::vector<float>> x(4, std::vector<float>(n, 1.0f));
+  std::vector<std::vector<float>> x(8, std::vector<float>(n, 1.0f));
   std::vector<float> u(n, 0.5f), out(n);
   const double copy_rate = best_rate(
       [&] { std::memcpy(out.data(), x[0].data(), n * sizeof(float)); }, seconds);
   // memcpy moves 2 buffers (read + write).
   std::printf("%-34s %8.1f GB/s\n", "memcpy (read + write)", copy_rate * 2 * n * 4 / 1e9);
-  for (int terms : {1, 3, 4}) {
+  for (int terms : {1, 3, 4, 8}) {
     std::vector<MixTerm> t;
     for (int j = 0; j < terms; ++j) t.push_back({1.0f / terms, x[j].data()});
     const double rate =

@@ -115,28 +115,63 @@ class CpuBackend final : public Backend {
   int threads_;
 };
 
-// One contiguous range [begin, end) of the mixing sum.
+// One pass over [begin, end) with K ≤ 4 terms held in registers:
+//   kAccumulate: acc = out[k], then acc = fma(w_j, x_j[k], acc) for every term;
+//   otherwise:   acc = w_0·x_0[k], then fma for terms 1..K−1;
+//   kUpdate:     out[k] = fma(−γ, u[k], acc), else out[k] = acc.
+// Chaining passes of four reproduces the rounding of one long left-to-right fma chain exactly (acc
+// is a float either way), while each pass is a pure stream at memcpy-like bandwidth.
+template <int K, bool kAccumulate, bool kUpdate>
+void mix_pass(float* out, const MixTerm* terms, float neg_gamma, const float* update,
+              std::size_t begin, std::size_t end) {
+  const float* x[4] = {};
+  float w[4] = {};
+  for (int j = 0; j < K; ++j) {
+    x[j] = terms[j].x;
+    w[j] = terms[j].weight;
+  }
+  for (std::size_t k = begin; k < end; ++k) {
+    float acc;
+    if constexpr (kAccumulate) {
+      acc = std::fma(w[0], x[0][k], out[k]);
+    } else {
+      acc = w[0] * x[0][k];
+    }
+    if constexpr (K > 1) acc = std::fma(w[1], x[1][k], acc);
+    if constexpr (K > 2) acc = std::fma(w[2], x[2][k], acc);
+    if constexpr (K > 3) acc = std::fma(w[3], x[3][k], acc);
+    if constexpr (kUpdate) acc = std::fma(neg_gamma, update[k], acc);
+    out[k] = acc;
+  }
+}
+
+template <bool kAccumulate, bool kUpdate>
+void mix_pass(float* out, std::span<const MixTerm> terms, float neg_gamma, const float* update,
+              std::size_t begin, std::size_t end) {
+  switch (terms.size()) {
+    case 1: return mix_pass<1, kAccumulate, kUpdate>(out, terms.data(), neg_gamma, update, begin, end);
+    case 2: return mix_pass<2, kAccumulate, kUpdate>(out, terms.data(), neg_gamma, update, begin, end);
+    case 3: return mix_pass<3, kAccumulate, kUpdate>(out, terms.data(), neg_gamma, update, begin, end);
+    default: return mix_pass<4, kAccumulate, kUpdate>(out, terms.data(), neg_gamma, update, begin, end);
+  }
+}
+
+// One contiguous range [begin, end) of the mixing sum: passes of up to four terms. `out` may alias
+// a term only when there are at most four (one pass reads every input of an element before it
+// writes it); mix() copies an aliased term aside otherwise.
 void mix_range(float* out, std::span<const MixTerm> terms, float gamma, const float* update,
                std::size_t begin, std::size_t end) {
-  // Two passes over `out` would double the traffic for long term lists; instead blocks of
-  // kBlock floats stay in L1 while all terms are accumulated into them.
-  constexpr std::size_t kBlock = 1024;
   const float neg_gamma = -gamma;
-  for (std::size_t b = begin; b < end; b += kBlock) {
-    const std::size_t e = std::min(end, b + kBlock);
-    float acc[kBlock];
-    const float w0 = terms[0].weight;
-    const float* x0 = terms[0].x;
-    for (std::size_t k = b; k < e; ++k) acc[k - b] = w0 * x0[k];
-    for (std::size_t j = 1; j < terms.size(); ++j) {
-      const float w = terms[j].weight;
-      const float* x = terms[j].x;
-      for (std::size_t k = b; k < e; ++k) acc[k - b] = std::fma(w, x[k], acc[k - b]);
-    }
-    if (update) {
-      for (std::size_t k = b; k < e; ++k) out[k] = std::fma(neg_gamma, update[k], acc[k - b]);
+  for (std::size_t first = 0; first < terms.size(); first += 4) {
+    const auto group = terms.subspan(first, std::min<std::size_t>(4, terms.size() - first));
+    const bool last = first + group.size() == terms.size();
+    const bool upd = last && update != nullptr;
+    if (first == 0) {
+      upd ? mix_pass<false, true>(out, group, neg_gamma, update, begin, end)
+          : mix_pass<false, false>(out, group, neg_gamma, update, begin, end);
     } else {
-      for (std::size_t k = b; k < e; ++k) out[k] = acc[k - b];
+      upd ? mix_pass<true, true>(out, group, neg_gamma, update, begin, end)
+          : mix_pass<true, false>(out, group, neg_gamma, update, begin, end);
     }
   }
 }
@@ -157,6 +192,20 @@ std::unique_ptr<Backend> make_cpu_backend(int threads) {
 void mix(float* out, std::span<const MixTerm> terms, float gamma, const float* update,
          std::size_t n, int threads) {
   GOSSIP_CHECK(!terms.empty()) << "mix needs at least one term";
+  if (terms.size() > 4) {
+    // A multi-pass mix would read an aliased input after the first pass overwrote it.
+    for (const MixTerm& t : terms) {
+      if (t.x == out) {
+        std::vector<float> copy(out, out + n);
+        std::vector<MixTerm> fixed(terms.begin(), terms.end());
+        for (MixTerm& f : fixed) {
+          if (f.x == out) f.x = copy.data();
+        }
+        mix(out, fixed, gamma, update, n, threads);
+        return;
+      }
+    }
+  }
   if (threads <= 1 || n < kParallelMin) {
     mix_range(out, terms, gamma, update, 0, n);
     return;
