@@ -1,0 +1,203 @@
+// Cost model: closed forms of Lian et al. 2017 Table 1 and the straggler recurrence.
+#include "sim/cost_model.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <sstream>
+
+#include "common/check.h"
+#include "common/random.h"
+
+namespace gossip::sim {
+
+double parameter_server_comm_s(int num_nodes, double message_bytes, const Network& net) {
+  // Every worker pushes M and pulls M; the server's single link carries n·M each way.
+  return 2.0 * (net.latency_s + num_nodes * message_bytes / net.bytes_per_second());
+}
+
+double ring_allreduce_comm_s(int num_nodes, double message_bytes, const Network& net) {
+  // Reduce-scatter then all-gather: 2(n−1) steps, each moving M/n bytes per link.
+  const double n = num_nodes;
+  return 2.0 * (n - 1) * net.latency_s + 2.0 * ((n - 1) / n) * message_bytes / net.bytes_per_second();
+}
+
+double gossip_comm_s(int max_degree, double message_bytes, const Network& net) {
+  return net.latency_s + max_degree * message_bytes / net.bytes_per_second();
+}
+
+double StragglerModel::slowdown(std::int64_t iteration, int node) const {
+  if (kind == Kind::kNone) return 1.0;
+  // A fresh stream per (iteration, node): draws do not depend on the order they are asked in.
+  Rng rng(mix_seed(seed, static_cast<std::uint64_t>(iteration)), static_cast<std::uint64_t>(node));
+  if (kind == Kind::kBernoulli) return rng.uniform() < probability ? factor : 1.0;
+  return std::exp(sigma * rng.normal());
+}
+
+std::string StragglerModel::to_string() const {
+  std::ostringstream s;
+  switch (kind) {
+    case Kind::kNone: return "none";
+    case Kind::kBernoulli: s << "bernoulli:" << probability << ":" << factor; break;
+    case Kind::kLognormal: s << "lognormal:" << sigma; break;
+  }
+  return s.str();
+}
+
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+// Splits "2.5Gbps" into 2.5 and "Gbps".
+Result<std::pair<double, std::string>> number_and_unit(std::string_view text) {
+  text = trim(text);
+  double value = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr == text.data()) {
+    return invalid_argument("expected a number, got '" + std::string(text) + "'");
+  }
+  std::string unit(trim(std::string_view(ptr, text.data() + text.size() - ptr)));
+  std::transform(unit.begin(), unit.end(), unit.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (!std::isfinite(value) || value < 0) {
+    return invalid_argument("expected a finite non-negative number, got '" + std::string(text) + "'");
+  }
+  return std::pair{value, unit};
+}
+
+}  // namespace
+
+Result<double> parse_bandwidth_bps(std::string_view text) {
+  GOSSIP_ASSIGN_OR_RETURN(auto nu, number_and_unit(text));
+  auto [v, unit] = nu;
+  double scale = 0;
+  if (unit.empty() || unit == "bps" || unit == "bit/s") scale = 1;
+  else if (unit == "kbps" || unit == "kbit/s") scale = 1e3;
+  else if (unit == "mbps" || unit == "mbit/s") scale = 1e6;
+  else if (unit == "gbps" || unit == "gbit/s") scale = 1e9;
+  else if (unit == "tbps" || unit == "tbit/s") scale = 1e12;
+  if (scale == 0) {
+    return invalid_argument("bandwidth '" + std::string(text) +
+                            "': unknown unit; use bps, Kbps, Mbps, Gbps or Tbps (bits per second)");
+  }
+  if (v * scale <= 0) return invalid_argument("bandwidth '" + std::string(text) + "' must be > 0");
+  return v * scale;
+}
+
+Result<double> parse_duration_s(std::string_view text) {
+  GOSSIP_ASSIGN_OR_RETURN(auto nu, number_and_unit(text));
+  auto [v, unit] = nu;
+  double scale = 0;
+  if (unit.empty() || unit == "s") scale = 1;
+  else if (unit == "ms") scale = 1e-3;
+  else if (unit == "us") scale = 1e-6;
+  else if (unit == "ns") scale = 1e-9;
+  if (scale == 0) {
+    return invalid_argument("duration '" + std::string(text) + "': unknown unit; use s, ms, us or ns");
+  }
+  return v * scale;
+}
+
+Result<double> parse_count(std::string_view text) {
+  GOSSIP_ASSIGN_OR_RETURN(auto nu, number_and_unit(text));
+  auto [v, unit] = nu;
+  double scale = 0;
+  if (unit.empty()) scale = 1;
+  else if (unit == "k") scale = 1e3;
+  else if (unit == "m") scale = 1e6;
+  else if (unit == "g" || unit == "b") scale = 1e9;
+  if (scale == 0) {
+    return invalid_argument("count '" + std::string(text) + "': unknown suffix; use k, M or G");
+  }
+  return v * scale;
+}
+
+Result<StragglerModel> parse_straggler_model(std::string_view spec, std::uint64_t seed) {
+  StragglerModel m;
+  m.seed = seed;
+  spec = trim(spec);
+  std::vector<std::string_view> parts;
+  while (true) {
+    const auto colon = spec.find(':');
+    parts.push_back(spec.substr(0, colon));
+    if (colon == std::string_view::npos) break;
+    spec.remove_prefix(colon + 1);
+  }
+  auto number = [&](std::string_view s, const char* what) -> Result<double> {
+    GOSSIP_ASSIGN_OR_RETURN(auto nu, number_and_unit(s));
+    if (!nu.second.empty()) return invalid_argument(std::string("straggler ") + what + ": not a number");
+    return nu.first;
+  };
+  if (parts[0] == "none" && parts.size() == 1) return m;
+  if (parts[0] == "bernoulli" && parts.size() == 3) {
+    m.kind = StragglerModel::Kind::kBernoulli;
+    GOSSIP_ASSIGN_OR_RETURN(m.probability, number(parts[1], "probability"));
+    GOSSIP_ASSIGN_OR_RETURN(m.factor, number(parts[2], "factor"));
+    if (m.probability > 1) return invalid_argument("straggler probability must be in [0, 1]");
+    if (m.factor < 1) return invalid_argument("straggler factor must be >= 1");
+    return m;
+  }
+  if (parts[0] == "lognormal" && parts.size() == 2) {
+    m.kind = StragglerModel::Kind::kLognormal;
+    GOSSIP_ASSIGN_OR_RETURN(m.sigma, number(parts[1], "sigma"));
+    return m;
+  }
+  return invalid_argument("straggler model '" + std::string(parts[0]) +
+                          "...': expected none, bernoulli:P:FACTOR or lognormal:SIGMA");
+}
+
+std::string_view scheme_name(Scheme scheme) {
+  switch (scheme) {
+    case Scheme::kParameterServer: return "parameter-server";
+    case Scheme::kRingAllreduce: return "ring-allreduce";
+    case Scheme::kGossip: return "gossip";
+  }
+  return "?";
+}
+
+SimClock::SimClock(Scheme scheme, int num_nodes, CostInputs inputs)
+    : scheme_(scheme), num_nodes_(num_nodes), in_(inputs) {
+  GOSSIP_CHECK_GT(num_nodes, 0);
+  if (scheme_ == Scheme::kGossip) {
+    start_s_.assign(num_nodes, 0.0);
+    next_s_.assign(num_nodes, 0.0);
+  }
+}
+
+void SimClock::advance(std::int64_t iteration, const std::vector<std::vector<int>>& in_neighbours,
+                       int max_degree) {
+  const bool slow = in_.straggler.kind != StragglerModel::Kind::kNone;
+  if (scheme_ != Scheme::kGossip) {
+    double compute = in_.compute_s;
+    if (slow) {
+      double worst = 0;
+      for (int i = 0; i < num_nodes_; ++i) worst = std::max(worst, in_.straggler.slowdown(iteration, i));
+      compute *= worst;  // the round waits for the slowest of all n workers
+    }
+    last_comm_s_ = scheme_ == Scheme::kParameterServer
+                       ? parameter_server_comm_s(num_nodes_, in_.message_bytes, in_.net)
+                       : ring_allreduce_comm_s(num_nodes_, in_.message_bytes, in_.net);
+    now_s_ += compute + last_comm_s_;
+    return;
+  }
+  GOSSIP_CHECK_EQ(static_cast<int>(in_neighbours.size()), num_nodes_);
+  last_comm_s_ = gossip_comm_s(max_degree, in_.message_bytes, in_.net);
+  double latest = 0;
+  for (int i = 0; i < num_nodes_; ++i) {
+    const double c = in_.compute_s * (slow ? in_.straggler.slowdown(iteration, i) : 1.0);
+    double t = start_s_[i] + c;
+    // With no in-neighbours (a lone node) nothing is received and nothing is waited for.
+    for (int j : in_neighbours[i]) t = std::max(t, start_s_[j] + last_comm_s_);
+    next_s_[i] = t;
+    latest = std::max(latest, t);
+  }
+  start_s_.swap(next_s_);
+  now_s_ = latest;
+}
+
+}  // namespace gossip::sim

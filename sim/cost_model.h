@@ -1,0 +1,113 @@
+// Network cost model: the simulated wall time of each iteration of C-PSGD (parameter server or
+// ring allreduce) and D-PSGD, from the message size, link latency and bandwidth, and the per-step
+// compute time (Lian et al., NeurIPS 2017, Table 1; DESIGN.md §1).
+//
+//   C-PSGD, parameter server:  compute + 2(α + n·M/B)                 (the server's link moves n·M)
+//   C-PSGD, ring allreduce:    compute + 2(n−1)α + 2((n−1)/n)·M/B
+//   D-PSGD:                    max(compute, α + Δ·M/B)                 (exchange overlaps compute)
+//
+// M is the message (model) size in bytes, B the link bandwidth in bytes/s (flags take bits/s), α
+// the one-way latency in seconds, Δ the largest in- or out-degree of the iteration's graph (a node
+// sends to all its out-neighbours and receives from all its in-neighbours over one full-duplex
+// link).
+//
+// Stragglers: each node's compute time at each iteration is multiplied by a slowdown factor drawn
+// from a seeded distribution (the same draws for every algorithm, so comparisons are paired). A
+// synchronous round waits for the slowest participant it depends on: C-PSGD waits for all n
+// nodes; a D-PSGD node waits for its own gradient and for the models of its in-neighbours. The
+// D-PSGD clock therefore keeps one start time per node and advances by the recurrence
+//
+//   S_i^{t+1} = max( S_i^t + c_i^t ,  max_{j ∈ N_in(i)} S_j^t + α + Δ·M/B )
+//
+// (node j sends x_j^t the moment it starts iteration t), and reports max_i S_i^t — the moment
+// every node has finished iteration t. Without stragglers this is t·max(compute, α + ΔM/B).
+//
+// All times in seconds, sizes in bytes, bandwidths in bits per second at the interface. Classes
+// here are values; not thread-safe to mutate concurrently.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace gossip::sim {
+
+struct Network {
+  double bandwidth_bps = 1e9;  // link bandwidth, bits per second
+  double latency_s = 1e-3;     // one-way link latency, seconds
+
+  double bytes_per_second() const { return bandwidth_bps / 8.0; }
+};
+
+// Per-iteration communication time of each scheme (no compute).
+double parameter_server_comm_s(int num_nodes, double message_bytes, const Network& net);
+double ring_allreduce_comm_s(int num_nodes, double message_bytes, const Network& net);
+double gossip_comm_s(int max_degree, double message_bytes, const Network& net);
+
+// Per-node, per-iteration compute slowdown.
+struct StragglerModel {
+  enum class Kind { kNone, kBernoulli, kLognormal };
+  Kind kind = Kind::kNone;
+  double probability = 0;  // kBernoulli: chance that a node is slow at an iteration
+  double factor = 1;       // kBernoulli: its slowdown (≥ 1)
+  double sigma = 0;        // kLognormal: slowdown = exp(sigma·z), z ~ N(0, 1)
+  std::uint64_t seed = 0;
+
+  // The slowdown of `node` at `iteration`: a pure function of (seed, iteration, node), so every
+  // algorithm and every sweep point sees the same draws.
+  double slowdown(std::int64_t iteration, int node) const;
+  std::string to_string() const;
+};
+
+// Parses "none", "bernoulli:P:F" (each node is F times slower with probability P at each
+// iteration) or "lognormal:SIGMA".
+Result<StragglerModel> parse_straggler_model(std::string_view spec, std::uint64_t seed);
+
+// Parses "1Gbps", "10 Gbit/s", "100Mbps", "2.5e9" (bits/s) and "1ms", "50us", "0.001" (s).
+Result<double> parse_bandwidth_bps(std::string_view text);
+Result<double> parse_duration_s(std::string_view text);
+// "25M", "1.5k", "100000" → a count.
+Result<double> parse_count(std::string_view text);
+
+enum class Scheme { kParameterServer, kRingAllreduce, kGossip };
+std::string_view scheme_name(Scheme scheme);
+
+struct CostInputs {
+  Network net;
+  double message_bytes = 0;  // bytes of one model (float32: 4 × parameters)
+  double compute_s = 0;      // one local gradient step at an unslowed node, seconds
+  StragglerModel straggler;
+};
+
+// The simulated clock of one run. Feed it the iterations in order.
+class SimClock {
+ public:
+  SimClock(Scheme scheme, int num_nodes, CostInputs inputs);
+
+  // Advances past `iteration`. For kGossip, in_neighbours[i] lists the in-neighbours of node i
+  // (without i) in this iteration's graph, and max_degree its largest in- or out-degree; the
+  // centralised schemes ignore both.
+  void advance(std::int64_t iteration, const std::vector<std::vector<int>>& in_neighbours,
+               int max_degree);
+
+  // Time at which every node has finished all iterations fed so far.
+  double now_s() const { return now_s_; }
+  Scheme scheme() const { return scheme_; }
+  // Communication time of one iteration (for gossip, per link at the last advance()).
+  double last_comm_s() const { return last_comm_s_; }
+
+ private:
+  Scheme scheme_;
+  int num_nodes_;
+  CostInputs in_;
+  std::vector<double> start_s_;  // gossip: when each node starts its next iteration
+  std::vector<double> next_s_;
+  double now_s_ = 0;
+  double last_comm_s_ = 0;
+};
+
+}  // namespace gossip::sim

@@ -1,0 +1,301 @@
+// Experiments: convergence runs, then pricing with the cost model, then sweeps.
+#include "sim/experiment.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include "common/check.h"
+#include "topology/spectral.h"
+#include "topology/topology_file.h"
+
+namespace gossip::sim {
+
+Result<topology::Topology> make_topology(const std::string& name_or_path, int nodes,
+                                         topology::WeightScheme scheme) {
+  auto kind = topology::parse_generator_kind(name_or_path);
+  if (!kind.is_ok()) {
+    std::error_code ec;
+    if (!std::filesystem::exists(name_or_path, ec)) {
+      return invalid_argument("topology '" + name_or_path +
+                              "' is neither a generator (ring, torus, exponential, "
+                              "one_peer_exponential, complete, hypercube, k_ring, ...) nor an "
+                              "existing topology file");
+    }
+    GOSSIP_ASSIGN_OR_RETURN(auto topo, topology::load_topology(name_or_path));
+    if (nodes != 0 && topo.num_nodes() != nodes) {
+      return invalid_argument("topology file '" + name_or_path + "' has " +
+                              std::to_string(topo.num_nodes()) + " nodes, but --nodes is " +
+                              std::to_string(nodes));
+    }
+    if (topo.name().empty()) topo.set_name(std::filesystem::path(name_or_path).stem().string());
+    return topo;
+  }
+  if (nodes <= 0) return invalid_argument("--nodes must be > 0");
+  topology::GeneratorSpec spec;
+  spec.kind = *kind;
+  spec.nodes = nodes;
+  if (spec.kind == topology::GeneratorKind::kTorus || spec.kind == topology::GeneratorKind::kGrid) {
+    int rows = 1;
+    for (int r = 1; r * r <= nodes; ++r) {
+      if (nodes % r == 0) rows = r;
+    }
+    spec.rows = rows;
+    spec.cols = nodes / rows;
+  }
+  const bool one_peer = spec.kind == topology::GeneratorKind::kOnePeerExponential;
+  GOSSIP_ASSIGN_OR_RETURN(
+      auto topo, topology::Topology::generate(spec, one_peer ? topology::WeightScheme::kDefault
+                                                             : scheme));
+  topo.set_name(std::string(topology::generator_kind_name(spec.kind)));
+  return topo;
+}
+
+std::vector<double> cumulative_times(Scheme scheme, int nodes, const CostInputs& inputs,
+                                     const std::vector<std::vector<std::vector<int>>>& in_neighbours,
+                                     const std::vector<int>& max_degree, std::int64_t iterations) {
+  SimClock clock(scheme, nodes, inputs);
+  std::vector<double> times(static_cast<std::size_t>(iterations) + 1, 0.0);
+  static const std::vector<std::vector<int>> kNone;
+  for (std::int64_t t = 0; t < iterations; ++t) {
+    if (scheme == Scheme::kGossip) {
+      const auto p = static_cast<std::size_t>(t % static_cast<std::int64_t>(in_neighbours.size()));
+      clock.advance(t, in_neighbours[p], max_degree[p]);
+    } else {
+      clock.advance(t, kNone, 0);
+    }
+    times[static_cast<std::size_t>(t) + 1] = clock.now_s();
+  }
+  return times;
+}
+
+Result<std::vector<Run>> run_convergence(const ExperimentConfig& config,
+                                         const LabelledProgress& progress) {
+  sgd::ProblemConfig pc = config.problem;
+  pc.num_nodes = config.nodes;
+  GOSSIP_RETURN_IF_ERROR(pc.validate());
+  GOSSIP_ASSIGN_OR_RETURN(const sgd::Problem problem, sgd::make_problem(pc));
+  std::vector<Run> runs;
+  auto one = [&](Algorithm algorithm, const topology::Topology* topo) -> Status {
+    RunConfig rc = config.run;
+    rc.algorithm = algorithm;
+    GOSSIP_ASSIGN_OR_RETURN(auto sim, Simulator::create(problem, topo, rc));
+    const std::string label =
+        algorithm == Algorithm::kCpsgd ? "cpsgd" : "dpsgd " + topo->name();
+    ProgressFn fn;
+    if (progress) fn = [&](std::int64_t done, std::int64_t total) { progress(label, done, total); };
+    GOSSIP_ASSIGN_OR_RETURN(RunTrace trace, sim->run(fn));
+    Run run;
+    run.trace = std::move(trace);
+    run.nodes = config.nodes;
+    run.final_params = sim->params();
+    if (topo != nullptr) {
+      run.topology = topo->name();
+      for (int p = 0; p < topo->period(); ++p) {
+        GOSSIP_ASSIGN_OR_RETURN(auto plan, MixingPlan::from_matrix(topo->mixing_matrix(p)));
+        run.in_neighbours.push_back(plan.in_neighbours());
+        run.max_degree.push_back(plan.max_degree());
+      }
+      auto report = topology::analyze(*topo);
+      if (report.is_ok()) run.rho = report->rho_per_iteration;
+    }
+    runs.push_back(std::move(run));
+    return Status::ok();
+  };
+  if (config.include_cpsgd) GOSSIP_RETURN_IF_ERROR(one(Algorithm::kCpsgd, nullptr));
+  if (config.include_dpsgd) {
+    for (const std::string& name : config.topologies) {
+      GOSSIP_ASSIGN_OR_RETURN(const topology::Topology topo,
+                              make_topology(name, config.nodes, config.weights));
+      GOSSIP_RETURN_IF_ERROR(one(Algorithm::kDpsgd, &topo).with_context("topology " + name));
+    }
+  }
+  return runs;
+}
+
+namespace {
+
+void find_target(const ExperimentConfig& config, Series& s) {
+  const bool by_loss = !std::isnan(config.target_loss);
+  const bool by_acc = !std::isnan(config.target_accuracy);
+  if (!by_loss && !by_acc) return;
+  s.has_target = true;
+  for (std::size_t k = 0; k < s.points.size(); ++k) {
+    const EvalPoint& p = s.points[k];
+    const bool loss_ok = !by_loss || p.train_loss <= config.target_loss;
+    const bool acc_ok = !by_acc || p.test_accuracy >= config.target_accuracy;
+    if (loss_ok && acc_ok) {
+      s.iterations_to_target = p.iteration;
+      s.time_to_target_s = s.time_s[k];
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+ExperimentResult price(const std::vector<Run>& runs, const ExperimentConfig& config,
+                       const CostConfig& cost, double model_params) {
+  ExperimentResult result;
+  result.runs = runs;
+  double measured = 0;
+  for (const Run& r : runs) measured += r.trace.compute_s_per_step;
+  if (!runs.empty()) measured /= static_cast<double>(runs.size());
+  CostInputs in;
+  in.net = cost.net;
+  in.compute_s = cost.compute_s.value_or(measured);
+  in.message_bytes = 4.0 * cost.model_params.value_or(model_params);
+  in.straggler = cost.straggler;
+  result.compute_s = in.compute_s;
+  result.message_bytes = in.message_bytes;
+  for (const Run& r : runs) {
+    std::vector<Scheme> schemes;
+    if (r.trace.algorithm == Algorithm::kCpsgd) {
+      schemes = {Scheme::kParameterServer, Scheme::kRingAllreduce};
+    } else {
+      schemes = {Scheme::kGossip};
+    }
+    const std::int64_t iterations = r.trace.points.empty() ? 0 : r.trace.points.back().iteration;
+    for (Scheme scheme : schemes) {
+      Series s;
+      s.algorithm = scheme == Scheme::kParameterServer ? "cpsgd-ps"
+                    : scheme == Scheme::kRingAllreduce ? "cpsgd-allreduce"
+                                                       : "dpsgd";
+      s.topology = r.topology;
+      s.nodes = r.nodes;
+      s.rho = r.rho;
+      s.scheme = scheme;
+      s.points = r.trace.points;
+      s.compute_s = in.compute_s;
+      s.message_bytes = in.message_bytes;
+      const auto times =
+          cumulative_times(scheme, r.nodes, in, r.in_neighbours, r.max_degree, iterations);
+      for (const EvalPoint& p : s.points) s.time_s.push_back(times[p.iteration]);
+      switch (scheme) {
+        case Scheme::kParameterServer:
+          s.comm_s = parameter_server_comm_s(r.nodes, in.message_bytes, in.net);
+          break;
+        case Scheme::kRingAllreduce:
+          s.comm_s = ring_allreduce_comm_s(r.nodes, in.message_bytes, in.net);
+          break;
+        case Scheme::kGossip: {
+          const int delta = r.max_degree.empty()
+                                ? 0
+                                : *std::max_element(r.max_degree.begin(), r.max_degree.end());
+          s.comm_s = gossip_comm_s(delta, in.message_bytes, in.net);
+          break;
+        }
+      }
+      find_target(config, s);
+      result.series.push_back(std::move(s));
+    }
+  }
+  return result;
+}
+
+Result<ExperimentResult> run_experiment(const ExperimentConfig& config,
+                                        const LabelledProgress& progress) {
+  GOSSIP_ASSIGN_OR_RETURN(auto runs, run_convergence(config, progress));
+  const double params = runs.empty() ? 0.0 : static_cast<double>(runs[0].final_params.rows());
+  return price(runs, config, config.cost, params);
+}
+
+Result<SweepParam> parse_sweep_param(std::string_view name) {
+  if (name == "bandwidth") return SweepParam::kBandwidth;
+  if (name == "latency") return SweepParam::kLatency;
+  if (name == "nodes") return SweepParam::kNodes;
+  if (name == "topology") return SweepParam::kTopology;
+  return invalid_argument("sweep parameter '" + std::string(name) +
+                          "': expected bandwidth, latency, nodes or topology");
+}
+
+namespace {
+
+// Whether D-PSGD series `d` reaches the target (or, with no target, the end) before `c`.
+std::optional<bool> dpsgd_wins(const Series& d, const Series& c) {
+  if (d.has_target) {
+    if (!d.time_to_target_s && !c.time_to_target_s) return std::nullopt;
+    if (!d.time_to_target_s) return false;
+    if (!c.time_to_target_s) return true;
+    return *d.time_to_target_s < *c.time_to_target_s;
+  }
+  if (d.time_s.empty() || c.time_s.empty()) return std::nullopt;
+  return d.time_s.back() < c.time_s.back();
+}
+
+}  // namespace
+
+Result<SweepResult> run_sweep(const ExperimentConfig& config, SweepParam param,
+                              const std::vector<std::string>& values,
+                              const LabelledProgress& progress) {
+  if (values.empty()) return invalid_argument("sweep needs at least one value (--values)");
+  SweepResult out;
+  out.param = param;
+  std::vector<Run> shared;
+  if (param == SweepParam::kBandwidth || param == SweepParam::kLatency) {
+    GOSSIP_ASSIGN_OR_RETURN(shared, run_convergence(config, progress));
+  }
+  for (const std::string& v : values) {
+    ExperimentConfig c = config;
+    SweepPoint point;
+    point.value = v;
+    if (param == SweepParam::kBandwidth) {
+      GOSSIP_ASSIGN_OR_RETURN(c.cost.net.bandwidth_bps, parse_bandwidth_bps(v));
+    } else if (param == SweepParam::kLatency) {
+      GOSSIP_ASSIGN_OR_RETURN(c.cost.net.latency_s, parse_duration_s(v));
+    } else if (param == SweepParam::kNodes) {
+      GOSSIP_ASSIGN_OR_RETURN(const double n, parse_count(v));
+      if (n < 1 || n != std::floor(n)) return invalid_argument("sweep: nodes '" + v + "'");
+      c.nodes = static_cast<int>(n);
+    } else {
+      c.topologies = {v};
+    }
+    ExperimentResult r;
+    if (!shared.empty()) {
+      r = price(shared, c, c.cost, static_cast<double>(shared[0].final_params.rows()));
+    } else {
+      GOSSIP_ASSIGN_OR_RETURN(r, run_experiment(c, progress));
+    }
+    point.series = std::move(r.series);
+    out.points.push_back(std::move(point));
+  }
+  // Crossovers: for each D-PSGD topology and each C-PSGD scheme, where the winner changes.
+  const auto& first = out.points.front().series;
+  for (const Series& d : first) {
+    if (d.scheme != Scheme::kGossip) continue;
+    for (const Series& c : first) {
+      if (c.scheme == Scheme::kGossip) continue;
+      std::optional<bool> previous;
+      std::ostringstream msg;
+      bool changed = false;
+      for (const SweepPoint& p : out.points) {
+        const Series* dp = nullptr;
+        const Series* cp = nullptr;
+        for (const Series& s : p.series) {
+          if (s.scheme == Scheme::kGossip && (s.topology == d.topology || param == SweepParam::kTopology)) dp = &s;
+          if (s.algorithm == c.algorithm) cp = &s;
+        }
+        if (dp == nullptr || cp == nullptr) continue;
+        const auto win = dpsgd_wins(*dp, *cp);
+        if (win && previous && *win != *previous) {
+          msg << (changed ? "; " : "") << (*win ? "D-PSGD wins again" : "C-PSGD wins") << " from "
+              << p.value;
+          changed = true;
+        }
+        if (win) previous = win;
+      }
+      const std::string who =
+          "dpsgd" + (param == SweepParam::kTopology ? std::string() : " (" + d.topology + ")");
+      if (changed) {
+        out.crossovers.push_back(who + " vs " + c.algorithm + ": " + msg.str());
+      } else if (previous) {
+        out.crossovers.push_back(who + " vs " + c.algorithm + ": no crossover, " +
+                                 (*previous ? "D-PSGD" : "C-PSGD") + " wins at every value");
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace gossip::sim

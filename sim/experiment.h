@@ -1,0 +1,136 @@
+// Experiments: what `gossip-sim run|compare|sweep` do, as a library so tests can drive them.
+//
+// An experiment builds the problem (gossip_sgd) and the topologies (gossip_topology), runs the
+// convergence of C-PSGD once and of D-PSGD once per topology, then prices the iterations with the
+// cost model (sim/cost_model.h) for each communication scheme:
+//
+//   series "cpsgd-ps"         the C-PSGD run, timed as a parameter server
+//   series "cpsgd-allreduce"  the same C-PSGD run, timed as ring allreduce (identical iterates:
+//                             the two differ only in how the average travels)
+//   series "dpsgd"            one per topology, timed with the overlapped gossip clock
+//
+// Because pricing is separate from convergence, a sweep over bandwidth, latency or stragglers
+// reuses the runs; a sweep over nodes or topology reruns them.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "sgd/problem.h"
+#include "sim/cost_model.h"
+#include "sim/simulator.h"
+#include "topology/topology.h"
+
+namespace gossip::sim {
+
+// A generator name ("ring", "torus", "exponential", "one_peer_exponential", "complete", ...) with
+// n nodes and the weight scheme, or the path of a topology file (then `nodes` must be 0 or match).
+// A torus of n nodes uses the most square rows × cols factorisation.
+Result<topology::Topology> make_topology(const std::string& name_or_path, int nodes,
+                                         topology::WeightScheme scheme);
+
+struct CostConfig {
+  Network net;
+  // Seconds of one local step; nullopt: the mean measured on the real backend during the runs.
+  std::optional<double> compute_s;
+  // Parameters whose size the messages have; nullopt: the simulated model's own.
+  std::optional<double> model_params;
+  StragglerModel straggler;
+};
+
+struct ExperimentConfig {
+  sgd::ProblemConfig problem;  // num_nodes is overwritten with `nodes`
+  RunConfig run;               // run.algorithm is set per series
+  int nodes = 16;
+  std::vector<std::string> topologies = {"ring"};
+  topology::WeightScheme weights = topology::WeightScheme::kDefault;
+  bool include_cpsgd = true;
+  bool include_dpsgd = true;
+  CostConfig cost;
+  double target_loss = std::numeric_limits<double>::quiet_NaN();      // train loss of x̄ ≤ this
+  double target_accuracy = std::numeric_limits<double>::quiet_NaN();  // test accuracy of x̄ ≥ this
+};
+
+// A convergence run with what is needed to price it.
+struct Run {
+  RunTrace trace;
+  std::string topology;  // "" for C-PSGD
+  int nodes = 0;
+  double rho = std::numeric_limits<double>::quiet_NaN();  // per iteration, from gossip_topology
+  // Per-iteration communication graph (D-PSGD): in-neighbours and Δ of each W(t) in the period.
+  std::vector<std::vector<std::vector<int>>> in_neighbours;
+  std::vector<int> max_degree;
+  StateMatrix final_params;
+};
+
+// One priced series: a run under one communication scheme.
+struct Series {
+  std::string algorithm;  // "cpsgd-ps", "cpsgd-allreduce", "dpsgd"
+  std::string topology;
+  int nodes = 0;
+  double rho = std::numeric_limits<double>::quiet_NaN();
+  Scheme scheme = Scheme::kGossip;
+  std::vector<EvalPoint> points;
+  std::vector<double> time_s;  // simulated seconds at each point
+  double compute_s = 0;        // per step, as priced
+  double comm_s = 0;           // per iteration (gossip: per link)
+  double message_bytes = 0;
+  bool has_target = false;  // a target loss or accuracy was set
+  // First evaluation point that meets the target (nullopt: never, or no target).
+  std::optional<std::int64_t> iterations_to_target;
+  std::optional<double> time_to_target_s;
+};
+
+struct ExperimentResult {
+  std::vector<Run> runs;
+  std::vector<Series> series;
+  double compute_s = 0;      // per step, as priced
+  double message_bytes = 0;  // as priced
+};
+
+// Runs the convergence of every algorithm/topology of `config`. `progress` gets a label.
+using LabelledProgress = std::function<void(const std::string&, std::int64_t, std::int64_t)>;
+Result<std::vector<Run>> run_convergence(const ExperimentConfig& config,
+                                         const LabelledProgress& progress = {});
+
+// Prices `runs` under `cost` and the targets of `config`.
+ExperimentResult price(const std::vector<Run>& runs, const ExperimentConfig& config,
+                       const CostConfig& cost, double model_params);
+
+// Both steps.
+Result<ExperimentResult> run_experiment(const ExperimentConfig& config,
+                                        const LabelledProgress& progress = {});
+
+// The time of every iteration 1..iterations of one scheme, for the given communication graph
+// period (ignored by the centralised schemes). Returns the cumulative time after each iteration
+// (element t is the time at which t iterations are done; element 0 is 0).
+std::vector<double> cumulative_times(Scheme scheme, int nodes, const CostInputs& inputs,
+                                     const std::vector<std::vector<std::vector<int>>>& in_neighbours,
+                                     const std::vector<int>& max_degree, std::int64_t iterations);
+
+// ---- sweeps
+enum class SweepParam { kBandwidth, kLatency, kNodes, kTopology };
+Result<SweepParam> parse_sweep_param(std::string_view name);  // bandwidth|latency|nodes|topology
+
+struct SweepPoint {
+  std::string value;  // as given
+  std::vector<Series> series;
+};
+
+struct SweepResult {
+  SweepParam param = SweepParam::kBandwidth;
+  std::vector<SweepPoint> points;
+  // Human-readable crossover statements ("D-PSGD (ring) beats cpsgd-allreduce up to 10Gbps; ...").
+  std::vector<std::string> crossovers;
+};
+
+Result<SweepResult> run_sweep(const ExperimentConfig& config, SweepParam param,
+                              const std::vector<std::string>& values,
+                              const LabelledProgress& progress = {});
+
+}  // namespace gossip::sim

@@ -1,0 +1,375 @@
+// gossip-sim: does gossip beat allreduce on my cluster, with my model, and on which topology?
+// Runs n virtual nodes of C-PSGD and D-PSGD on a real gossip_sgd problem and real gossip_topology
+// matrices, prices every iteration with the network cost model, and prints/writes the result.
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <sstream>
+
+#include "sgd/optimizer.h"
+#include "sgd/problem.h"
+#include "sim/experiment.h"
+#include "sim/report.h"
+#include "sim/simulator.h"
+#include "topology/weights.h"
+
+namespace {
+
+using namespace gossip;
+using namespace gossip::sim;
+
+// Everything the three subcommands share, as strings where units or names need parsing.
+struct Options {
+  std::string problem = "least_squares";
+  std::string model, data;
+  std::string hidden;
+  std::string data_dir = sgd::kFashionMnistDir;
+  std::string shard = "iid";
+  double dirichlet_alpha = 0.5;
+  int dim = 20;
+  std::int64_t train_examples = 10000, test_examples = 2000;
+  double noise = 0.1;
+  double l2 = 0;
+
+  int nodes = 16;
+  std::string topology = "ring";
+  std::string weights = "default";
+  std::string order = "cta";
+
+  double lr = 0.05;
+  double momentum = 0;
+  bool nesterov = false;
+  double weight_decay = 0;
+  std::string schedule = "constant";
+  std::int64_t warmup = 0, lr_step = 1000;
+  double lr_factor = 0.1, min_lr = 0;
+
+  int batch = 32;
+  std::int64_t iterations = 1000, eval_every = 100, eval_examples = 0;
+  bool no_local_eval = false;
+  std::uint64_t seed = 1;
+
+  std::string bandwidth = "1Gbps", latency = "1ms", compute_time = "measure", model_params;
+  std::string straggler = "none";
+
+  double target_loss = std::numeric_limits<double>::quiet_NaN();
+  double target_accuracy = std::numeric_limits<double>::quiet_NaN();
+  std::string csv, dump_params;
+  bool json = false, quiet = false;
+};
+
+void add_common(CLI::App* app, Options& o) {
+  app->add_option("--problem", o.problem,
+                  "Preset: least_squares, logistic, fmnist-softmax, fmnist-mlp (784-256-128-10)")
+      ->capture_default_str();
+  app->add_option("--model", o.model, "Override the preset's model: least_squares, logistic, "
+                                      "softmax, mlp");
+  app->add_option("--data", o.data, "Override the preset's data: least_squares, logistic, "
+                                    "fashion_mnist");
+  app->add_option("--hidden", o.hidden, "mlp hidden widths, e.g. 256,128");
+  app->add_option("--data-dir", o.data_dir, "Fashion-MNIST IDX directory")->capture_default_str();
+  app->add_option("--shard", o.shard, "Sharding: iid, by_label, dirichlet")->capture_default_str();
+  app->add_option("--dirichlet-alpha", o.dirichlet_alpha, "Dirichlet concentration (dirichlet)")
+      ->capture_default_str();
+  app->add_option("--dim", o.dim, "Synthetic problems: feature dimension")->capture_default_str();
+  app->add_option("--train-examples", o.train_examples, "Synthetic problems: training examples")
+      ->capture_default_str();
+  app->add_option("--test-examples", o.test_examples, "Synthetic problems: test examples")
+      ->capture_default_str();
+  app->add_option("--noise", o.noise, "least_squares: noise stddev; logistic: margin scale")
+      ->capture_default_str();
+  app->add_option("--l2", o.l2, "L2 penalty on weight matrices")->capture_default_str();
+
+  app->add_option("--nodes,-n", o.nodes, "Number of simulated nodes")->capture_default_str();
+  app->add_option("--weights", o.weights,
+                  "Weight scheme for generated topologies: default (Metropolis-Hastings / uniform), "
+                  "max_degree, lazy, best_constant, optimized, ...")
+      ->capture_default_str();
+  app->add_option("--order", o.order,
+                  "D-PSGD step order: cta (x_i <- sum_j W_ij x_j - lr*u_i, Lian et al.; overlaps) "
+                  "or atc (mix after the local step)")
+      ->capture_default_str();
+
+  app->add_option("--lr", o.lr, "Learning rate")->capture_default_str();
+  app->add_option("--momentum", o.momentum, "Momentum (kept per node)")->capture_default_str();
+  app->add_flag("--nesterov", o.nesterov, "Nesterov momentum");
+  app->add_option("--weight-decay", o.weight_decay, "Coupled L2 weight decay")
+      ->capture_default_str();
+  app->add_option("--lr-schedule", o.schedule, "constant, step or cosine")->capture_default_str();
+  app->add_option("--warmup", o.warmup, "Linear warm-up iterations")->capture_default_str();
+  app->add_option("--lr-step", o.lr_step, "step schedule: iterations per decay")
+      ->capture_default_str();
+  app->add_option("--lr-factor", o.lr_factor, "step schedule: decay factor")->capture_default_str();
+  app->add_option("--min-lr", o.min_lr, "cosine schedule: final learning rate")
+      ->capture_default_str();
+
+  app->add_option("--batch", o.batch, "Mini-batch size per node")->capture_default_str();
+  app->add_option("--iterations", o.iterations, "Iterations (each node takes one step each)")
+      ->capture_default_str();
+  app->add_option("--eval-every", o.eval_every, "Evaluate every this many iterations")
+      ->capture_default_str();
+  app->add_option("--eval-examples", o.eval_examples,
+                  "Evaluate on the first N examples of each split (0: all)")
+      ->capture_default_str();
+  app->add_flag("--no-local-eval", o.no_local_eval,
+                "Skip the mean test accuracy of the local models (saves n evaluations per point)");
+  app->add_option("--seed", o.seed, "Seed of data, shards, init, batches and stragglers")
+      ->capture_default_str();
+
+  app->add_option("--bandwidth", o.bandwidth, "Link bandwidth, e.g. 1Gbps, 100Mbps")
+      ->capture_default_str();
+  app->add_option("--latency", o.latency, "One-way link latency, e.g. 1ms, 50us")
+      ->capture_default_str();
+  app->add_option("--compute-time", o.compute_time,
+                  "Seconds of one local step (e.g. 120ms), or 'measure' (real backend, this run)")
+      ->capture_default_str();
+  app->add_option("--model-params", o.model_params,
+                  "Price messages as a model of this many parameters (e.g. 25M) instead of the "
+                  "simulated model's own size");
+  app->add_option("--straggler", o.straggler,
+                  "Per-node, per-iteration compute slowdown: none, bernoulli:P:FACTOR, "
+                  "lognormal:SIGMA")
+      ->capture_default_str();
+
+  app->add_option("--target-loss", o.target_loss, "Target train loss of the averaged model");
+  app->add_option("--target-accuracy", o.target_accuracy, "Target test accuracy (0..1)");
+  app->add_option("--csv", o.csv, "Write every evaluation point to this CSV file");
+  app->add_flag("--json", o.json, "Print a JSON summary on stdout instead of the table");
+  app->add_flag("--quiet,-q", o.quiet, "No progress bar");
+}
+
+Result<std::vector<int>> parse_int_list(const std::string& text, const char* what) {
+  std::vector<int> out;
+  std::stringstream s(text);
+  std::string item;
+  while (std::getline(s, item, ',')) {
+    try {
+      std::size_t used = 0;
+      const int v = std::stoi(item, &used);
+      if (used != item.size() || v <= 0) throw std::invalid_argument(item);
+      out.push_back(v);
+    } catch (const std::exception&) {
+      return invalid_argument(std::string(what) + ": '" + item + "' is not a positive integer");
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream s(text);
+  std::string item;
+  while (std::getline(s, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+Result<ExperimentConfig> build_config(const Options& o) {
+  ExperimentConfig c;
+  sgd::ProblemConfig& p = c.problem;
+  std::string model = "least_squares", data = "least_squares";
+  if (o.problem == "least_squares") {
+  } else if (o.problem == "logistic") {
+    model = data = "logistic";
+  } else if (o.problem == "fmnist-softmax") {
+    model = "softmax";
+    data = "fashion_mnist";
+  } else if (o.problem == "fmnist-mlp") {
+    model = "mlp";
+    data = "fashion_mnist";
+    p.hidden = {256, 128};
+  } else {
+    return invalid_argument("--problem '" + o.problem +
+                            "': expected least_squares, logistic, fmnist-softmax or fmnist-mlp");
+  }
+  if (!o.model.empty()) model = o.model;
+  if (!o.data.empty()) data = o.data;
+  GOSSIP_ASSIGN_OR_RETURN(p.model, sgd::parse_model_kind(model));
+  GOSSIP_ASSIGN_OR_RETURN(p.data, sgd::parse_data_kind(data));
+  if (!o.hidden.empty()) {
+    GOSSIP_ASSIGN_OR_RETURN(p.hidden, parse_int_list(o.hidden, "--hidden"));
+  }
+  if (p.model != sgd::ModelKind::kMlp) p.hidden.clear();
+  p.l2 = static_cast<float>(o.l2);
+  p.data_dir = o.data_dir;
+  p.synthetic_train = o.train_examples;
+  p.synthetic_test = o.test_examples;
+  p.synthetic_dim = o.dim;
+  p.synthetic_noise = o.noise;
+  GOSSIP_ASSIGN_OR_RETURN(p.shard.scheme, sgd::parse_shard_scheme(o.shard));
+  p.shard.dirichlet_alpha = o.dirichlet_alpha;
+  p.seed = o.seed;
+
+  c.nodes = o.nodes;
+  if (o.nodes <= 0) return invalid_argument("--nodes must be > 0");
+  c.topologies = split(o.topology);
+  if (c.topologies.empty()) return invalid_argument("--topology is empty");
+  GOSSIP_ASSIGN_OR_RETURN(c.weights, topology::parse_weight_scheme(o.weights));
+
+  RunConfig& r = c.run;
+  GOSSIP_ASSIGN_OR_RETURN(r.order, parse_mix_order(o.order));
+  r.optimizer.momentum = o.momentum;
+  r.optimizer.nesterov = o.nesterov;
+  r.optimizer.weight_decay = o.weight_decay;
+  GOSSIP_ASSIGN_OR_RETURN(r.optimizer.schedule.kind, sgd::parse_schedule_kind(o.schedule));
+  r.optimizer.schedule.lr = o.lr;
+  r.optimizer.schedule.warmup_steps = o.warmup;
+  r.optimizer.schedule.step_size = o.lr_step;
+  r.optimizer.schedule.step_factor = o.lr_factor;
+  r.optimizer.schedule.total_steps = o.iterations;
+  r.optimizer.schedule.min_lr = o.min_lr;
+  r.batch_size = o.batch;
+  r.iterations = o.iterations;
+  r.eval_every = o.eval_every;
+  r.eval_examples = o.eval_examples;
+  r.eval_local = !o.no_local_eval;
+  GOSSIP_RETURN_IF_ERROR(r.validate());
+
+  GOSSIP_ASSIGN_OR_RETURN(c.cost.net.bandwidth_bps, parse_bandwidth_bps(o.bandwidth));
+  GOSSIP_ASSIGN_OR_RETURN(c.cost.net.latency_s, parse_duration_s(o.latency));
+  if (o.compute_time != "measure") {
+    GOSSIP_ASSIGN_OR_RETURN(const double s, parse_duration_s(o.compute_time));
+    c.cost.compute_s = s;
+  }
+  if (!o.model_params.empty()) {
+    GOSSIP_ASSIGN_OR_RETURN(const double m, parse_count(o.model_params));
+    if (m < 1) return invalid_argument("--model-params must be >= 1");
+    c.cost.model_params = m;
+  }
+  GOSSIP_ASSIGN_OR_RETURN(c.cost.straggler,
+                          parse_straggler_model(o.straggler, mix_seed(o.seed, 0x57a6)));
+  c.target_loss = o.target_loss;
+  c.target_accuracy = o.target_accuracy;
+  if (!std::isnan(c.target_accuracy) && (c.target_accuracy < 0 || c.target_accuracy > 1)) {
+    return invalid_argument("--target-accuracy must be in [0, 1]");
+  }
+  return c;
+}
+
+int fail(const Status& s) {
+  std::cerr << "gossip-sim: " << s.to_string() << "\n";
+  return 1;
+}
+
+Status write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  if (!f) return io_error("cannot open '" + path + "' for writing");
+  f << text;
+  f.close();
+  if (!f) return io_error("writing '" + path + "' failed");
+  return Status::ok();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "gossip-sim: simulate decentralized parallel SGD (D-PSGD, Lian et al. 2017) against "
+      "centralized PSGD (parameter server and ring allreduce) on n virtual nodes, with real "
+      "models and data (gossip_sgd), real mixing matrices (gossip_topology) and a network cost "
+      "model that turns iterations into simulated seconds.\n\n"
+      "  gossip-sim run --algorithm dpsgd --topology ring --nodes 16 --iterations 2000\n"
+      "  gossip-sim compare --topology ring,exponential --nodes 32 --problem fmnist-mlp \\\n"
+      "      --bandwidth 1Gbps --latency 1ms --model-params 25M --compute-time 100ms\n"
+      "  gossip-sim sweep --param bandwidth --values 100Mbps,1Gbps,10Gbps,100Gbps ...\n"};
+  app.require_subcommand(1);
+  Options o;
+  std::string algorithm = "dpsgd";
+  std::string sweep_param = "bandwidth", sweep_values;
+
+  CLI::App* run = app.add_subcommand(
+      "run", "One algorithm on one topology: the convergence, priced with the cost model");
+  add_common(run, o);
+  run->add_option("--algorithm", algorithm, "dpsgd, cpsgd (priced as parameter server and as "
+                                            "ring allreduce), cpsgd-ps or cpsgd-allreduce")
+      ->capture_default_str();
+  run->add_option("--topology", o.topology, "Generator (ring, torus, exponential, "
+                                            "one_peer_exponential, complete, ...) or topology file")
+      ->capture_default_str();
+  run->add_option("--dump-params", o.dump_params,
+                  "Write each node's final parameters to DIR/node_<i>.f32 (raw float32, "
+                  "little-endian)");
+
+  CLI::App* compare = app.add_subcommand(
+      "compare", "C-PSGD (parameter server, ring allreduce) against D-PSGD on one or more "
+                 "topologies; prints time and iterations to the target and the speedups");
+  add_common(compare, o);
+  compare->add_option("--topology", o.topology,
+                      "Comma-separated generators or topology files for D-PSGD")
+      ->capture_default_str();
+
+  CLI::App* sweep = app.add_subcommand(
+      "sweep", "Repeat compare over values of one parameter and report where D-PSGD starts or "
+               "stops winning (bandwidth and latency re-price the same runs)");
+  add_common(sweep, o);
+  sweep->add_option("--topology", o.topology, "D-PSGD topology (comma-separated for several)")
+      ->capture_default_str();
+  sweep->add_option("--param", sweep_param, "bandwidth, latency, nodes or topology")
+      ->capture_default_str();
+  sweep->add_option("--values", sweep_values, "Comma-separated values, e.g. 100Mbps,1Gbps,10Gbps")
+      ->required();
+
+  CLI11_PARSE(app, argc, argv);
+
+  auto config = build_config(o);
+  if (!config.is_ok()) return fail(config.status());
+  ExperimentConfig& c = *config;
+
+  ProgressBar bar(!o.quiet);
+  const LabelledProgress progress = [&](const std::string& label, std::int64_t done,
+                                        std::int64_t total) { bar.update(label, done, total); };
+
+  std::ostringstream csv;
+  write_csv_header(csv);
+  if (run->parsed() || compare->parsed()) {
+    if (run->parsed()) {
+      if (algorithm == "dpsgd") {
+        c.include_cpsgd = false;
+        if (c.topologies.size() != 1) return fail(invalid_argument("run takes one --topology"));
+      } else if (algorithm == "cpsgd" || algorithm == "cpsgd-ps" ||
+                 algorithm == "cpsgd-allreduce") {
+        c.include_dpsgd = false;
+      } else {
+        return fail(invalid_argument("--algorithm '" + algorithm +
+                                     "': expected dpsgd, cpsgd, cpsgd-ps or cpsgd-allreduce"));
+      }
+    }
+    auto result = run_experiment(c, progress);
+    bar.finish();
+    if (!result.is_ok()) return fail(result.status());
+    if (run->parsed() && (algorithm == "cpsgd-ps" || algorithm == "cpsgd-allreduce")) {
+      std::erase_if(result->series, [&](const Series& s) { return s.algorithm != algorithm; });
+    }
+    write_csv_rows(csv, result->series);
+    if (!o.dump_params.empty()) {
+      const Status s = dump_params(result->runs.front().final_params, o.dump_params);
+      if (!s.is_ok()) return fail(s);
+    }
+    if (o.json) {
+      std::cout << summary_json(*result, c) << "\n";
+    } else {
+      print_summary(std::cout, *result, c);
+    }
+  } else {
+    auto param = parse_sweep_param(sweep_param);
+    if (!param.is_ok()) return fail(param.status());
+    auto result = run_sweep(c, *param, split(sweep_values), progress);
+    bar.finish();
+    if (!result.is_ok()) return fail(result.status());
+    for (const SweepPoint& p : result->points) write_csv_rows(csv, p.series, sweep_param, p.value);
+    if (o.json) {
+      std::cout << sweep_json(*result, c) << "\n";
+    } else {
+      print_sweep(std::cout, *result, c);
+    }
+  }
+  if (!o.csv.empty()) {
+    const Status s = write_file(o.csv, csv.str());
+    if (!s.is_ok()) return fail(s);
+  }
+  return 0;
+}

@@ -1,0 +1,241 @@
+// The simulation loop. Every node's gradient and direction are computed with the real gossip_sgd
+// backend (cpu); the n models live in one d×n matrix so that the gossip step is one blocked pass
+// (sim/node_state.h) rather than n separate ones.
+#include "sim/simulator.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "common/check.h"
+#include "common/clock.h"
+
+namespace gossip::sim {
+
+std::string_view algorithm_name(Algorithm algorithm) {
+  return algorithm == Algorithm::kCpsgd ? "cpsgd" : "dpsgd";
+}
+
+Result<MixOrder> parse_mix_order(std::string_view name) {
+  if (name == "cta" || name == "combine_then_adapt") return MixOrder::kCombineThenAdapt;
+  if (name == "atc" || name == "adapt_then_combine") return MixOrder::kAdaptThenCombine;
+  return invalid_argument("mix order '" + std::string(name) +
+                          "': expected cta (combine then adapt, Lian et al.) or atc");
+}
+
+std::string_view mix_order_name(MixOrder order) {
+  return order == MixOrder::kCombineThenAdapt ? "cta" : "atc";
+}
+
+Status RunConfig::validate() const {
+  GOSSIP_RETURN_IF_ERROR(optimizer.validate());
+  if (batch_size <= 0) return invalid_argument("batch size must be > 0");
+  if (iterations < 0) return invalid_argument("iterations must be >= 0");
+  if (eval_every <= 0) return invalid_argument("eval-every must be > 0");
+  if (eval_examples < 0) return invalid_argument("eval-examples must be >= 0");
+  return Status::ok();
+}
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// The first `limit` examples of `data` (all when limit is 0 or larger than the set).
+std::shared_ptr<const sgd::Dataset> head(const std::shared_ptr<const sgd::Dataset>& data,
+                                         std::int64_t limit) {
+  if (limit == 0 || limit >= data->num_examples) return data;
+  auto out = std::make_shared<sgd::Dataset>();
+  out->num_examples = limit;
+  out->dim = data->dim;
+  out->num_classes = data->num_classes;
+  out->features.assign(data->features.begin(), data->features.begin() + limit * data->dim);
+  if (!data->labels.empty()) out->labels.assign(data->labels.begin(), data->labels.begin() + limit);
+  if (!data->targets.empty()) {
+    out->targets.assign(data->targets.begin(), data->targets.begin() + limit);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Simulator>> Simulator::create(const sgd::Problem& problem,
+                                                     const topology::Topology* topology,
+                                                     RunConfig config) {
+  GOSSIP_RETURN_IF_ERROR(config.validate());
+  std::unique_ptr<Simulator> s(new Simulator());
+  s->problem_ = &problem;
+  s->config_ = config;
+  s->num_nodes_ = problem.config.num_nodes;
+  s->dim_ = problem.spec.num_params();
+  if (static_cast<int>(problem.shards.size()) != s->num_nodes_) {
+    return invalid_argument("problem has " + std::to_string(problem.shards.size()) +
+                            " shards for " + std::to_string(s->num_nodes_) + " nodes");
+  }
+  if (config.algorithm == Algorithm::kDpsgd) {
+    if (topology == nullptr) return invalid_argument("D-PSGD needs a topology");
+    if (topology->num_nodes() != s->num_nodes_) {
+      return invalid_argument("topology '" + topology->name() + "' has " +
+                              std::to_string(topology->num_nodes()) + " nodes but the problem is " +
+                              "sharded over " + std::to_string(s->num_nodes_));
+    }
+    s->topology_ = topology;
+    for (int p = 0; p < topology->period(); ++p) {
+      GOSSIP_ASSIGN_OR_RETURN(auto plan, MixingPlan::from_matrix(topology->mixing_matrix(p)));
+      s->plans_.push_back(std::move(plan));
+    }
+  }
+  // One thread: the simulator's parallelism is across nodes, and a one-thread backend keeps the
+  // per-step compute time it measures comparable with one real node's.
+  GOSSIP_ASSIGN_OR_RETURN(s->backend_, sgd::make_backend(sgd::Device::kCpu, 1));
+  GOSSIP_ASSIGN_OR_RETURN(s->model_, s->backend_->make_model(problem.spec));
+  s->optimizer_ = std::make_unique<sgd::Optimizer>(config.optimizer, s->dim_);
+  for (int i = 0; i < s->num_nodes_; ++i) {
+    if (problem.shards[i].empty()) {
+      return invalid_argument("node " + std::to_string(i) + " has an empty data shard");
+    }
+    s->samplers_.push_back(problem.sampler(i, config.batch_size));
+  }
+  s->eval_train_ = head(problem.train, config.eval_examples);
+  s->eval_test_ = head(problem.test, config.eval_examples);
+  return s;
+}
+
+Result<RunTrace> Simulator::run(const ProgressFn& progress) {
+  const int n = num_nodes_;
+  const auto d = static_cast<Eigen::Index>(dim_);
+  const std::vector<float> x0 = problem_->initial_params();
+  GOSSIP_CHECK_EQ(x0.size(), dim_);
+  const bool cpsgd = config_.algorithm == Algorithm::kCpsgd;
+  const Eigen::Index cols = cpsgd ? 1 : n;
+  x_.resize(d, cols);
+  for (Eigen::Index i = 0; i < cols; ++i) {
+    std::memcpy(x_.col(i).data(), x0.data(), dim_ * sizeof(float));
+  }
+  next_.resize(d, cols);
+  u_.resize(d, cols);
+  velocity_ = StateMatrix::Zero(optimizer_->state_size() > 0 ? d : 0, cols);
+  grad_.assign(dim_, 0.0f);
+  grad_sum_.assign(cpsgd ? dim_ : 0, 0.0);
+  batch_loss_sum_ = 0;
+  batch_loss_count_ = 0;
+  compute_s_ = 0;
+  compute_steps_ = 0;
+
+  RunTrace trace;
+  trace.algorithm = config_.algorithm;
+  Stopwatch wall;
+  trace.points.push_back(evaluate(0));
+  for (std::int64_t t = 0; t < config_.iterations; ++t) {
+    step(t);
+    const std::int64_t done = t + 1;
+    // A sparse probe: a divergence spreads to every entry within a few iterations.
+    for (Eigen::Index i = 0; i < x_.size(); i += 61) {
+      if (!std::isfinite(x_.data()[i])) {
+        return failed_precondition("parameters diverged (non-finite) at iteration " +
+                                   std::to_string(done) + "; lower the learning rate");
+      }
+    }
+    if (done % config_.eval_every == 0 || done == config_.iterations) {
+      trace.points.push_back(evaluate(done));
+    }
+    if (progress) progress(done, config_.iterations);
+  }
+  if (cpsgd) {
+    // Every node holds the one model: make params() read like D-PSGD's.
+    const StateMatrix one = x_;
+    x_ = one.replicate(1, n);
+  }
+  trace.compute_s_per_step = compute_steps_ > 0 ? compute_s_ / compute_steps_ : 0;
+  trace.wall_s = wall.elapsed_seconds();
+  return trace;
+}
+
+void Simulator::step(std::int64_t t) {
+  const int n = num_nodes_;
+  const bool momentum = velocity_.size() > 0;
+  const auto gamma = static_cast<float>(optimizer_->learning_rate(t));
+  const sgd::Dataset& train = *problem_->train;
+  Stopwatch watch;
+  if (config_.algorithm == Algorithm::kCpsgd) {
+    std::fill(grad_sum_.begin(), grad_sum_.end(), 0.0);
+    for (int i = 0; i < n; ++i) {
+      sgd::gather(train, samplers_[i].next(), batch_);
+      batch_loss_sum_ += model_->loss_and_grad(x_.data(), batch_, grad_.data());
+      ++batch_loss_count_;
+      for (std::size_t k = 0; k < dim_; ++k) grad_sum_[k] += grad_[k];
+    }
+    for (std::size_t k = 0; k < dim_; ++k) grad_[k] = static_cast<float>(grad_sum_[k] / n);
+    optimizer_->step(*backend_, t, x_.data(), grad_.data(), momentum ? velocity_.data() : nullptr,
+                     u_.data());
+    compute_s_ += watch.elapsed_seconds() / n;
+    compute_steps_ += 1;
+    return;
+  }
+  // D-PSGD: every node's gradient and direction at its own x_i^t.
+  for (int i = 0; i < n; ++i) {
+    float* xi = x_.col(i).data();
+    sgd::gather(train, samplers_[i].next(), batch_);
+    batch_loss_sum_ += model_->loss_and_grad(xi, batch_, grad_.data());
+    ++batch_loss_count_;
+    optimizer_->direction(*backend_, xi, grad_.data(),
+                          momentum ? velocity_.col(i).data() : nullptr, u_.col(i).data());
+  }
+  compute_s_ += watch.elapsed_seconds();
+  compute_steps_ += n;
+  const MixingPlan& plan = plans_[static_cast<std::size_t>(t % static_cast<std::int64_t>(plans_.size()))];
+  if (config_.order == MixOrder::kCombineThenAdapt) {
+    mix(plan, x_, gamma, &u_, next_);
+  } else {
+    // Adapt locally (x_j − γ u_j, rounded as Backend::mix would), then gossip the results.
+    for (Eigen::Index k = 0; k < x_.size(); ++k) {
+      x_.data()[k] = std::fma(-gamma, u_.data()[k], x_.data()[k]);
+    }
+    mix(plan, x_, 0.0f, nullptr, next_);
+  }
+  x_.swap(next_);
+}
+
+EvalPoint Simulator::evaluate(std::int64_t iteration) {
+  EvalPoint p;
+  p.iteration = iteration;
+  const Eigen::VectorXd mean_d = node_average(x_);
+  const std::vector<float> mean(mean_d.data(), mean_d.data() + mean_d.size());
+  const sgd::EvalResult train = model_->evaluate(mean.data(), *eval_train_);
+  const sgd::EvalResult test = model_->evaluate(mean.data(), *eval_test_);
+  p.train_loss = train.loss;
+  p.test_loss = test.loss;
+  p.test_accuracy = problem_->test->is_classification() ? test.accuracy : kNaN;
+  p.local_test_accuracy = kNaN;
+  if (problem_->test->is_classification() && config_.eval_local) {
+    if (x_.cols() == 1) {
+      p.local_test_accuracy = p.test_accuracy;  // C-PSGD: the local models are the one model
+    } else {
+      double sum = 0;
+      for (Eigen::Index i = 0; i < x_.cols(); ++i) {
+        sum += model_->evaluate(x_.col(i).data(), *eval_test_).accuracy;
+      }
+      p.local_test_accuracy = sum / static_cast<double>(x_.cols());
+    }
+  }
+  p.consensus_distance = consensus_distance(x_);
+  p.batch_loss = batch_loss_count_ > 0 ? batch_loss_sum_ / batch_loss_count_ : kNaN;
+  batch_loss_sum_ = 0;
+  batch_loss_count_ = 0;
+  return p;
+}
+
+Status dump_params(const StateMatrix& params, const std::string& dir, Env& env) {
+  GOSSIP_RETURN_IF_ERROR(env.create_dirs(dir));
+  static_assert(std::endian::native == std::endian::little,
+                "dump_params writes the host's float32 bytes; this host is not little-endian");
+  for (Eigen::Index i = 0; i < params.cols(); ++i) {
+    const std::string path = dir + "/node_" + std::to_string(i) + ".f32";
+    const std::string_view bytes(reinterpret_cast<const char*>(params.col(i).data()),
+                                 static_cast<std::size_t>(params.rows()) * sizeof(float));
+    GOSSIP_RETURN_IF_ERROR(env.write_file_atomic(path, bytes).with_context("--dump-params"));
+  }
+  return Status::ok();
+}
+
+}  // namespace gossip::sim

@@ -1,0 +1,134 @@
+// The simulator: n virtual nodes in one process running C-PSGD or D-PSGD on a real gossip_sgd
+// problem and a real gossip_topology mixing matrix, recording the convergence at evaluation
+// points. Simulated wall time is not computed here: the run records iterations, and
+// sim/cost_model.h turns iterations into seconds afterwards (so one run serves every bandwidth,
+// latency and straggler setting of a sweep).
+//
+// Algorithms (DESIGN.md §1):
+//   C-PSGD  one model x; every node i draws its batch and computes g_i at x; the optimizer is fed
+//           the exact average (1/n) Σ_i g_i (summed in node order in double, rounded once).
+//   D-PSGD  (Lian et al., NeurIPS 2017, Algorithm 1) every node i computes g_i at its own x_i^t and
+//           its direction u_i^t (per-node momentum), then x_i^{t+1} = Σ_j W_ij x_j^t − γ_t u_i^t
+//           ("combine then adapt": the gossip reads x^t only, so it overlaps the gradient).
+//           W may vary with t (one-peer exponential graph).
+//   D-PSGD, adapt-then-combine (Sayed 2014, "diffusion"): x_i^{t+1} = Σ_j W_ij (x_j^t − γ_t u_j^t).
+//           Not overlappable, offered for comparison; with W = J and identical starts it is exactly
+//           C-PSGD (the test holds them together), whereas combine-then-adapt with W = J evaluates
+//           each g_i at x̄^{t−1} − γ u_i^{t−1} rather than at x̄^t and differs from C-PSGD by O(γ²).
+//
+// Per-node computations are those of gossipd: the same x_0 (Problem::initial_params), batches
+// (Problem::sampler(i, batch)), optimizer (sgd::Optimizer, per-node momentum state) and mixing
+// rounding (sim/node_state.h: terms in increasing node order).
+//
+// Not thread-safe; one Simulator per thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "sgd/backend.h"
+#include "sgd/optimizer.h"
+#include "sgd/problem.h"
+#include "sim/node_state.h"
+#include "topology/topology.h"
+
+namespace gossip::sim {
+
+enum class Algorithm { kCpsgd, kDpsgd };
+enum class MixOrder { kCombineThenAdapt, kAdaptThenCombine };
+
+std::string_view algorithm_name(Algorithm algorithm);
+// "cta" / "combine_then_adapt", "atc" / "adapt_then_combine".
+Result<MixOrder> parse_mix_order(std::string_view name);
+std::string_view mix_order_name(MixOrder order);
+
+struct RunConfig {
+  Algorithm algorithm = Algorithm::kDpsgd;
+  MixOrder order = MixOrder::kCombineThenAdapt;
+  sgd::OptimizerConfig optimizer;
+  int batch_size = 32;
+  std::int64_t iterations = 1000;
+  std::int64_t eval_every = 100;  // also evaluates at iteration 0 and at the last iteration
+  // Evaluate on at most this many examples of each split (0: all). Same subset (the first ones)
+  // at every point and for every algorithm.
+  std::int64_t eval_examples = 0;
+  bool eval_local = true;  // mean test accuracy of the n local models (n evaluations per point)
+
+  Status validate() const;
+};
+
+// One evaluation point of one run.
+struct EvalPoint {
+  std::int64_t iteration = 0;      // iterations completed
+  double train_loss = 0;           // data loss of the averaged model x̄ on the train split
+  double test_loss = 0;            // ... on the test split
+  double test_accuracy = 0;        // of x̄ (NaN for regression)
+  double local_test_accuracy = 0;  // mean over nodes of the local models' accuracy (NaN: regression
+                                   // or eval_local off)
+  double consensus_distance = 0;   // (1/n) Σ ‖x_i − x̄‖²
+  double batch_loss = 0;           // mean mini-batch loss over nodes and the iterations since the
+                                   // previous point (NaN at iteration 0)
+};
+
+struct RunTrace {
+  Algorithm algorithm = Algorithm::kDpsgd;
+  std::vector<EvalPoint> points;
+  double compute_s_per_step = 0;  // measured mean wall time of one node's gradient + direction
+  double wall_s = 0;              // wall time of the whole run
+};
+
+// Called after every iteration with (iterations done, total); for progress bars.
+using ProgressFn = std::function<void(std::int64_t, std::int64_t)>;
+
+class Simulator {
+ public:
+  // `topology` is needed for D-PSGD (its n must equal the problem's num_nodes) and ignored for
+  // C-PSGD. The problem and topology must outlive the simulator.
+  static Result<std::unique_ptr<Simulator>> create(const sgd::Problem& problem,
+                                                   const topology::Topology* topology,
+                                                   RunConfig config);
+
+  // Runs all iterations from x_0 and returns the evaluation points.
+  Result<RunTrace> run(const ProgressFn& progress = {});
+
+  // The node models after run(): column i is node i (C-PSGD: every column is the one model).
+  const StateMatrix& params() const { return x_; }
+  int num_nodes() const { return num_nodes_; }
+  const RunConfig& config() const { return config_; }
+
+ private:
+  Simulator() = default;
+  void step(std::int64_t t);
+  EvalPoint evaluate(std::int64_t iteration);
+
+  const sgd::Problem* problem_ = nullptr;
+  const topology::Topology* topology_ = nullptr;
+  RunConfig config_;
+  int num_nodes_ = 0;
+  std::size_t dim_ = 0;
+  std::unique_ptr<sgd::Backend> backend_;
+  std::unique_ptr<sgd::Model> model_;
+  std::unique_ptr<sgd::Optimizer> optimizer_;
+  std::vector<MixingPlan> plans_;  // one per W(t) of the period
+  std::vector<sgd::BatchSampler> samplers_;
+  sgd::Batch batch_;
+  std::shared_ptr<const sgd::Dataset> eval_train_, eval_test_;
+  StateMatrix x_, next_, u_, velocity_;  // d × n (C-PSGD: d × 1 except x_ for params())
+  std::vector<float> grad_;
+  std::vector<double> grad_sum_;
+  double batch_loss_sum_ = 0;
+  std::int64_t batch_loss_count_ = 0;
+  double compute_s_ = 0;
+  std::int64_t compute_steps_ = 0;
+};
+
+// Writes node i's parameters to DIR/node_<i>.f32 (raw float32, little-endian, d values), creating
+// DIR. The format gossipd's exactness test reads.
+Status dump_params(const StateMatrix& params, const std::string& dir, Env& env = Env::system());
+
+}  // namespace gossip::sim

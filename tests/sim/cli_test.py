@@ -1,0 +1,78 @@
+#!/usr/bin/python3
+"""gossip-sim end to end: subcommands, exit codes, CSV columns, JSON, parameter dumps, errors.
+
+Run by CTest with GOSSIP_SIM pointing at the binary; exits non-zero on the first failure.
+"""
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+SIM = os.environ["GOSSIP_SIM"]
+SMALL = ["--problem", "least_squares", "--nodes", "8", "--iterations", "60", "--eval-every", "20",
+         "--train-examples", "1024", "--test-examples", "256", "--dim", "8", "--batch", "8",
+         "--compute-time", "10ms", "--quiet"]
+
+
+def sim(*args, ok=True):
+    p = subprocess.run([SIM, *args], capture_output=True, text=True, timeout=120)
+    if ok and p.returncode != 0:
+        sys.exit(f"FAIL: gossip-sim {' '.join(args)} exited {p.returncode}:\n{p.stderr}")
+    if not ok and p.returncode == 0:
+        sys.exit(f"FAIL: gossip-sim {' '.join(args)} should have failed")
+    return p
+
+
+def check(cond, what):
+    if not cond:
+        sys.exit("FAIL: " + what)
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    help_text = sim("--help").stdout
+    check("run" in help_text and "compare" in help_text and "sweep" in help_text, "--help lists subcommands")
+    check("--bandwidth" in sim("compare", "--help").stdout, "compare --help lists --bandwidth")
+
+    out = os.path.join(tmp, "c.csv")
+    p = sim("compare", *SMALL, "--topology", "ring,exponential", "--csv", out, "--target-loss", "0.5")
+    check("speedup of dpsgd (ring) over cpsgd-allreduce" in p.stdout, "summary names the speedups")
+    rows = list(csv.DictReader(open(out)))
+    algos = {(r["algorithm"], r["topology"]) for r in rows}
+    check(algos == {("cpsgd-ps", ""), ("cpsgd-allreduce", ""), ("dpsgd", "ring"), ("dpsgd", "exponential")},
+          f"series in CSV: {algos}")
+    check(len(rows) == 4 * 4, f"4 series x 4 points, got {len(rows)}")
+    for r in rows:
+        check(float(r["sim_time_s"]) >= 0 and math.isfinite(float(r["train_loss"])), "finite values")
+        check(r["test_accuracy"] == "nan", "least squares has no accuracy")
+    ring = [r for r in rows if r["topology"] == "ring"]
+    check(float(ring[-1]["train_loss"]) < float(ring[0]["train_loss"]), "loss decreases")
+
+    j = json.loads(sim("compare", *SMALL, "--json").stdout)
+    check({s["algorithm"] for s in j["series"]} == {"cpsgd-ps", "cpsgd-allreduce", "dpsgd"}, "JSON series")
+    check(j["config"]["nodes"] == 8 and j["config"]["compute_s"] == 0.01, "JSON config")
+
+    dump = os.path.join(tmp, "params")
+    sim("run", *SMALL, "--algorithm", "dpsgd", "--topology", "torus", "--dump-params", dump)
+    files = sorted(os.listdir(dump))
+    check(files == [f"node_{i}.f32" for i in range(8)], f"dump files {files}")
+    check(all(os.path.getsize(os.path.join(dump, f)) == 4 * 9 for f in files), "9 float32 per node")
+
+    p = sim("sweep", *SMALL, "--param", "bandwidth", "--values", "10Mbps,1Gbps,100Gbps",
+            "--model-params", "25M", "--json")
+    s = json.loads(p.stdout)
+    check([pt["value"] for pt in s["points"]] == ["10Mbps", "1Gbps", "100Gbps"], "sweep points")
+    check(len(s["crossovers"]) == 2, f"one crossover line per C-PSGD scheme: {s['crossovers']}")
+
+    for bad in (["compare", *SMALL, "--bandwidth", "fast"],
+                ["compare", *SMALL, "--topology", "nonexistent.pbtxt"],
+                ["run", *SMALL, "--algorithm", "sgd"],
+                ["compare", *SMALL, "--problem", "imagenet"],
+                ["compare", *SMALL, "--straggler", "gaussian:1"],
+                ["sweep", *SMALL, "--param", "colour", "--values", "1"]):
+        p = sim(*bad, ok=False)
+        check("gossip-sim:" in p.stderr or "Error" in p.stderr or "error" in p.stderr,
+              f"error message for {bad}: {p.stderr!r}")
+print("ok")

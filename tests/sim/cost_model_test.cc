@@ -1,0 +1,165 @@
+// Cost model: Lian et al. Table 1 closed forms, the clocks with and without stragglers against
+// hand-computed schedules, and the parsers' errors.
+#include "sim/cost_model.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace gossip::sim {
+namespace {
+
+std::vector<std::vector<int>> ring_in_neighbours(int n) {
+  std::vector<std::vector<int>> in(n);
+  for (int i = 0; i < n; ++i) in[i] = {(i + n - 1) % n, (i + 1) % n};
+  return in;
+}
+
+TEST_CASE("communication closed forms") {
+  const Network net{8e9, 1e-3};  // 1 GB/s, 1 ms
+  const double m = 1e8;          // 100 MB
+  // Parameter server: 2(α + nM/B) = 2(0.001 + 32·0.1) = 6.402 s.
+  CHECK(parameter_server_comm_s(32, m, net) == doctest::Approx(6.402));
+  // Ring allreduce: 2(n−1)α + 2((n−1)/n)M/B = 0.062 + 2·(31/32)·0.1 = 0.25575 s.
+  CHECK(ring_allreduce_comm_s(32, m, net) == doctest::Approx(0.25575));
+  // Gossip on a ring (Δ = 2): α + 2M/B = 0.201 s.
+  CHECK(gossip_comm_s(2, m, net) == doctest::Approx(0.201));
+  CHECK(net.bytes_per_second() == 1e9);
+}
+
+TEST_CASE("without stragglers: C-PSGD adds compute and comm, D-PSGD overlaps them") {
+  CostInputs in;
+  in.net = {1e9, 1e-3};
+  in.message_bytes = 4e6;  // 1M params: M/B = 32 ms
+  const auto ring = ring_in_neighbours(8);
+  for (double compute : {0.005, 0.05, 0.5}) {
+    in.compute_s = compute;
+    SimClock ps(Scheme::kParameterServer, 8, in), ar(Scheme::kRingAllreduce, 8, in),
+        gossip(Scheme::kGossip, 8, in);
+    for (int t = 0; t < 10; ++t) {
+      ps.advance(t, {}, 0);
+      ar.advance(t, {}, 0);
+      gossip.advance(t, ring, 2);
+    }
+    CHECK(ps.now_s() == doctest::Approx(10 * (compute + parameter_server_comm_s(8, 4e6, in.net))));
+    CHECK(ar.now_s() == doctest::Approx(10 * (compute + ring_allreduce_comm_s(8, 4e6, in.net))));
+    CHECK(gossip.now_s() ==
+          doctest::Approx(10 * std::max(compute, gossip_comm_s(2, 4e6, in.net))));
+  }
+}
+
+TEST_CASE("when every node is slowed, both clocks scale their compute") {
+  CostInputs in;
+  in.net = {8.0, 0.5};     // 1 byte/s, α = 0.5 s
+  in.message_bytes = 0.0;  // comm = α = 0.5 s
+  in.compute_s = 1.0;
+  // Slowdown 10 for every node with probability 1 at every iteration: everything scales.
+  in.straggler.kind = StragglerModel::Kind::kBernoulli;
+  in.straggler.probability = 1.0;
+  in.straggler.factor = 10.0;
+  SimClock all_slow(Scheme::kGossip, 3, in);
+  all_slow.advance(0, ring_in_neighbours(3), 2);
+  CHECK(all_slow.now_s() == doctest::Approx(10.0));
+  SimClock ar(Scheme::kRingAllreduce, 3, in);
+  ar.advance(0, {}, 0);
+  CHECK(ar.now_s() == doctest::Approx(10.0 + ring_allreduce_comm_s(3, 0, in.net)));
+}
+
+TEST_CASE("D-PSGD start-time recurrence against a hand-computed schedule") {
+  // Find a seed where, with probability 1/3, exactly node 0 is slow at iteration 0 and nobody
+  // is slow at iterations 1 and 2; then S^1 = (10, 1, 1), S^2 = (11, 10.5, 10.5),
+  // S^3 = (12, 11.5, 11.5) for compute 1, factor 10 and comm 0.5 on a ring of 3.
+  StragglerModel m;
+  m.kind = StragglerModel::Kind::kBernoulli;
+  m.probability = 1.0 / 3;
+  m.factor = 10;
+  bool found = false;
+  for (std::uint64_t seed = 0; seed < 10000 && !found; ++seed) {
+    m.seed = seed;
+    found = m.slowdown(0, 0) == 10 && m.slowdown(0, 1) == 1 && m.slowdown(0, 2) == 1;
+    for (int t = 1; t < 3; ++t) {
+      for (int i = 0; i < 3; ++i) found = found && m.slowdown(t, i) == 1;
+    }
+  }
+  REQUIRE(found);
+  CostInputs in;
+  in.net = {8.0, 0.5};
+  in.message_bytes = 0;
+  in.compute_s = 1.0;
+  in.straggler = m;
+  SimClock gossip(Scheme::kGossip, 3, in);
+  const auto ring = ring_in_neighbours(3);
+  gossip.advance(0, ring, 2);
+  CHECK(gossip.now_s() == doctest::Approx(10.0));
+  gossip.advance(1, ring, 2);
+  CHECK(gossip.now_s() == doctest::Approx(11.0));
+  gossip.advance(2, ring, 2);
+  CHECK(gossip.now_s() == doctest::Approx(12.0));
+  // C-PSGD waits for the slowest of all three at iteration 0, then runs at full speed.
+  SimClock ps(Scheme::kParameterServer, 3, in);
+  for (int t = 0; t < 3; ++t) ps.advance(t, {}, 0);
+  CHECK(ps.now_s() == doctest::Approx(10 + 1 + 1 + 3 * parameter_server_comm_s(3, 0, in.net)));
+}
+
+TEST_CASE("a node with no in-neighbours waits for nobody") {
+  CostInputs in;
+  in.net = {8.0, 5.0};
+  in.compute_s = 1.0;
+  SimClock lone(Scheme::kGossip, 1, in);
+  for (int t = 0; t < 4; ++t) lone.advance(t, {{}}, 0);
+  CHECK(lone.now_s() == doctest::Approx(4.0));
+}
+
+TEST_CASE("straggler draws are deterministic, paired and have the stated distribution") {
+  auto m = parse_straggler_model("bernoulli:0.1:4", 7);
+  REQUIRE(m.is_ok());
+  int slow = 0;
+  const int draws = 20000;
+  for (int t = 0; t < draws / 10; ++t) {
+    for (int i = 0; i < 10; ++i) {
+      const double s = m->slowdown(t, i);
+      CHECK((s == 1.0 || s == 4.0));
+      slow += s == 4.0;
+      CHECK(s == m->slowdown(t, i));  // a pure function of (seed, t, i)
+    }
+  }
+  // Binomial(20000, 0.1): sd = 42; 5 sd.
+  CHECK(std::abs(slow - 2000) < 212);
+  auto ln = parse_straggler_model("lognormal:0.5", 7);
+  REQUIRE(ln.is_ok());
+  double sum_log = 0, sum_log2 = 0;
+  for (int t = 0; t < draws; ++t) {
+    const double l = std::log(ln->slowdown(t, 3));
+    sum_log += l;
+    sum_log2 += l * l;
+  }
+  CHECK(std::abs(sum_log / draws) < 0.02);  // mean 0, se 0.0035
+  CHECK(std::sqrt(sum_log2 / draws) == doctest::Approx(0.5).epsilon(0.03));
+  CHECK(parse_straggler_model("none", 1)->slowdown(5, 5) == 1.0);
+}
+
+TEST_CASE("parsers accept units and reject nonsense with a message") {
+  CHECK(*parse_bandwidth_bps("1Gbps") == 1e9);
+  CHECK(*parse_bandwidth_bps("2.5 Gbit/s") == 2.5e9);
+  CHECK(*parse_bandwidth_bps("100Mbps") == 1e8);
+  CHECK(*parse_bandwidth_bps("1e6") == 1e6);
+  CHECK(*parse_duration_s("1ms") == doctest::Approx(1e-3));
+  CHECK(*parse_duration_s("50us") == doctest::Approx(5e-5));
+  CHECK(*parse_duration_s("2") == 2.0);
+  CHECK(*parse_count("25M") == 25e6);
+  CHECK(*parse_count("1.5k") == 1500);
+  CHECK(!parse_bandwidth_bps("fast").is_ok());
+  CHECK(!parse_bandwidth_bps("1 GB").is_ok());
+  CHECK(!parse_bandwidth_bps("0Gbps").is_ok());
+  CHECK(!parse_duration_s("-1ms").is_ok());
+  CHECK(!parse_duration_s("1 fortnight").is_ok());
+  CHECK(!parse_straggler_model("bernoulli:2:3", 0).is_ok());
+  CHECK(!parse_straggler_model("bernoulli:0.1:0.5", 0).is_ok());
+  CHECK(!parse_straggler_model("gaussian:1", 0).is_ok());
+  const auto bad = parse_bandwidth_bps("7 parsecs");
+  CHECK(bad.status().message().find("unknown unit") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace gossip::sim

@@ -1,0 +1,226 @@
+// Mixing over the state matrix: against a dense double reference, bit for bit against
+// sgd::Backend::mix (what a gossipd node computes), average preservation for every doubly
+// stochastic W, and the consensus decay rate ρ² per iteration that gossip_topology predicts.
+#include "sim/node_state.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "common/random.h"
+#include "sgd/backend.h"
+#include "topology/spectral.h"
+#include "topology/topology.h"
+
+namespace gossip::sim {
+namespace {
+
+StateMatrix random_state(Eigen::Index d, int n, std::uint64_t seed, double offset = 0) {
+  Rng rng(seed);
+  StateMatrix x(d, n);
+  for (Eigen::Index k = 0; k < x.size(); ++k) x.data()[k] = static_cast<float>(offset + rng.normal());
+  return x;
+}
+
+// A random doubly stochastic matrix: a convex combination of random permutation matrices
+// (Birkhoff–von Neumann: every doubly stochastic matrix is one). Generally non-symmetric.
+Eigen::SparseMatrix<double> random_doubly_stochastic(int n, int terms, Rng& rng) {
+  Eigen::MatrixXd dense = Eigen::MatrixXd::Zero(n, n);
+  std::vector<double> a(terms);
+  for (double& v : a) v = 0.05 + rng.uniform();
+  const double total = std::accumulate(a.begin(), a.end(), 0.0);
+  std::vector<int> perm(n);
+  for (int k = 0; k < terms; ++k) {
+    std::iota(perm.begin(), perm.end(), 0);
+    rng.shuffle(std::span<int>(perm));
+    for (int i = 0; i < n; ++i) dense(i, perm[i]) += a[k] / total;
+  }
+  return dense.sparseView();
+}
+
+topology::Topology generated(topology::GeneratorKind kind, int n, int rows = 0, int cols = 0) {
+  topology::GeneratorSpec spec;
+  spec.kind = kind;
+  spec.nodes = n;
+  spec.rows = rows;
+  spec.cols = cols;
+  auto t = topology::Topology::generate(spec, topology::WeightScheme::kDefault);
+  REQUIRE(t.is_ok());
+  return std::move(t).value();
+}
+
+TEST_CASE("mix equals X·Wᵀ − γU computed densely in double") {
+  Rng rng(3);
+  for (int n : {1, 5, 37}) {
+    for (Eigen::Index d : {1, 17, 1000, 4099}) {
+      const auto w = random_doubly_stochastic(n, 3, rng);
+      auto plan = MixingPlan::from_matrix(w);
+      REQUIRE(plan.is_ok());
+      const StateMatrix x = random_state(d, n, 10 + d);
+      const StateMatrix u = random_state(d, n, 20 + d);
+      StateMatrix out;
+      mix(*plan, x, 0.25f, &u, out);
+      const Eigen::MatrixXd ref = x.cast<double>() * Eigen::MatrixXd(w).transpose() -
+                                  0.25 * u.cast<double>();
+      CHECK((out.cast<double>() - ref).cwiseAbs().maxCoeff() < 1e-5);
+      mix(*plan, x, 0.0f, nullptr, out);
+      const Eigen::MatrixXd pure = x.cast<double>() * Eigen::MatrixXd(w).transpose();
+      CHECK((out.cast<double>() - pure).cwiseAbs().maxCoeff() < 1e-5);
+    }
+  }
+}
+
+TEST_CASE("mix is bit-identical to sgd::Backend::mix with terms in increasing node order") {
+  auto backend = sgd::make_backend(sgd::Device::kCpu, 1);
+  REQUIRE(backend.is_ok());
+  const int n = 16;
+  const Eigen::Index d = 3001;
+  const auto topo = generated(topology::GeneratorKind::kExponential, n);
+  auto plan = MixingPlan::from_matrix(topo.mixing_matrix());
+  REQUIRE(plan.is_ok());
+  const StateMatrix x = random_state(d, n, 1);
+  const StateMatrix u = random_state(d, n, 2);
+  StateMatrix out;
+  mix(*plan, x, 0.1f, &u, out);
+  std::vector<float> node(d);
+  for (int i = 0; i < n; ++i) {
+    std::vector<sgd::MixTerm> terms;
+    for (int q = plan->row_begin()[i]; q < plan->row_begin()[i + 1]; ++q) {
+      terms.push_back({plan->weight()[q], x.col(plan->column()[q]).data()});
+    }
+    (*backend)->mix(node.data(), terms, 0.1f, u.col(i).data(), static_cast<std::size_t>(d));
+    CHECK(std::memcmp(node.data(), out.col(i).data(), d * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("pure gossip preserves the average for every doubly stochastic W") {
+  Rng rng(11);
+  for (int trial = 0; trial < 20; ++trial) {
+    const int n = 2 + static_cast<int>(rng.uniform_int(40));
+    const auto w = random_doubly_stochastic(n, 1 + static_cast<int>(rng.uniform_int(5)), rng);
+    auto plan = MixingPlan::from_matrix(w);
+    REQUIRE(plan.is_ok());
+    StateMatrix x = random_state(64, n, 100 + trial, /*offset=*/3.0), next;
+    const Eigen::VectorXd before = node_average(x);
+    for (int t = 0; t < 50; ++t) {
+      mix(*plan, x, 0.0f, nullptr, next);
+      x.swap(next);
+    }
+    // Each step rounds every entry once per term (relative 2^-24 ≈ 6e-8 each) and float weights
+    // make column sums 1 ± ~1e-7: 50 steps stay within ~1e-5 of |x| ≈ 3.
+    CHECK((node_average(x) - before).cwiseAbs().maxCoeff() < 2e-5);
+  }
+  // A matrix that is not doubly stochastic (row-stochastic only) visibly moves the average: the
+  // check above can fail.
+  Eigen::MatrixXd skew(3, 3);
+  skew << 1, 0, 0, 1, 0, 0, 0, 0, 1;
+  auto plan = MixingPlan::from_matrix(skew.sparseView());
+  REQUIRE(plan.is_ok());
+  StateMatrix x = random_state(8, 3, 5), next;
+  mix(*plan, x, 0.0f, nullptr, next);
+  CHECK((node_average(next) - node_average(x)).cwiseAbs().maxCoeff() > 1e-3);
+}
+
+// Runs pure gossip from a random start and returns the mean per-iteration ratio of consensus
+// distances over the last 20 of `iterations`. Pure gossip is linear and keeps the average, so the
+// deviation X − X̄ evolves on its own; re-centring and rescaling it after every step (as in the
+// power method) changes no ratio but keeps float32 far from underflow and from the rounding floor
+// that fast-mixing graphs would otherwise reach within a few dozen iterations.
+double asymptotic_rate(const topology::Topology& topo, int iterations) {
+  std::vector<MixingPlan> plans;
+  for (int p = 0; p < topo.period(); ++p) {
+    auto plan = MixingPlan::from_matrix(topo.mixing_matrix(p));
+    REQUIRE(plan.is_ok());
+    plans.push_back(std::move(plan).value());
+  }
+  StateMatrix x = random_state(4, topo.num_nodes(), 42), next;
+  double log_sum = 0;
+  int counted = 0;
+  for (int t = 0; t < iterations; ++t) {
+    const double before = consensus_distance(x);
+    mix(plans[t % plans.size()], x, 0.0f, nullptr, next);
+    x.swap(next);
+    const double after = consensus_distance(x);
+    if (t >= iterations - 20) {
+      log_sum += std::log(after / before);
+      ++counted;
+    }
+    const Eigen::VectorXf mean = node_average(x).cast<float>();
+    x.colwise() -= mean;
+    x *= static_cast<float>(1.0 / std::sqrt(consensus_distance(x)));
+  }
+  return std::exp(log_sum / counted);
+}
+
+TEST_CASE("pure gossip: consensus distance decays at rate ρ² per iteration (ρ from topology)") {
+  struct Case {
+    std::string name;
+    topology::Topology topo;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"ring 32", generated(topology::GeneratorKind::kRing, 32)});
+  cases.push_back({"torus 8x8", generated(topology::GeneratorKind::kTorus, 64, 8, 8)});
+  cases.push_back({"torus 4x12", generated(topology::GeneratorKind::kTorus, 48, 4, 12)});
+  cases.push_back({"exponential 32", generated(topology::GeneratorKind::kExponential, 32)});
+  cases.push_back({"exponential 40", generated(topology::GeneratorKind::kExponential, 40)});
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    auto report = topology::analyze(c.topo);
+    REQUIRE(report.is_ok());
+    const double rho = report->rho;
+    const double rate = asymptotic_rate(c.topo, 200);
+    MESSAGE(c.name << ": rho^2 = " << rho * rho << ", measured " << rate);
+    CHECK(rate == doctest::Approx(rho * rho).epsilon(0.01));
+  }
+}
+
+TEST_CASE("one-peer exponential graph: τ consecutive steps reach exact consensus") {
+  const int n = 16;  // τ = 4
+  const auto topo = generated(topology::GeneratorKind::kOnePeerExponential, n);
+  REQUIRE(topo.period() == 4);
+  std::vector<MixingPlan> plans;
+  for (int p = 0; p < 4; ++p) plans.push_back(*MixingPlan::from_matrix(topo.mixing_matrix(p)));
+  StateMatrix x = random_state(32, n, 9), next;
+  const double start = consensus_distance(x);
+  for (int t = 0; t < 3; ++t) {
+    mix(plans[t], x, 0.0f, nullptr, next);
+    x.swap(next);
+  }
+  CHECK(consensus_distance(x) > 1e-3 * start);
+  mix(plans[3], x, 0.0f, nullptr, next);
+  CHECK(consensus_distance(next) < 1e-12 * start);
+}
+
+TEST_CASE("consensus distance and average: closed forms") {
+  StateMatrix x(2, 3);
+  x << 1, 2, 3,   //
+      0, 0, 6;
+  const Eigen::VectorXd mean = node_average(x);
+  CHECK(mean(0) == doctest::Approx(2));
+  CHECK(mean(1) == doctest::Approx(2));
+  // ((1-2)² + 4 + 0 + 4 + 1 + 16) / 3 = 26 / 3
+  CHECK(consensus_distance(x) == doctest::Approx(26.0 / 3));
+}
+
+TEST_CASE("MixingPlan: degrees, in-neighbours, and errors for bad matrices") {
+  const auto topo = generated(topology::GeneratorKind::kRing, 6);
+  auto plan = MixingPlan::from_matrix(topo.mixing_matrix());
+  REQUIRE(plan.is_ok());
+  CHECK(plan->max_degree() == 2);
+  CHECK(plan->in_neighbours()[0] == std::vector<int>{1, 5});
+  const auto expo = generated(topology::GeneratorKind::kExponential, 8);  // τ = 3
+  CHECK(MixingPlan::from_matrix(expo.mixing_matrix())->max_degree() == 3);
+
+  Eigen::MatrixXd bad(2, 2);
+  bad << 0.5, 0.5, -0.5, 1.5;
+  CHECK(MixingPlan::from_matrix(bad.sparseView()).status().message().find("nonnegative") !=
+        std::string::npos);
+  Eigen::SparseMatrix<double> rect(2, 3);
+  CHECK(!MixingPlan::from_matrix(rect).is_ok());
+}
+
+}  // namespace
+}  // namespace gossip::sim
