@@ -154,7 +154,9 @@ std::string describe_exit(int code) {
     case kExitNeighbourFailed: return "neighbour failed (fail-stop)";
     case kExitStopped: return "stopped by signal";
     default:
-      if (code > 128) return std::string("killed by ") + strsignal(code - 128);
+      if (code > 128) {
+        return "killed by signal " + std::to_string(code - 128) + " (" + strsignal(code - 128) + ")";
+      }
       return "exit " + std::to_string(code);
   }
 }

@@ -1,0 +1,349 @@
+// gossipd as real processes over real TCP on loopback (integration):
+//  - exactness: `gossipd launch` of n nodes (ring n = 4 over TLS, exponential n = 8, one-peer
+//    exponential n = 8) ends with every node's parameters equal to gossip-sim's D-PSGD per-node
+//    parameters for the same topology file, data, shards, seeds and hyper-parameters;
+//  - fail-stop: SIGKILL one node mid-run; every other node exits with code 3 within the deadline
+//    plus a few seconds, each with a checkpoint;
+//  - resume: a corrupt newest checkpoint is skipped; `launch --resume` restarts every node at a
+//    common checkpoint and the run ends exactly where an uninterrupted one does;
+//  - SIGTERM to the launcher: forwarded, every node checkpoints and exits with code 4;
+//  - bad input: a bad config is exit code 2 with file:line:col.
+#include <doctest/doctest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "common/env.h"
+#include "daemon/checkpoint.h"
+#include "daemon/exit_codes.h"
+#include "daemon/metrics.h"
+
+extern char** environ;
+
+namespace gossip::daemon {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string bin(const std::string& rel) {
+  const char* dir = std::getenv("GOSSIP_BINARY_DIR");
+  REQUIRE_MESSAGE(dir != nullptr, "GOSSIP_BINARY_DIR is not set");
+  return std::string(dir) + "/" + rel;
+}
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    static int counter = 0;
+    path = fs::temp_directory_path() /
+           ("gossipd_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+bool port_free(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// A base port with n free consecutive ports (spread by pid so parallel tests rarely collide).
+int free_base_port(int n) {
+  static int next = 20000 + (::getpid() * 37) % 30000;
+  for (int tries = 0; tries < 200; ++tries) {
+    int base = next;
+    next += n + 3;
+    if (next > 60000) next = 20000;
+    bool ok = true;
+    for (int i = 0; i < n && ok; ++i) ok = port_free(base + i);
+    if (ok) return base;
+  }
+  FAIL("no free ports");
+  return 0;
+}
+
+std::string write_topology(const std::string& dir, const std::string& kind, int n) {
+  std::string path = dir + "/" + kind + std::to_string(n) + ".pbtxt";
+  std::ofstream(path) << "name: \"" << kind << n << "\"\ngenerator { kind: " << kind
+                      << " nodes: " << n << " host: \"127.0.0.1\" base_port: " << free_base_port(n)
+                      << " }\n";
+  return path;
+}
+
+// The training config of these tests and the matching gossip-sim flags.
+struct Job {
+  int iterations = 60;
+  std::string config_text() const {
+    return "seed: 21\n"
+           "model { kind: MLP hidden: 16 }\n"
+           "data { dataset: SYNTHETIC_LOGISTIC num_examples: 1024 dim: 10 test_examples: 256 noise: 3 }\n"
+           "batch_size: 8\n"
+           "optimizer { kind: MOMENTUM lr: 0.05 momentum: 0.9 weight_decay: 0.0001 }\n"
+           "iterations: " + std::to_string(iterations) + "\n"
+           "eval_every: 20\nmetrics_every: 10\n"
+           "checkpoint { every: 50 keep: 3 }\n"
+           "timeouts { connect_ms: 20000 deadline_ms: 3000 heartbeat_ms: 300 }\n";
+  }
+  std::string sim_flags(int n, int iterations_override = 0) const {
+    return "--problem logistic --model mlp --data logistic --hidden 16 --train-examples 1024 "
+           "--dim 10 --test-examples 256 --noise 3 --shard iid --nodes " + std::to_string(n) +
+           " --lr 0.05 --momentum 0.9 --weight-decay 0.0001 --lr-schedule constant --batch 8 "
+           "--iterations " + std::to_string(iterations_override ? iterations_override : iterations) +
+           " --eval-every 1000000 --seed 21 --quiet";
+  }
+};
+
+int run_shell(const std::string& cmd) {
+  int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+pid_t spawn_shell(const std::string& cmd) {
+  pid_t pid = -1;
+  const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
+  REQUIRE(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) == 0);
+  return pid;
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::vector<float> read_f32(const std::string& path) {
+  auto bytes = Env::system().read_file(path);
+  REQUIRE_MESSAGE(bytes.is_ok(), bytes.status().to_string());
+  std::vector<float> v(bytes->size() / 4);
+  std::memcpy(v.data(), bytes->data(), v.size() * 4);
+  return v;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Max |daemon − sim| over every node and coordinate.
+double compare_with_sim(const std::string& final_dir, const std::string& sim_dir, int n) {
+  double max_diff = 0;
+  for (int i = 0; i < n; ++i) {
+    std::string name = "/node_" + std::to_string(i) + ".f32";
+    std::vector<float> a = read_f32(final_dir + name), b = read_f32(sim_dir + name);
+    REQUIRE(a.size() == b.size());
+    REQUIRE(!a.empty());
+    for (std::size_t k = 0; k < a.size(); ++k) {
+      REQUIRE(std::isfinite(a[k]));
+      max_diff = std::max(max_diff, static_cast<double>(std::fabs(a[k] - b[k])));
+    }
+  }
+  return max_diff;
+}
+
+void exactness(const std::string& kind, int n, bool tls) {
+  TempDir dir;
+  Job job;
+  std::string topo = write_topology(dir.path, kind, n);
+  std::string cfg = dir.path + "/train.pbtxt";
+  std::ofstream(cfg) << job.config_text();
+  std::string work = dir.path + "/run";
+  std::string cmd = "cd " + dir.path + " && timeout 120 " + bin("daemon/gossipd") + " launch " + topo +
+                    " --config " + cfg + " --workdir " + work + " --set checkpoint.dir=" + dir.path +
+                    "/ckpt" + (tls ? "" : " --insecure") + " > " + dir.path + "/launch.out 2>&1";
+  int rc = run_shell(cmd);
+  INFO(read_text(dir.path + "/launch.out"));
+  REQUIRE(rc == kExitOk);
+  if (tls) CHECK(read_text(dir.path + "/launch.out").find("TLS 1.3") != std::string::npos);
+  REQUIRE(run_shell(bin("sim/gossip-sim") + " run --algorithm dpsgd --topology " + topo + " " +
+                    job.sim_flags(n) + " --dump-params " + dir.path + "/sim > " + dir.path +
+                    "/sim.out 2>&1") == 0);
+  double diff = compare_with_sim(work + "/final", dir.path + "/sim", n);
+  MESSAGE(kind << " n=" << n << ": max |gossipd - gossip-sim| = " << diff);
+  CHECK(diff <= 1e-5);
+  // The parameters moved away from x_0 and differ between nodes (so equality is not vacuous).
+  CHECK(read_f32(work + "/final/node_0.f32") != read_f32(work + "/final/node_1.f32"));
+}
+
+TEST_CASE("exactness: 4 gossipd processes on a ring (TLS) equal gossip-sim's D-PSGD") {
+  exactness("RING", 4, /*tls=*/true);
+}
+
+TEST_CASE("exactness: 8 gossipd processes on the exponential graph equal gossip-sim's D-PSGD") {
+  exactness("EXPONENTIAL", 8, /*tls=*/false);
+}
+
+TEST_CASE("exactness: 8 gossipd processes on the one-peer exponential graph (time-varying W)") {
+  exactness("ONE_PEER_EXPONENTIAL", 8, /*tls=*/false);
+}
+
+// The newest iteration in a node's metrics file.
+double metrics_iteration(const std::string& path) {
+  std::ifstream in(path);
+  double it = 0;
+  for (std::string line; std::getline(in, line);) {
+    auto m = parse_flat_json(line);
+    if (m.is_ok() && (*m)["type"].text == "iter") it = (*m)["iteration"].number;
+  }
+  return it;
+}
+
+TEST_CASE("kill -9 one node: the others fail-stop with code 3 and a checkpoint; --resume finishes "
+          "exactly like an uninterrupted run, skipping a corrupt checkpoint") {
+  const int n = 4;
+  TempDir dir;
+  Job job;
+  job.iterations = 1000000;  // long enough to be killed mid-run
+  std::string topo = write_topology(dir.path, "RING", n);
+  std::string cfg = dir.path + "/train.pbtxt";
+  std::ofstream(cfg) << job.config_text();
+  std::string work = dir.path + "/run", ckpt = dir.path + "/ckpt";
+  std::string launch = "cd " + dir.path + " && exec timeout 120 " + bin("daemon/gossipd") + " launch " +
+                       topo + " --config " + cfg + " --workdir " + work + " --insecure --set checkpoint.dir=" +
+                       ckpt;
+  pid_t launcher = spawn_shell(launch + " > " + dir.path + "/launch1.out 2>&1");
+
+  // Wait until every node is past iteration 150, then SIGKILL node 1.
+  auto t0 = std::chrono::steady_clock::now();
+  while (true) {
+    double low = 1e18;
+    for (int i = 0; i < n; ++i) {
+      low = std::min(low, metrics_iteration(work + "/node-" + std::to_string(i) + "/metrics.jsonl"));
+    }
+    if (low >= 150) break;
+    REQUIRE_MESSAGE(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60),
+                    read_text(dir.path + "/launch1.out"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  pid_t victim = std::stoi(read_text(work + "/node-1/pid"));
+  REQUIRE(::kill(victim, SIGKILL) == 0);
+  auto killed_at = std::chrono::steady_clock::now();
+  int launch_rc = wait_exit(launcher);
+  double fail_stop_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  std::string out1 = read_text(dir.path + "/launch1.out");
+  INFO(out1);
+  MESSAGE("all nodes exited " << fail_stop_s << " s after SIGKILL (deadline 3 s)");
+  CHECK(fail_stop_s < 3.0 + 5.0);
+  CHECK(launch_rc != kExitOk);
+  std::string summary = read_text(work + "/summary.json");
+  for (int i : {0, 2, 3}) {
+    CHECK_MESSAGE(summary.find("{\"node\":" + std::to_string(i) + ",\"exit_code\":3,") != std::string::npos,
+                  summary);
+    // A fail-stop checkpoint exists and is valid.
+    auto c = load_latest_checkpoint(Env::system(), ckpt + "/node-" + std::to_string(i),
+                                    {static_cast<std::uint32_t>(i), 0, 0, "", ""});
+    CHECK_MESSAGE(c.is_ok(), c.status().to_string());
+    CHECK(read_text(work + "/node-" + std::to_string(i) + "/log.txt").find("neighbour") != std::string::npos);
+  }
+  CHECK(summary.find("{\"node\":1,\"exit_code\":137,") != std::string::npos);
+
+  // Corrupt node 2's newest periodic checkpoint (a flipped byte): it must be skipped.
+  std::vector<std::string> periodic;
+  for (const auto& e : fs::directory_iterator(ckpt + "/node-2")) {
+    std::string name = e.path().filename();
+    if (name.rfind("ckpt-", 0) == 0 && std::stoull(name.substr(5, 12)) % 50 == 0) periodic.push_back(name);
+  }
+  std::sort(periodic.begin(), periodic.end());
+  REQUIRE(periodic.size() >= 2);
+  {
+    std::string path = ckpt + "/node-2/" + periodic.back();
+    std::string bytes = read_text(path);
+    bytes[bytes.size() / 2] ^= 0x40;
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  }
+  std::uint64_t expected_resume = std::stoull(periodic[periodic.size() - 2].substr(5, 12));
+
+  // Resume with a finite length and compare with an uninterrupted simulation of that length.
+  const int total = static_cast<int>(expected_resume) + 100;
+  int rc = run_shell(launch + " --resume --iterations " + std::to_string(total) + " > " + dir.path +
+                     "/launch2.out 2>&1");
+  std::string out2 = read_text(dir.path + "/launch2.out");
+  INFO(out2);
+  REQUIRE(rc == kExitOk);
+  CHECK(out2.find("from its checkpoint at iteration " + std::to_string(expected_resume)) != std::string::npos);
+  CHECK(read_text(work + "/node-2/log.txt").find("resumed from checkpoint at iteration " +
+                                                  std::to_string(expected_resume)) != std::string::npos);
+  REQUIRE(run_shell(bin("sim/gossip-sim") + " run --algorithm dpsgd --topology " + topo + " " +
+                    job.sim_flags(n, total) + " --dump-params " + dir.path + "/sim > " + dir.path +
+                    "/sim.out 2>&1") == 0);
+  double diff = compare_with_sim(work + "/final", dir.path + "/sim", n);
+  MESSAGE("resumed run: max |gossipd - gossip-sim| = " << diff);
+  CHECK(diff <= 1e-5);
+}
+
+TEST_CASE("SIGTERM to the launcher is forwarded: every node checkpoints and exits with code 4") {
+  const int n = 4;
+  TempDir dir;
+  Job job;
+  job.iterations = 1000000;
+  std::string topo = write_topology(dir.path, "RING", n);
+  std::string cfg = dir.path + "/train.pbtxt";
+  std::ofstream(cfg) << job.config_text();
+  std::string work = dir.path + "/run", ckpt = dir.path + "/ckpt";
+  pid_t launcher = spawn_shell("cd " + dir.path + " && exec " + bin("daemon/gossipd") + " launch " + topo +
+                               " --config " + cfg + " --workdir " + work +
+                               " --insecure --set checkpoint.dir=" + ckpt + " > " + dir.path +
+                               "/launch.out 2>&1");
+  auto t0 = std::chrono::steady_clock::now();
+  while (metrics_iteration(work + "/node-3/metrics.jsonl") < 30) {
+    REQUIRE(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(::kill(launcher, SIGTERM) == 0);
+  int rc = wait_exit(launcher);
+  INFO(read_text(dir.path + "/launch.out"));
+  CHECK(rc == kExitStopped);
+  std::string summary = read_text(work + "/summary.json");
+  for (int i = 0; i < n; ++i) {
+    CHECK_MESSAGE(summary.find("{\"node\":" + std::to_string(i) + ",\"exit_code\":4,") != std::string::npos,
+                  summary);
+    auto c = load_latest_checkpoint(Env::system(), ckpt + "/node-" + std::to_string(i),
+                                    {static_cast<std::uint32_t>(i), 0, 0, "", ""});
+    CHECK(c.is_ok());
+  }
+}
+
+TEST_CASE("bad input: exit code 2 and a message naming file, line and field") {
+  TempDir dir;
+  std::string topo = write_topology(dir.path, "RING", 4);
+  std::string cfg = dir.path + "/bad.pbtxt";
+  std::ofstream(cfg) << "model { kind: MLP hidden: 8 }\ndata { dataset: FASHION_MNIST }\n"
+                        "batch_size: 0\niterations: 5\n";
+  std::string out = dir.path + "/out.txt";
+  CHECK(run_shell(bin("daemon/gossipd") + " run " + topo + " --node 0 --config " + cfg +
+                  " --insecure 2> " + out) == kExitUsage);
+  CHECK(read_text(out).find("bad.pbtxt:3:1: batch_size: must be > 0") != std::string::npos);
+  CHECK(run_shell(bin("daemon/gossipd") + " run " + topo + " --node 9 --config " + cfg +
+                  " --insecure --set batch_size=4 2> " + out) == kExitUsage);
+  CHECK(read_text(out).find("--node 9") != std::string::npos);
+  CHECK(run_shell(bin("daemon/gossipd") + " run " + topo + " --node 0 --config " + cfg +
+                  " 2> " + out) == kExitUsage);  // neither --certs nor --insecure
+  CHECK(run_shell(bin("daemon/gossipd") + " launch " + topo + " --config " + cfg +
+                  " --set optimizer.lr=nan --set batch_size=4 2> " + out) == kExitUsage);
+  CHECK(read_text(out).find("optimizer.lr") != std::string::npos);
+  CHECK(run_shell(bin("daemon/gossipd") + " --help > " + out) == 0);
+  CHECK(read_text(out).find("Exit codes") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace gossip::daemon
