@@ -45,6 +45,15 @@ std::int64_t now_ms() {
 
 std::string node_name(int id) { return "node " + std::to_string(id); }
 
+// Asio's transfer_all caps every read_some/write_some at 64 KiB; for multi-MiB chunks that means
+// 16x more syscalls than needed. This condition asks for everything that is left.
+struct TransferRest {
+  std::size_t operator()(const asio::error_code& ec, std::size_t transferred) const {
+    return ec || transferred >= total ? 0 : total - transferred;
+  }
+  std::size_t total;
+};
+
 }  // namespace
 
 // Shared between the io thread (which completes operations) and the caller (which waits).
@@ -88,7 +97,6 @@ struct RecvSlot {
   std::uint64_t iteration = 0;
   std::span<float> buffer;
   std::shared_ptr<ExchangeState> ex;
-  std::vector<float> storage;                                // staging only
   std::vector<std::pair<std::size_t, std::size_t>> chunks;   // staging only: (offset, count)
   std::uint32_t chunk_count = 0;
   std::uint32_t next_chunk = 0;
@@ -137,6 +145,9 @@ struct Peer {
   std::deque<OutFrame> waiting;      // frames posted while there was no link
   std::map<std::uint64_t, std::shared_ptr<RecvSlot>> recvs;
   std::shared_ptr<RecvSlot> staging;
+  // Backing memory of `staging`, allocated on first use and kept (uninitialised: pages are only
+  // touched where a chunk lands). One session reads at a time, so slots never overlap in it.
+  std::unique_ptr<float[]> staging_memory;
   std::uint64_t floor = 0;  // frames for iterations below this are stale
   std::int64_t backoff_ms = 0;
   std::unique_ptr<asio::steady_timer> retry;
@@ -189,9 +200,11 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
 
  private:
   friend class Transport;
-  using FrameList = std::vector<std::pair<std::shared_ptr<const std::string>, asio::const_buffer>>;
-  FrameList make_frames(std::uint64_t iteration, std::span<const float> data) const;
-  void post_send(const std::shared_ptr<SendOp>& op, const FrameList& frames);
+  using Frame = std::pair<std::shared_ptr<const std::string>, asio::const_buffer>;
+  std::uint32_t chunk_count(std::uint64_t num_bytes) const;
+  Frame make_frame(std::uint64_t iteration, std::span<const float> data,
+                   std::uint32_t index) const;
+  void post_frame(const std::shared_ptr<SendOp>& op, const Frame& frame);
   void post_recv(const std::shared_ptr<RecvSlot>& slot);
   void abandon(const std::shared_ptr<ExchangeState>& state);
   void drain_staging(Peer& p, const std::shared_ptr<RecvSlot>& slot);
@@ -661,10 +674,32 @@ class Session : public std::enable_shared_from_this<Session> {
     target_ = std::move(target.slot);
     target_->reading = true;
     if (target_->ex) target_->ex->busy(+1);
-    auto* dst = reinterpret_cast<std::uint8_t*>(target_->buffer.data()) + params_.byte_offset();
+    payload_done_ = 0;
+    payload_crc_ = 0;
+    read_payload_piece();
+  }
+
+  // The payload is read in pieces of at most kPayloadPiece bytes and each piece is checksummed
+  // right after it lands, while it is still in cache: a second pass over a multi-MiB chunk from
+  // memory would cost about as much as the copy out of the socket.
+  static constexpr std::size_t kPayloadPiece = 512 * 1024;
+  void read_payload_piece() {
+    auto* dst = reinterpret_cast<std::uint8_t*>(target_->buffer.data()) + params_.byte_offset() +
+                payload_done_;
+    const std::size_t n = std::min<std::uint64_t>(header_.payload_len - payload_done_, kPayloadPiece);
     with_stream([&](auto& s) {
-      asio::async_read(s, asio::buffer(dst, header_.payload_len),
-                       [self = shared_from_this()](const asio::error_code& ec, std::size_t) {
+      asio::async_read(s, asio::buffer(dst, n), TransferRest{n},
+                       [self = shared_from_this(), dst, n](const asio::error_code& ec,
+                                                           std::size_t) {
+                         if (!ec && self->phase_ != Phase::kClosed && !self->target_->resolved) {
+                           self->payload_crc_ = crc32c(dst, n, self->payload_crc_);
+                           self->payload_done_ += n;
+                           if (self->payload_done_ < self->header_.payload_len) {
+                             self->last_rx_ms_ = now_ms();
+                             self->read_payload_piece();
+                             return;
+                           }
+                         }
                          self->on_payload(ec);
                        });
     });
@@ -696,12 +731,7 @@ class Session : public std::enable_shared_from_this<Session> {
     std::shared_ptr<RecvSlot> slot = std::move(target_);
     slot->reading = false;
     const std::uint64_t len = header_.payload_len;
-    bool crc_ok = false;
-    if (!ec && !slot->resolved) {
-      const auto* src =
-          reinterpret_cast<const std::uint8_t*>(slot->buffer.data()) + params_.byte_offset();
-      crc_ok = crc32c(src, len) == params_.crc32c();
-    }
+    const bool crc_ok = payload_done_ == len && payload_crc_ == params_.crc32c();
     if (slot->ex) slot->ex->busy(-1);  // after the checksum: it reads the caller's buffer
     if (phase_ == Phase::kClosed) return;
     if (ec) {
@@ -739,7 +769,7 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     std::array<asio::const_buffer, 2> bufs{asio::buffer(*f.head), f.payload};
     with_stream([&](auto& s) {
-      asio::async_write(s, bufs,
+      asio::async_write(s, bufs, TransferRest{asio::buffer_size(bufs)},
                         [self = shared_from_this()](const asio::error_code& ec, std::size_t) {
                           self->on_write(ec);
                         });
@@ -787,6 +817,8 @@ class Session : public std::enable_shared_from_this<Session> {
   bool paused_ = false;
   std::uint64_t discard_left_ = 0;
   std::vector<std::uint8_t> scratch_;
+  std::uint64_t payload_done_ = 0;  // bytes of the current payload read and checksummed
+  std::uint32_t payload_crc_ = 0;
 
   std::deque<OutFrame> outq_;
   bool writing_ = false;
@@ -1005,41 +1037,37 @@ void Transport::Impl::fail_peer(Peer& p, const Status& s) {
   p.staging.reset();
 }
 
-Transport::Impl::FrameList Transport::Impl::make_frames(std::uint64_t iteration,
-                                                        std::span<const float> data) const {
-  const std::uint64_t total = data.size_bytes();
-  const std::uint64_t chunk = opts_.chunk_bytes;
-  const auto count = static_cast<std::uint32_t>((total + chunk - 1) / chunk);
-  FrameList frames;
-  frames.reserve(count);
-  const auto* base = reinterpret_cast<const std::uint8_t*>(data.data());
-  for (std::uint32_t i = 0; i < count; ++i) {
-    const std::uint64_t off = i * chunk;
-    const std::uint64_t len = std::min(chunk, total - off);
-    pb::Params params;
-    params.set_sender(static_cast<std::uint32_t>(opts_.self.node_id));
-    params.set_iteration(iteration);
-    params.set_chunk_index(i);
-    params.set_chunk_count(count);
-    params.set_byte_offset(off);
-    params.set_crc32c(crc32c(base + off, len));
-    frames.emplace_back(std::make_shared<const std::string>(
-                            encode_frame(FrameType::kParams, params, len)),
-                        asio::const_buffer(base + off, len));
-  }
-  return frames;
+std::uint32_t Transport::Impl::chunk_count(std::uint64_t num_bytes) const {
+  return static_cast<std::uint32_t>((num_bytes + opts_.chunk_bytes - 1) / opts_.chunk_bytes);
 }
 
-void Transport::Impl::post_send(const std::shared_ptr<SendOp>& op, const FrameList& frames) {
+Transport::Impl::Frame Transport::Impl::make_frame(std::uint64_t iteration,
+                                                   std::span<const float> data,
+                                                   std::uint32_t index) const {
+  const std::uint64_t total = data.size_bytes();
+  const std::uint64_t chunk = opts_.chunk_bytes;
+  const std::uint64_t off = index * chunk;
+  const std::uint64_t len = std::min(chunk, total - off);
+  const auto* base = reinterpret_cast<const std::uint8_t*>(data.data());
+  pb::Params params;
+  params.set_sender(static_cast<std::uint32_t>(opts_.self.node_id));
+  params.set_iteration(iteration);
+  params.set_chunk_index(index);
+  params.set_chunk_count(chunk_count(total));
+  params.set_byte_offset(off);
+  params.set_crc32c(crc32c(base + off, len));
+  return {std::make_shared<const std::string>(encode_frame(FrameType::kParams, params, len)),
+          asio::const_buffer(base + off, len)};
+}
+
+void Transport::Impl::post_frame(const std::shared_ptr<SendOp>& op, const Frame& frame) {
+  if (op->resolved) return;  // abandoned or failed already
   Peer& p = peers_.at(op->peer);
-  op->chunks_left = static_cast<std::uint32_t>(frames.size());
-  for (const auto& [head, payload] : frames) {
-    OutFrame f{head, payload, op};
-    if (p.session) {
-      p.session->enqueue(std::move(f));
-    } else {
-      p.waiting.push_back(std::move(f));
-    }
+  OutFrame f{frame.first, frame.second, op};
+  if (p.session) {
+    p.session->enqueue(std::move(f));
+  } else {
+    p.waiting.push_back(std::move(f));
   }
 }
 
@@ -1067,7 +1095,7 @@ void Transport::Impl::drain_staging(Peer& p, const std::shared_ptr<RecvSlot>& sl
   std::shared_ptr<RecvSlot> st = std::move(p.staging);
   p.staging.reset();
   for (const auto& [off, cnt] : st->chunks) {
-    std::copy_n(st->storage.data() + off, cnt, slot->buffer.data() + off);
+    std::copy_n(st->buffer.data() + off, cnt, slot->buffer.data() + off);
     slot->ex->add_event({p.addr.node_id, slot->iteration, off, cnt});
   }
   slot->chunk_count = st->chunk_count;
@@ -1119,8 +1147,8 @@ Transport::Impl::Target Transport::Impl::classify(Peer& p, const pb::Params& par
     slot = std::make_shared<RecvSlot>();
     slot->peer = p.addr.node_id;
     slot->iteration = it;
-    slot->storage.resize(opts_.self.param_count);
-    slot->buffer = slot->storage;
+    if (!p.staging_memory) p.staging_memory.reset(new float[opts_.self.param_count]);
+    slot->buffer = {p.staging_memory.get(), opts_.self.param_count};
     p.staging = slot;
   } else {
     return {Target::kPause, nullptr, {}};
@@ -1255,22 +1283,30 @@ std::shared_ptr<Exchange> Transport::Impl::exchange(std::uint64_t iteration,
     slot->ex = state;
     slots.push_back(std::move(slot));
   }
-  // Checksums are computed here, on the caller's thread, once for all destinations.
-  FrameList frames = to.empty() ? FrameList{} : make_frames(iteration, data);
+  // Checksums are computed here, on the caller's thread, once for all destinations, and each
+  // chunk is handed to the io thread as soon as its checksum is known, so that sending starts
+  // while later chunks are still being checksummed.
+  const std::uint32_t num_chunks = to.empty() ? 0 : chunk_count(data.size_bytes());
   {
     std::lock_guard l(mu_);
     if (!shut_down_) {
-      asio::post(io_, [this, state, ops = std::move(ops), slots = std::move(slots),
-                       frames = std::move(frames)] {
+      asio::post(io_, [this, state, ops, slots = std::move(slots), num_chunks] {
         if (stopping_) {
           for (auto& op : ops) op->finish(unavailable("transport shut down"));
           for (auto& s : slots) state->resolve(true, s->peer, unavailable("transport shut down"));
           return;
         }
         live_exchanges_.push_back(state);
-        for (auto& op : ops) post_send(op, frames);
+        for (auto& op : ops) op->chunks_left = num_chunks;
         for (auto& s : slots) post_recv(s);
       });
+      for (std::uint32_t c = 0; c < num_chunks; ++c) {
+        auto frame = make_frame(iteration, data, c);
+        asio::post(io_, [this, ops, frame = std::move(frame)] {
+          if (stopping_) return;
+          for (auto& op : ops) post_frame(op, frame);
+        });
+      }
       return std::make_shared<Exchange>(state);
     }
   }
@@ -1287,19 +1323,24 @@ void Transport::Impl::send(int peer, std::uint64_t iteration, std::span<const fl
   op->peer = peer;
   op->iteration = iteration;
   op->done = std::move(done);
-  FrameList frames = make_frames(iteration, data);
+  const std::uint32_t num_chunks = chunk_count(data.size_bytes());
   std::lock_guard l(mu_);
   if (shut_down_) {
     op->finish(unavailable("transport shut down"));
     return;
   }
-  asio::post(io_, [this, op, frames = std::move(frames)] {
+  asio::post(io_, [this, op, num_chunks] {
     if (stopping_) {
       op->finish(unavailable("transport shut down"));
       return;
     }
-    post_send(op, frames);
+    op->chunks_left = num_chunks;
   });
+  for (std::uint32_t c = 0; c < num_chunks; ++c) {
+    asio::post(io_, [this, op, frame = make_frame(iteration, data, c)] {
+      if (!stopping_) post_frame(op, frame);
+    });
+  }
 }
 
 void Transport::Impl::post_abandon(std::shared_ptr<ExchangeState> state) {
