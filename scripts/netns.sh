@@ -1,0 +1,262 @@
+#!/usr/bin/env bash
+# Network namespace harness for multi-host fault tests (docs/fault.md). Builds N test hosts on
+# one machine: namespaces <prefix>-n0 .. <prefix>-n(N-1), each with one veth "eth0" (address
+# <subnet>.(i+1)/24) plugged into a bridge that lives in its own namespace <prefix>-hub, so the
+# machine's own network is never touched and test traffic never leaves the namespaces. This kernel
+# has no netem, so faults are made with:
+#   tc tbf                     rate limits (egress of a node's eth0)
+#   nftables numgen random     packet loss (ingress of a node's eth0)
+#   nftables ip saddr drop     cuts between two nodes or two groups (a partition), dropped on
+#                              ingress at both ends, so packets vanish as on a broken link
+# Delay and jitter come from the TCP proxy (tests/fault/tools/fault_proxy.cc).
+#
+#   scripts/netns.sh check              exit 0 when namespaces can be made here, else 77
+#   scripts/netns.sh up N               (re)create N hosts (any old ones of the prefix go first)
+#   scripts/netns.sh down               remove every namespace of the prefix (idempotent)
+#   scripts/netns.sh addr I             print host I's address
+#   scripts/netns.sh exec I CMD...      run CMD inside host I
+#   scripts/netns.sh rate RATE|off [I...]   tbf on the hosts' egress (all hosts when none given);
+#                                           RATE like 500kbit, 10mbit, 1gbit
+#   scripts/netns.sh loss PCT [I...]    drop PCT % (0..100, two decimals) of packets arriving at
+#                                       the hosts; 0 removes the rule
+#   scripts/netns.sh cut A B            cut every link between host groups A and B (comma lists:
+#                                       "cut 0,1,2,3 4,5,6,7" partitions 8 hosts in two)
+#   scripts/netns.sh heal [A B]         undo cuts between A and B, or every cut
+#   scripts/netns.sh status             namespaces, qdiscs and fault rules
+#
+# Environment: GOSSIP_NETNS_PREFIX (default "gossip"; keep it short: names end up in interface
+# names), GOSSIP_NETNS_SUBNET (first three octets, default 10.231.0 — a private range that only
+# exists inside these namespaces). Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN); `check` and `up`
+# exit 77 with a message where that is missing, so callers can report "skipped".
+set -euo pipefail
+
+prefix=${GOSSIP_NETNS_PREFIX:-gossip}
+subnet=${GOSSIP_NETNS_SUBNET:-10.231.0}
+hub="$prefix-hub"
+table="gossip_fault"
+
+die() { echo "netns.sh: $*" >&2; exit 1; }
+skip() { echo "netns.sh: SKIP: $*" >&2; exit 77; }
+usage() { sed -n '/^#   scripts/s/^#   //p' "$0" >&2; exit 2; }
+
+[[ $prefix =~ ^[A-Za-z0-9_.-]{1,10}$ ]] || die "GOSSIP_NETNS_PREFIX must be 1-10 of [A-Za-z0-9_.-]"
+[[ $subnet =~ ^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] || die "GOSSIP_NETNS_SUBNET must look like 10.231.0"
+
+node_ns() { echo "$prefix-n$1"; }
+addr() { echo "$subnet.$(($1 + 1))"; }
+
+# Namespaces of this prefix (hub and nodes), one per line.
+our_namespaces() {
+  ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${prefix//./\\.}-(hub|n[0-9]+)$" || true
+}
+
+num_nodes() { our_namespaces | grep -c -- "-n[0-9]*$" || true; }
+
+# Checks a host index and that the harness is up.
+need_node() {
+  [[ $1 =~ ^[0-9]+$ ]] || die "host index must be a number, got '$1'"
+  ip netns list | awk '{print $1}' | grep -qx -- "$(node_ns "$1")" ||
+    die "no host $1 (run: $0 up N; hosts are 0..N-1)"
+}
+
+# The host indices named by "0,2,5", or all hosts when empty.
+expand() {
+  local list=$1
+  if [[ -z $list ]]; then
+    local n
+    n=$(num_nodes)
+    ((n > 0)) || die "no hosts (run: $0 up N)"
+    seq 0 $((n - 1))
+    return
+  fi
+  tr ',' '\n' <<<"$list"
+}
+
+check() {
+  ((EUID == 0)) || skip "network namespaces need root (CAP_NET_ADMIN, CAP_SYS_ADMIN); running as uid $EUID"
+  local tool
+  for tool in ip tc nft; do
+    command -v "$tool" >/dev/null || skip "'$tool' is not installed (scripts/setup.sh installs iproute2 and nftables)"
+  done
+  local probe="$prefix-probe$$"
+  ip netns add "$probe" 2>/dev/null || skip "cannot create a network namespace here (ip netns add failed)"
+  local ok=1
+  ip -n "$probe" link add p0 type veth peer name p1 2>/dev/null || ok=0
+  if ((ok)); then
+    ip netns exec "$probe" nft add table inet probe 2>/dev/null || ok=0
+  fi
+  ip netns del "$probe" 2>/dev/null || true
+  ((ok)) || skip "namespaces work but veth pairs or nftables do not (kernel modules missing?)"
+}
+
+down() {
+  local ns
+  for ns in $(our_namespaces); do
+    ip netns del "$ns" 2>/dev/null || true
+  done
+  # A deleted namespace can linger a moment while the kernel tears its devices down.
+  for _ in $(seq 50); do
+    [[ -z $(our_namespaces) ]] && return 0
+    sleep 0.1
+  done
+  die "could not remove: $(our_namespaces | tr '\n' ' ')"
+}
+
+up() {
+  local n=$1
+  [[ $n =~ ^[0-9]+$ ]] && ((n >= 1 && n <= 200)) || die "up needs 1..200 hosts, got '$n'"
+  check
+  down
+  trap 'echo "netns.sh: up failed; tearing down" >&2; down' ERR
+  ip netns add "$hub"
+  ip -n "$hub" link set lo up
+  ip -n "$hub" link add br0 type bridge
+  ip -n "$hub" link set br0 up
+  local i ns
+  for ((i = 0; i < n; i++)); do
+    ns=$(node_ns "$i")
+    ip netns add "$ns"
+    ip -n "$ns" link set lo up
+    ip -n "$hub" link add "h$i" type veth peer name eth0 netns "$ns"
+    ip -n "$hub" link set "h$i" master br0
+    ip -n "$hub" link set "h$i" up
+    ip -n "$ns" addr add "$(addr "$i")/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    ip netns exec "$ns" nft -f - <<NFT
+table inet $table {
+  chain cut { }
+  chain loss { }
+  chain input {
+    type filter hook input priority 0; policy accept;
+    iifname "eth0" jump cut
+    iifname "eth0" jump loss
+  }
+}
+NFT
+  done
+  trap - ERR
+  echo "netns.sh: $n hosts up: $(node_ns 0) ($(addr 0)) .. $(node_ns $((n - 1))) ($(addr $((n - 1))))" >&2
+}
+
+# "10mbit" -> bits per second.
+rate_bps() {
+  local r=${1,,}
+  [[ $r =~ ^([0-9]+)(bit|kbit|mbit|gbit)$ ]] || die "rate must look like 500kbit, 10mbit or 1gbit, got '$1'"
+  local v=${BASH_REMATCH[1]}
+  case ${BASH_REMATCH[2]} in
+    bit) echo "$v" ;;
+    kbit) echo $((v * 1000)) ;;
+    mbit) echo $((v * 1000000)) ;;
+    gbit) echo $((v * 1000000000)) ;;
+  esac
+}
+
+rate() {
+  local r=$1
+  shift
+  local hosts i
+  hosts=$(expand "$(IFS=,; echo "$*")")
+  for i in $hosts; do
+    need_node "$i"
+    if [[ $r == off ]]; then
+      ip netns exec "$(node_ns "$i")" tc qdisc del dev eth0 root 2>/dev/null || true
+    else
+      # Bucket of 10 ms worth of bytes (at least 16 KiB): large enough for the timer tick at
+      # high rates, small enough that bursts do not hide the limit.
+      local bps burst
+      bps=$(rate_bps "$r")
+      burst=$((bps / 8 / 100))
+      ((burst >= 16384)) || burst=16384
+      ip netns exec "$(node_ns "$i")" tc qdisc replace dev eth0 root tbf rate "$r" burst "$burst" latency 200ms
+    fi
+  done
+}
+
+loss() {
+  local pct=$1
+  shift
+  [[ $pct =~ ^([0-9]{1,3})(\.([0-9]{1,2}))?$ ]] || die "loss needs a percentage 0..100 (two decimals at most), got '$pct'"
+  local frac=${BASH_REMATCH[3]:-0}
+  ((${#frac} == 1)) && frac="${frac}0"
+  local basis=$((10#${BASH_REMATCH[1]} * 100 + 10#$frac))  # in 1/10000
+  ((basis <= 10000)) || die "loss above 100%: '$pct'"
+  local hosts i
+  hosts=$(expand "$(IFS=,; echo "$*")")
+  for i in $hosts; do
+    need_node "$i"
+    ip netns exec "$(node_ns "$i")" nft flush chain inet "$table" loss
+    if ((basis > 0)); then
+      ip netns exec "$(node_ns "$i")" nft add rule inet "$table" loss numgen random mod 10000 '<' "$basis" counter drop
+    fi
+  done
+}
+
+# Adds (or with $3 = del, removes) "drop what comes from host $2" at host $1.
+cut_rule() {
+  local at=$1 from=$2 action=${3:-add}
+  local ns src
+  ns=$(node_ns "$at")
+  src=$(addr "$from")
+  local handles
+  handles=$(ip netns exec "$ns" nft -a list chain inet "$table" cut |
+    awk -v s="$src" '$1 == "ip" && $2 == "saddr" && $3 == s {print $NF}')
+  if [[ $action == add ]]; then
+    [[ -n $handles ]] || ip netns exec "$ns" nft add rule inet "$table" cut ip saddr "$src" counter drop
+  else
+    local h
+    for h in $handles; do ip netns exec "$ns" nft delete rule inet "$table" cut handle "$h"; done
+  fi
+}
+
+cut_or_heal() {
+  local action=$1 a_list=$2 b_list=$3
+  local a b
+  for a in $(expand "$a_list"); do need_node "$a"; done
+  for b in $(expand "$b_list"); do need_node "$b"; done
+  for a in $(expand "$a_list"); do
+    for b in $(expand "$b_list"); do
+      [[ $a == "$b" ]] && die "cannot cut host $a from itself"
+      cut_rule "$a" "$b" "$action"
+      cut_rule "$b" "$a" "$action"
+    done
+  done
+}
+
+heal() {
+  if (($# == 2)); then
+    cut_or_heal del "$1" "$2"
+  elif (($# == 0)); then
+    local i
+    for i in $(expand ""); do ip netns exec "$(node_ns "$i")" nft flush chain inet "$table" cut; done
+  else
+    usage
+  fi
+}
+
+status() {
+  local n i
+  n=$(num_nodes)
+  echo "prefix $prefix, subnet $subnet.0/24, $n hosts"
+  for ((i = 0; i < n; i++)); do
+    echo "== host $i $(node_ns "$i") $(addr "$i")"
+    ip netns exec "$(node_ns "$i")" tc qdisc show dev eth0 | sed 's/^/  /'
+    ip netns exec "$(node_ns "$i")" nft list table inet "$table" | grep -E 'drop' | sed 's/^ */  /' || true
+  done
+}
+
+(($# >= 1)) || usage
+cmd=$1
+shift
+case $cmd in
+  check) (($# == 0)) || usage; check ;;
+  up) (($# == 1)) || usage; up "$1" ;;
+  down) (($# == 0)) || usage; down ;;
+  addr) (($# == 1)) || usage; need_node "$1"; addr "$1" ;;
+  exec) (($# >= 2)) || usage; need_node "$1"; ns=$(node_ns "$1"); shift; exec ip netns exec "$ns" "$@" ;;
+  rate) (($# >= 1)) || usage; rate "$@" ;;
+  loss) (($# >= 1)) || usage; loss "$@" ;;
+  cut) (($# == 2)) || usage; cut_or_heal add "$1" "$2" ;;
+  heal) heal "$@" ;;
+  status) (($# == 0)) || usage; status ;;
+  *) usage ;;
+esac
