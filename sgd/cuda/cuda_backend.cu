@@ -39,7 +39,7 @@ namespace gossip::sgd::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kMaxMixTerms = 24;  // per kernel launch; longer lists run in several passes
+constexpr std::size_t kMaxMixTerms = 24;  // per kernel launch; longer lists run in several passes
 
 int blocks_for(std::size_t n) {
   return static_cast<int>(std::min<std::size_t>((n + kThreads - 1) / kThreads, 65535u * 16));
@@ -209,6 +209,12 @@ class CudaBackend;
 class CudaModel final : public Model {
  public:
   CudaModel(CudaBackend& backend, ModelSpec spec);
+  ~CudaModel() override {
+    for (auto& [e0, e1] : gemm_events_) {
+      cudaEventDestroy(e0);
+      cudaEventDestroy(e1);
+    }
+  }
   const ModelSpec& spec() const override { return spec_; }
   double loss_and_grad(const float* params, const Batch& batch, float* grad) override;
   EvalResult evaluate(const float* params, const Dataset& data) override;
@@ -306,6 +312,21 @@ class CudaBackend final : public Backend {
     GOSSIP_CHECK(!terms.empty()) << "mix needs at least one term";
     begin_compute();
     if (n == 0) return;
+    if (terms.size() > kMaxMixTerms) {
+      // Several passes: a later pass would read an aliased input the first pass overwrote.
+      for (const MixTerm& t : terms) {
+        if (t.x != out) continue;
+        DeviceBuffer copy_of_out = alloc(n);
+        copy(copy_of_out.data(), out, n);
+        std::vector<MixTerm> fixed(terms.begin(), terms.end());
+        for (MixTerm& f : fixed) {
+          if (f.x == out) f.x = copy_of_out.data();
+        }
+        mix(out, fixed, gamma, update, n);
+        GOSSIP_CUDA_CHECK(cudaStreamSynchronize(compute_));  // before copy_of_out is freed
+        return;
+      }
+    }
     for (std::size_t first = 0; first < terms.size(); first += kMaxMixTerms) {
       MixArgs args{};
       const std::size_t count = std::min<std::size_t>(kMaxMixTerms, terms.size() - first);
