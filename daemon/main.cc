@@ -1,6 +1,8 @@
 // gossipd: the gossip-sgd node daemon. `run` is one node; `launch` runs every local node of a
 // topology as child processes. See docs/daemon.md.
 #include <CLI/CLI.hpp>
+#include <execinfo.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <climits>
@@ -60,10 +62,23 @@ void add_overrides(CLI::App* app, std::vector<std::string>& overrides) {
                          "exchange after computing the gradient instead of during it (benchmarks)");
 }
 
+// A crash (a bug, never a user error) leaves a backtrace in the node's log before dying with the
+// original signal, so `gossipd launch` reports it and the log says where.
+void on_crash(int sig) {
+  void* frames[64];
+  int n = backtrace(frames, 64);
+  const char msg[] = "gossipd: fatal signal; backtrace:\n";
+  (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
+  backtrace_symbols_fd(frames, n, STDERR_FILENO);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace gossip::daemon;
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) signal(sig, on_crash);
   CLI::App app{
       "gossipd: decentralized parallel SGD (D-PSGD) node daemon.\n"
       "Each node trains on its own shard and averages parameters with its topology neighbours.\n"
