@@ -207,9 +207,9 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   void post_frame(const std::shared_ptr<SendOp>& op, const Frame& frame);
   void post_recv(const std::shared_ptr<RecvSlot>& slot);
   void abandon(const std::shared_ptr<ExchangeState>& state);
-  void drain_staging(Peer& p, const std::shared_ptr<RecvSlot>& slot);
-  void complete_recv(Peer& p, const std::shared_ptr<RecvSlot>& slot);
-  void fail_recv(Peer& p, const std::shared_ptr<RecvSlot>& slot, const Status& s);
+  void drain_staging(Peer& p, std::shared_ptr<RecvSlot> slot);
+  void complete_recv(Peer& p, std::shared_ptr<RecvSlot> slot);
+  void fail_recv(Peer& p, std::shared_ptr<RecvSlot> slot, const Status& s);
   void advance_floor(Peer& p, std::uint64_t floor);
   void resume_reader(Peer& p);
   void fail_peer(Peer& p, const Status& s);
@@ -1091,7 +1091,7 @@ void Transport::Impl::post_recv(const std::shared_ptr<RecvSlot>& slot) {
   resume_reader(p);
 }
 
-void Transport::Impl::drain_staging(Peer& p, const std::shared_ptr<RecvSlot>& slot) {
+void Transport::Impl::drain_staging(Peer& p, std::shared_ptr<RecvSlot> slot) {
   std::shared_ptr<RecvSlot> st = std::move(p.staging);
   p.staging.reset();
   for (const auto& [off, cnt] : st->chunks) {
@@ -1104,14 +1104,15 @@ void Transport::Impl::drain_staging(Peer& p, const std::shared_ptr<RecvSlot>& sl
   if (slot->complete()) complete_recv(p, slot);
 }
 
-void Transport::Impl::complete_recv(Peer& p, const std::shared_ptr<RecvSlot>& slot) {
+// Slots are taken by value: callers may pass a reference to the map entry that erase() destroys.
+void Transport::Impl::complete_recv(Peer& p, std::shared_ptr<RecvSlot> slot) {
   slot->resolved = true;
   p.recvs.erase(slot->iteration);
   slot->ex->resolve(true, p.addr.node_id, Status::ok());
   advance_floor(p, slot->iteration + 1);
 }
 
-void Transport::Impl::fail_recv(Peer& p, const std::shared_ptr<RecvSlot>& slot,
+void Transport::Impl::fail_recv(Peer& p, std::shared_ptr<RecvSlot> slot,
                                 const Status& s) {
   slot->resolved = true;
   p.recvs.erase(slot->iteration);
