@@ -41,7 +41,7 @@ struct GeneratorSpec {
   int degree = 0;          // random_regular
   double p = 0.0;          // erdos_renyi
   std::uint64_t seed = 0;  // random_regular, erdos_renyi
-  std::string edge_list_path;  // edge_list
+  std::string edge_list_path{};  // edge_list
   bool directed = false;       // edge_list: arcs instead of edges
 };
 

@@ -13,6 +13,7 @@
 #include <cmath>
 
 #include "common/clock.h"
+#include "common/random.h"
 
 namespace gossip::topology {
 namespace {
@@ -25,20 +26,20 @@ struct Extremes {
 class DeflatedOp {
  public:
   using Scalar = double;
-  explicit DeflatedOp(const SparseMatrix& w) : w_(w), tmp_(w.rows()) {}
+  // `park`: the eigenvalue the all-ones direction gets; put it beyond the end being computed.
+  DeflatedOp(const SparseMatrix& w, double park) : w_(w), park_(park) {}
   Eigen::Index rows() const { return w_.rows(); }
   Eigen::Index cols() const { return w_.cols(); }
   void perform_op(const double* x_in, double* y_out) const {
     Eigen::Map<const Eigen::VectorXd> x(x_in, rows());
     Eigen::Map<Eigen::VectorXd> y(y_out, rows());
-    tmp_ = x.array() - x.mean();
-    y.noalias() = w_ * tmp_;
-    y.array() -= y.mean();
+    y.noalias() = w_.transpose() * x;  // W symmetric; see DeflatedSymOp in spectral.cc
+    y.array() += (park_ - 1.0) * x.mean();
   }
 
  private:
   const SparseMatrix& w_;
-  mutable Eigen::VectorXd tmp_;
+  double park_;
 };
 
 Result<Extremes> extremes(const SparseMatrix& w, bool dense, const Extremes* warm) {
@@ -55,21 +56,27 @@ Result<Extremes> extremes(const SparseMatrix& w, bool dense, const Extremes* war
     e.v = es.eigenvectors().col(0);
     return e;
   }
-  DeflatedOp op(w);
-  Spectra::SymEigsSolver<DeflatedOp> eigs(op, 2, std::min(n, 30));
-  if (warm) {
-    Eigen::VectorXd start = warm->u + warm->v;
+  Rng rng(0x5eed);
+  for (int end = 0; end < 2; ++end) {
+    DeflatedOp op(w, end == 0 ? -2.0 : 2.0);
+    Spectra::SymEigsSolver<DeflatedOp> eigs(op, 1, std::min(n, 24));
+    Eigen::VectorXd start(n);
+    if (warm) {
+      start = end == 0 ? warm->u : warm->v;
+    } else {
+      for (int i = 0; i < n; ++i) start[i] = rng.uniform(-1.0, 1.0);
+    }
+    start.array() -= start.mean();  // stay in 1-perp (see spectral.cc)
     eigs.init(start.data());
-  } else {
-    eigs.init();
+    eigs.compute(end == 0 ? Spectra::SortRule::LargestAlge : Spectra::SortRule::SmallestAlge,
+                 5000, 1e-10, Spectra::SortRule::LargestAlge);
+    if (eigs.info() != Spectra::CompInfo::Successful)
+      return internal_error("Lanczos did not converge while optimizing weights");
+    (end == 0 ? e.lambda2 : e.lambda_n) = eigs.eigenvalues()[0];
+    Eigen::VectorXd vec = eigs.eigenvectors().col(0);
+    vec.array() -= vec.mean();
+    (end == 0 ? e.u : e.v) = vec;
   }
-  eigs.compute(Spectra::SortRule::BothEnds, 5000, 1e-10, Spectra::SortRule::LargestAlge);
-  if (eigs.info() != Spectra::CompInfo::Successful)
-    return internal_error("Lanczos did not converge while optimizing weights");
-  e.lambda2 = eigs.eigenvalues()[0];
-  e.lambda_n = eigs.eigenvalues()[1];
-  e.u = eigs.eigenvectors().col(0);
-  e.v = eigs.eigenvectors().col(1);
   return e;
 }
 
@@ -77,6 +84,8 @@ Result<Extremes> extremes(const SparseMatrix& w, bool dense, const Extremes* war
 // onto the violated node halfspaces and the orthant, then a final scaling that guarantees
 // feasibility (so every iterate is a valid gossip matrix).
 void project(const std::vector<std::pair<int, int>>& edges, int n, std::vector<double>& w) {
+  // A hair below 1, so that W_ii = 1 - sum, computed in floating point, never comes out -1e-17.
+  constexpr double kCap = 1.0 - 1e-12;
   std::vector<double> sum(static_cast<std::size_t>(n));
   std::vector<int> deg(static_cast<std::size_t>(n));
   for (int round = 0; round < 50; ++round) {
@@ -90,11 +99,11 @@ void project(const std::vector<std::pair<int, int>>& edges, int n, std::vector<d
       if (w[k] > 0) ++deg[i], ++deg[j];
     }
     bool feasible = true;
-    for (int i = 0; i < n; ++i) feasible &= sum[i] <= 1.0;
+    for (int i = 0; i < n; ++i) feasible &= sum[i] <= kCap;
     if (feasible) return;
     std::vector<double> cut(static_cast<std::size_t>(n), 0.0);
     for (int i = 0; i < n; ++i)
-      if (sum[i] > 1.0 && deg[i] > 0) cut[i] = (sum[i] - 1.0) / deg[i];
+      if (sum[i] > kCap && deg[i] > 0) cut[i] = (sum[i] - kCap) / deg[i];
     for (std::size_t k = 0; k < edges.size(); ++k) {
       const auto [i, j] = edges[k];
       if (w[k] > 0) w[k] -= std::max(cut[i], cut[j]);
@@ -107,7 +116,7 @@ void project(const std::vector<std::pair<int, int>>& edges, int n, std::vector<d
     sum[edges[k].second] += w[k];
   }
   for (std::size_t k = 0; k < edges.size(); ++k)
-    w[k] /= std::max({1.0, sum[edges[k].first], sum[edges[k].second]});
+    w[k] *= kCap / std::max({kCap, sum[edges[k].first], sum[edges[k].second]});
 }
 
 }  // namespace

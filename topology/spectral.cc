@@ -14,6 +14,7 @@
 
 #include "common/check.h"
 #include "common/clock.h"
+#include "common/random.h"
 
 namespace gossip::topology {
 namespace {
@@ -364,25 +365,30 @@ Result<SpectralReport> dense_method(const std::vector<const SparseMatrix*>& ws) 
 
 // ---------------------------------------------------------------- Lanczos (Spectra)
 
-// x -> P W P x with P = I - J (W symmetric doubly stochastic, so P W P x = W x - mean(x) 1 after
-// centring x): the all-ones eigenvalue 1 becomes 0 and lambda_2, lambda_n are the extremes.
+// x -> W x + (park - 1) mean(x) 1 for symmetric doubly-stochastic W: the all-ones eigenvalue 1
+// moves to `park`, outside the end of the spectrum being computed, so lambda_2 (park = -2) or
+// lambda_n (park = +2) is the extreme eigenvalue. (Parking it at 0 instead fails when 0 is itself
+// extreme, as for lazy W: Lanczos then drifts towards the all-ones vector.)
 class DeflatedSymOp {
  public:
   using Scalar = double;
-  explicit DeflatedSymOp(const SparseMatrix& w) : w_(w), tmp_(w.rows()) {}
+  // `park`: the eigenvalue the all-ones direction gets; put it beyond the end being computed.
+  DeflatedSymOp(const SparseMatrix& w, double park) : w_(w), park_(park) {}
   Eigen::Index rows() const { return w_.rows(); }
   Eigen::Index cols() const { return w_.cols(); }
   void perform_op(const double* x_in, double* y_out) const {
     Eigen::Map<const Eigen::VectorXd> x(x_in, rows());
     Eigen::Map<Eigen::VectorXd> y(y_out, rows());
-    tmp_ = x.array() - x.mean();
-    y.noalias() = w_ * tmp_;
-    y.array() -= y.mean();
+    // W is symmetric, so W x = W^T x, and W^T of a column-major matrix is a row-major (gather)
+    // product: no scattered writes. W maps 1-perp to itself (doubly stochastic), so adding
+    // (park - 1) mean(x) 1 changes only the eigenvalue of the all-ones vector, from 1 to park.
+    y.noalias() = w_.transpose() * x;
+    y.array() += (park_ - 1.0) * x.mean();
   }
 
  private:
   const SparseMatrix& w_;
-  mutable Eigen::VectorXd tmp_;
+  double park_;
 };
 
 // x -> M^T M x with M = (W(p-1) ... W(0)) - J for doubly-stochastic W(t).
@@ -419,7 +425,13 @@ Result<std::pair<Eigen::VectorXd, Eigen::MatrixXd>> run_lanczos(Op& op, Spectra:
   const int n = static_cast<int>(op.rows());
   const int ncv = std::min(n, std::max(2 * nev + 1, 24));
   Spectra::SymEigsSolver<Op> eigs(op, nev, ncv);
-  eigs.init();
+  // A centred start vector keeps the whole Krylov space in 1-perp (the operators centre their
+  // output), so the all-ones direction never shows up as a Ritz value.
+  Rng rng(0x5eed);
+  Eigen::VectorXd start(n);
+  for (int i = 0; i < n; ++i) start[i] = rng.uniform(-1.0, 1.0);
+  start.array() -= start.mean();
+  eigs.init(start.data());
   eigs.compute(rule, o.max_iterations, o.tolerance, Spectra::SortRule::LargestAlge);
   rep.iterations += static_cast<int>(eigs.num_iterations());
   rep.detail = "Lanczos (Spectra SymEigsSolver, ncv=" + std::to_string(ncv) + ", " +
@@ -443,21 +455,24 @@ Result<SpectralReport> lanczos_method(const std::vector<const SparseMatrix*>& ws
   rep.symmetric = ws.size() == 1 && is_symmetric(*ws.front());
   if (rep.symmetric) {
     const SparseMatrix& w = *ws.front();
-    DeflatedSymOp op(w);
-    GOSSIP_ASSIGN_OR_RETURN(auto res, run_lanczos(op, Spectra::SortRule::BothEnds, 2, o, rep));
-    const auto& [vals, vecs] = res;  // vals sorted descending: [largest, smallest]
-    const Eigen::VectorXd v2 = deflate(vecs.col(0)), vn = deflate(vecs.col(1));
+    // One solve per end, each with the all-ones direction parked beyond the other end.
+    DeflatedSymOp op_top(w, -2.0), op_bottom(w, 2.0);
+    GOSSIP_ASSIGN_OR_RETURN(auto top,
+                            run_lanczos(op_top, Spectra::SortRule::LargestAlge, 1, o, rep));
+    GOSSIP_ASSIGN_OR_RETURN(auto bottom,
+                            run_lanczos(op_bottom, Spectra::SortRule::SmallestAlge, 1, o, rep));
+    const double vals[2] = {top.first[0], bottom.first[0]};
+    const Eigen::VectorXd v2 = deflate(top.second.col(0)), vn = deflate(bottom.second.col(0));
     Eigen::VectorXd y(n);
-    op.perform_op(v2.data(), y.data());
+    op_top.perform_op(v2.data(), y.data());
     double residual = (y - vals[0] * v2).norm() / v2.norm();
-    op.perform_op(vn.data(), y.data());
+    op_bottom.perform_op(vn.data(), y.data());
     residual = std::max(residual, (y - vals[1] * vn).norm() / vn.norm());
+    if (!(residual < 1e-6))
+      return internal_error("Lanczos converged to a poor eigenpair (residual " +
+                            std::to_string(residual) + "); try --method dense");
     rep.residual = residual;
-    // If every nontrivial eigenvalue is negative (e.g. W = J-like), the largest Ritz value of the
-    // deflated operator is the 0 of the all-ones direction; then lambda_2 = lambda_n side applies.
-    const double omr = vals[0] > 0 ? one_minus_rayleigh(w, v2) : 1.0 - vals[0];
-    const double opr = vals[1] < 0 ? one_plus_rayleigh(w, vn) : 1.0 + vals[1];
-    fill_symmetric(rep, omr, opr);
+    fill_symmetric(rep, one_minus_rayleigh(w, v2), one_plus_rayleigh(w, vn));
     return rep;
   }
   GramOp op(ws);

@@ -90,12 +90,15 @@ Result<Topology> Topology::generate(const GeneratorSpec& spec, WeightScheme sche
     return invalid_argument("edge lists are loaded through a topology file (topology_file.h)");
   GOSSIP_ASSIGN_OR_RETURN(Graph g, generate_graph(spec));
   const int n = g.num_nodes();
-  if (base_port < 1 || base_port + std::int64_t{n} - 1 > 65535)
+  if (base_port < 0 || (base_port > 0 && base_port + std::int64_t{n} - 1 > 65535))
     return invalid_argument("base_port " + std::to_string(base_port) + " + " + std::to_string(n) +
-                            " nodes runs outside the port range 1..65535");
+                            " nodes runs outside the port range 1..65535 (base_port 0: no "
+                            "addresses)");
   std::vector<NodeAddress> addresses;
-  addresses.reserve(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) addresses.push_back({host, base_port + i});
+  if (base_port > 0) {
+    addresses.reserve(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) addresses.push_back({host, base_port + i});
+  }
 
   Topology t;
   t.name_ = std::string(generator_kind_name(spec.kind)) + std::to_string(n);

@@ -35,11 +35,12 @@ class Topology {
  public:
   Topology() = default;
 
-  // From a generator: addresses host:base_port+i. kExplicit is rejected; kOptimized runs
-  // optimize_weights() with its defaults. The one-peer exponential graph only accepts kDefault
-  // (its weights are 1/2 by definition).
+  // From a generator: addresses host:base_port+i, or no addresses when base_port is 0 (analysis
+  // and simulation; also the only way to build more nodes than there are ports). kExplicit is
+  // rejected; kOptimized runs optimize_weights() with its defaults. The one-peer exponential
+  // graph only accepts kDefault (its weights are 1/2 by definition).
   static Result<Topology> generate(const GeneratorSpec& spec, WeightScheme scheme,
-                                   const std::string& host = "127.0.0.1", int base_port = 7000);
+                                   const std::string& host = "127.0.0.1", int base_port = 0);
 
   // From explicit parts (a file, or another module). `weights` must be n x n; addresses empty or
   // n long. `symmetry` as for symmetry_group(); pass {} when unknown.

@@ -18,19 +18,44 @@ namespace {
 
 namespace gp = google::protobuf;
 
+// Protobuf reports some errors (an unknown enum value, for one) at the token AFTER the culprit,
+// which can be the next line. When the message quotes the culprit, point at its last occurrence
+// before the reported position instead.
+std::pair<int, int> relocate(std::string_view text, int line, int column, const std::string& msg) {
+  const auto q1 = msg.find('"');
+  const auto q2 = q1 == std::string::npos ? q1 : msg.find('"', q1 + 1);
+  if (q2 == std::string::npos || q2 == q1 + 1) return {line, column};
+  const std::string token = msg.substr(q1 + 1, q2 - q1 - 1);
+  std::size_t offset = 0;
+  for (int l = 0; l < line && offset != std::string_view::npos; ++l) {
+    offset = text.find('\n', offset);
+    if (offset != std::string_view::npos) ++offset;
+  }
+  if (offset == std::string_view::npos) return {line, column};
+  const auto found = text.substr(0, offset + column).rfind(token);
+  if (found == std::string_view::npos) return {line, column};
+  int l = 0;
+  std::size_t line_start = 0;
+  for (std::size_t k = 0; k < found; ++k)
+    if (text[k] == '\n') ++l, line_start = k + 1;
+  if (line - l > 2) return {line, column};  // too far back to be the same mistake
+  return {l, static_cast<int>(found - line_start)};
+}
+
 class Collector : public gp::io::ErrorCollector {
  public:
-  explicit Collector(std::string file) : file_(std::move(file)) {}
+  Collector(std::string file, std::string_view text) : file_(std::move(file)), text_(text) {}
   void AddError(int line, gp::io::ColumnNumber column, const std::string& message) override {
-    if (first_.empty())
-      first_ = file_ + ":" + std::to_string(line + 1) + ":" + std::to_string(column + 1) + ": " +
-               message;
+    if (!first_.empty()) return;
+    const auto [l, c] = relocate(text_, line, column, message);
+    first_ = file_ + ":" + std::to_string(l + 1) + ":" + std::to_string(c + 1) + ": " + message;
   }
   void AddWarning(int, gp::io::ColumnNumber, const std::string&) override {}
   const std::string& first() const { return first_; }
 
  private:
   std::string file_;
+  std::string_view text_;
   std::string first_;
 };
 
@@ -351,7 +376,7 @@ Result<Topology> parse_topology(std::string_view text, const std::string& filena
     auto st = gp::util::JsonStringToMessage(std::string(text), &file, opts);
     if (!st.ok()) return invalid_argument(filename + ": JSON: " + std::string(st.message()));
   } else {
-    Collector collector(filename);
+    Collector collector(filename, text);
     gp::TextFormat::Parser parser;
     parser.RecordErrorsTo(&collector);
     parser.WriteLocationsTo(&tree);
@@ -435,7 +460,9 @@ Result<pb::TopologyFile> explicit_file(const Topology& topology) {
   for (int i = 0; i < n; ++i) {
     auto* node = f.add_node();
     node->set_id(i);
-    if (!topology.addresses().empty()) node->set_address(topology.addresses()[i].to_string());
+    // Files always carry addresses; a topology built without them gets loopback ports 7000 + i.
+    node->set_address(topology.addresses().empty() ? "127.0.0.1:" + std::to_string(7000 + i)
+                                                   : topology.addresses()[i].to_string());
   }
   // Schemes that are a function of the graph alone are re-derived on load (bit for bit); all
   // others are written out, diagonal included, so the reload has the same fingerprint.

@@ -1,0 +1,196 @@
+// Spectral analysis against closed forms (DESIGN.md §1), and the three methods against each other.
+#include "topology/spectral.h"
+
+#include <doctest/doctest.h>
+
+#include "tests/topology/test_util.h"
+
+namespace gossip::topology {
+namespace {
+
+using testing::generated;
+using testing::rel_err;
+using testing::torus;
+constexpr double kPi = std::numbers::pi;
+
+SpectralReport run(const Topology& t, SpectralMethod m = SpectralMethod::kAuto) {
+  SpectralOptions o;
+  o.method = m;
+  auto r = analyze(t, o);
+  REQUIRE_MESSAGE(r.is_ok(), r.status().to_string());
+  return *r;
+}
+
+TEST_CASE("ring with weights 1/3: gap = (4/3) sin^2(pi/n) to full relative accuracy") {
+  for (int n : {5, 8, 1000, 10000, 1000000}) {
+    CAPTURE(n);
+    const auto t = generated(GeneratorKind::kRing, n);
+    const auto r = run(t);
+    CHECK(r.method == SpectralMethod::kExact);
+    const double s = std::sin(kPi / n);
+    const double gap = 4.0 / 3.0 * s * s;  // = 1 - (1 + 2 cos(2 pi / n)) / 3
+    CHECK(rel_err(r.gap, gap) < 1e-13);
+    CHECK(rel_err(r.one_minus_lambda2, gap) < 1e-13);
+    if (n % 2 == 0) CHECK(std::abs(r.lambda_n + 1.0 / 3.0) < 1e-15);
+  }
+}
+
+TEST_CASE("torus with weights 1/5: gap = (4/5) sin^2(pi / max side), lambda_n = -3/5 when even") {
+  for (auto [r, c] : {std::pair{4, 4}, {6, 9}, {100, 100}, {1000, 1000}}) {
+    CAPTURE(r);
+    CAPTURE(c);
+    const auto t = torus(r, c);
+    const auto rep = run(t);
+    CHECK(rep.method == SpectralMethod::kExact);
+    const double s = std::sin(kPi / std::max(r, c));
+    const double gap2 = 0.8 * s * s;
+    if (r % 2 == 0 && c % 2 == 0) CHECK(std::abs(rep.lambda_n + 0.6) < 1e-15);
+    CHECK(rel_err(rep.one_minus_lambda2, gap2) < 1e-12);
+    const double one_plus_n = 1.0 + rep.lambda_n;
+    CHECK(rel_err(rep.gap, std::min(gap2, one_plus_n)) < 1e-12);
+  }
+}
+
+TEST_CASE("hypercube 2^d with weights 1/(d+1): eigenvalues 1 - 2k/(d+1), gap = 2/(d+1)") {
+  for (int d : {3, 6, 16}) {
+    CAPTURE(d);
+    const auto t = generated(GeneratorKind::kHypercube, 1 << d);
+    const auto r = run(t);
+    CHECK(r.method == SpectralMethod::kExact);
+    CHECK(rel_err(r.gap, 2.0 / (d + 1)) < 1e-13);
+    CHECK(rel_err(r.lambda2, 1.0 - 2.0 / (d + 1)) < 1e-13);
+    CHECK(rel_err(r.lambda_n, (1.0 - d) / (1.0 + d)) < 1e-13);
+  }
+}
+
+TEST_CASE("static exponential graph: gap 2/(1+tau) for even n, larger for odd n (vs dense SVD)") {
+  for (int n : {4, 12, 16, 64, 100, 1024}) {
+    CAPTURE(n);
+    const auto t = generated(GeneratorKind::kExponential, n);
+    const auto r = run(t);
+    CHECK(r.method == SpectralMethod::kExact);
+    CHECK_FALSE(r.symmetric);
+    const int tau = exponential_hops(n);
+    CHECK(rel_err(r.gap, 2.0 / (1 + tau)) < 1e-12);
+    if (n <= 100) CHECK(std::abs(r.rho - testing::dense_rho(t.mixing_matrix())) < 1e-12);
+  }
+  for (int n : {5, 9, 13, 33, 99}) {
+    CAPTURE(n);
+    const auto t = generated(GeneratorKind::kExponential, n);
+    const auto r = run(t);
+    const int tau = exponential_hops(n);
+    CHECK(r.gap > 2.0 / (1 + tau) + 1e-6);
+    CHECK(std::abs(r.rho - testing::dense_rho(t.mixing_matrix())) < 1e-12);
+  }
+}
+
+TEST_CASE("star: gap = 1/n (eigenvalues 1, 1 - 1/n, 0); complete graph with W = J: gap = 1") {
+  for (int n : {3, 10, 50}) {
+    const auto r = run(generated(GeneratorKind::kStar, n));
+    CHECK(r.method == SpectralMethod::kDense);
+    CHECK(rel_err(r.gap, 1.0 / n) < 1e-12);
+    CHECK(std::abs(r.lambda_n) < 1e-12);
+  }
+  for (int n : {2, 7, 64}) {
+    const auto t = generated(GeneratorKind::kComplete, n);
+    const auto r = run(t);
+    CHECK(r.method == SpectralMethod::kExact);
+    CHECK(std::abs(r.gap - 1.0) < 1e-14);
+    CHECK(r.rho < 1e-14);
+  }
+}
+
+TEST_CASE("one-peer exponential graph: the product over one period is exactly J for n = 2^k") {
+  for (int n : {2, 8, 64, 256}) {
+    CAPTURE(n);
+    const auto t = generated(GeneratorKind::kOnePeerExponential, n);
+    REQUIRE(t.period() == exponential_hops(n));
+    SparseMatrix p = t.mixing_matrix(0);
+    for (int k = 1; k < t.period(); ++k) p = SparseMatrix(t.mixing_matrix(k) * p);
+    const Eigen::MatrixXd d = Eigen::MatrixXd(p);
+    CHECK((d.array() == 1.0 / n).all());  // exact: sums of powers of 1/2
+    const auto r = run(t);
+    CHECK(r.rho < 1e-12);
+    CHECK(r.gap_per_iteration > 0.999999);
+  }
+  // n not a power of two: the product is not J; exact (group) and dense (product) methods agree.
+  for (int n : {6, 12, 40}) {
+    const auto t = generated(GeneratorKind::kOnePeerExponential, n);
+    const auto ex = run(t, SpectralMethod::kExact);
+    const auto de = run(t, SpectralMethod::kDense);
+    CHECK(ex.rho > 1e-3);
+    CHECK(std::abs(ex.rho - de.rho) < 1e-12);
+  }
+}
+
+TEST_CASE("exact, dense and Lanczos agree on circulant and translation-invariant W") {
+  std::vector<Topology> ts;
+  ts.push_back(generated(GeneratorKind::kRing, 64));
+  ts.push_back(torus(8, 10));
+  ts.push_back(generated(GeneratorKind::kHypercube, 64));
+  GeneratorSpec s;
+  s.kind = GeneratorKind::kKRing;
+  s.nodes = 50;
+  s.k = 3;
+  ts.push_back(testing::must(Topology::generate(s, WeightScheme::kLazyMetropolisHastings)));
+  for (const auto& t : ts) {
+    CAPTURE(t.name());
+    const auto ex = run(t, SpectralMethod::kExact);
+    const auto de = run(t, SpectralMethod::kDense);
+    const auto la = run(t, SpectralMethod::kLanczos);
+    CHECK(rel_err(de.gap, ex.gap) < 1e-10);
+    CHECK(rel_err(la.gap, ex.gap) < 1e-9);
+    CHECK(std::abs(de.lambda_n - ex.lambda_n) < 1e-12);
+    CHECK(std::abs(la.lambda_n - ex.lambda_n) < 1e-10);
+  }
+}
+
+TEST_CASE("dense and Lanczos agree on seeded random graphs; exact refuses them") {
+  for (std::uint64_t seed : {1u, 2u, 3u}) {
+    GeneratorSpec rr;
+    rr.kind = GeneratorKind::kRandomRegular;
+    rr.nodes = 300;
+    rr.degree = 4;
+    rr.seed = seed;
+    GeneratorSpec er;
+    er.kind = GeneratorKind::kErdosRenyi;
+    er.nodes = 200;
+    er.p = 0.05;
+    er.seed = seed;
+    for (const auto& spec : {rr, er}) {
+      const auto t = testing::must(Topology::generate(spec, WeightScheme::kMetropolisHastings));
+      const auto de = run(t, SpectralMethod::kDense);
+      const auto la = run(t, SpectralMethod::kLanczos);
+      CHECK(rel_err(la.gap, de.gap) < 1e-9);
+      CHECK(std::abs(la.lambda2 - de.lambda2) < 1e-10);
+      CHECK(std::abs(la.lambda_n - de.lambda_n) < 1e-10);
+      CHECK(la.residual < 1e-8);
+      SpectralOptions exact;
+      exact.method = SpectralMethod::kExact;
+      CHECK_FALSE(analyze(t, exact).is_ok());
+    }
+  }
+}
+
+TEST_CASE("non-symmetric W: dense and Lanczos ||W - J||_2 agree with a Jacobi SVD") {
+  for (int n : {20, 37}) {
+    const auto t = generated(GeneratorKind::kExponential, n);
+    const double ref = testing::dense_rho(t.mixing_matrix());
+    CHECK(std::abs(run(t, SpectralMethod::kDense).rho - ref) < 1e-12);
+    CHECK(std::abs(run(t, SpectralMethod::kLanczos).rho - ref) < 1e-9);
+  }
+}
+
+TEST_CASE("group_spectrum is the DFT of the first row and rejects non-invariant W") {
+  const auto t = generated(GeneratorKind::kRing, 7);
+  auto s = group_spectrum(t.mixing_matrix(), {7});
+  REQUIRE(s.is_ok());
+  for (int k = 0; k < 7; ++k)
+    CHECK(std::abs(s->re[k] - (1.0 + 2.0 * std::cos(2 * kPi * k / 7)) / 3.0) < 1e-15);
+  const auto star = generated(GeneratorKind::kStar, 7);
+  CHECK_FALSE(group_spectrum(star.mixing_matrix(), {7}).is_ok());
+  CHECK_FALSE(group_spectrum(t.mixing_matrix(), {2, 3}).is_ok());
+}
+
+}  // namespace
+}  // namespace gossip::topology

@@ -1,0 +1,177 @@
+// Topology files: parsing (text format and JSON), errors with file:line:column, round trips.
+#include "topology/topology_file.h"
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "topology/spectral.h"
+#include "topology/topology.pb.h"
+
+namespace gossip::topology {
+namespace {
+
+Result<Topology> parse(const std::string& text, const std::string& name = "t.pbtxt") {
+  return parse_topology(text, name);
+}
+
+void fails_at(const std::string& text, const std::string& where, const std::string& what = "") {
+  auto t = parse(text);
+  REQUIRE_FALSE(t.is_ok());
+  const std::string& m = t.status().message();
+  CHECK_MESSAGE(m.find(where) != std::string::npos, m);
+  if (!what.empty()) CHECK_MESSAGE(m.find(what) != std::string::npos, m);
+}
+
+const char* kExplicitRing =
+    "name: \"ring4\"\n"
+    "node { id: 0 address: \"127.0.0.1:7000\" }\n"
+    "node { id: 1 address: \"127.0.0.1:7001\" }\n"
+    "node { id: 2 address: \"127.0.0.1:7002\" }\n"
+    "node { id: 3 address: \"127.0.0.1:7003\" }\n"
+    "edge { from: 0 to: 1 }\n"
+    "edge { from: 1 to: 2 }\n"
+    "edge { from: 2 to: 3 }\n"
+    "edge { from: 3 to: 0 }\n";
+
+TEST_CASE("an explicit file and the generator give the same fingerprint") {
+  auto a = parse(kExplicitRing);
+  REQUIRE_MESSAGE(a.is_ok(), a.status().to_string());
+  auto b = parse("generator { kind: RING nodes: 4 base_port: 7000 }\nweights: METROPOLIS_HASTINGS\n");
+  REQUIRE(b.is_ok());
+  CHECK(a->name() == "ring4");
+  CHECK(a->fingerprint() == b->fingerprint());
+  CHECK(a->fingerprint().size() == 64);
+  CHECK(validate(*a).is_ok());
+}
+
+TEST_CASE("syntax errors report file:line:column") {
+  fails_at("name: \"x\"\n\ngenerator { kind: RING nodes: 8 \n", "t.pbtxt:4:");  // unclosed brace
+  fails_at("name: \"x\"\ngenerator {\n  kind: RINGG\n}\n", "t.pbtxt:3:9", "RINGG");
+  fails_at("name: \"x\"\nnode { id: -1 }\n", "t.pbtxt:2:");
+  fails_at("name: \"x\"\nnodez { id: 1 }\n", "t.pbtxt:2:", "nodez");
+}
+
+TEST_CASE("semantic errors point at the offending field") {
+  std::string dup = kExplicitRing;
+  dup.replace(dup.find("id: 3"), 5, "id: 1");
+  fails_at(dup, "t.pbtxt:5:8", "node id 1 repeated (first at t.pbtxt:3:8)");
+  std::string far = kExplicitRing;
+  far.replace(far.find("to: 0 }"), 5, "to: 9");
+  fails_at(far, "t.pbtxt:9:1", "outside 0..3");
+  std::string addr = kExplicitRing;
+  addr.replace(addr.find("127.0.0.1:7002"), 14, "127.0.0.1:99999");
+  fails_at(addr, "t.pbtxt:4:14", "port");
+  std::string same = kExplicitRing;
+  same.replace(same.find("127.0.0.1:7002"), 14, "127.0.0.1:7000");
+  fails_at(same, "t.pbtxt:4:14", "already used by node 0");
+  std::string rep = kExplicitRing;
+  rep += "edge { from: 1 to: 0 }\n";
+  fails_at(rep, "t.pbtxt:10:1", "repeated (first at t.pbtxt:6:1)");
+  std::string w = kExplicitRing;
+  w.replace(w.find("edge { from: 1 to: 2 }"), 22, "edge { from: 1 to: 2 weight: 0.3 }");
+  fails_at(w, "t.pbtxt:7:22", "set weights: EXPLICIT");
+  fails_at("generator { kind: RING nodes: 8 }\nnode { id: 0 address: \"h:1\" }\n", "t.pbtxt:2:1",
+           "not both");
+  fails_at("generator { nodes: 8 }\n", "t.pbtxt:1:1", "generator.kind is missing");
+  fails_at("generator { kind: TORUS rows: 2 cols: 5 }\n", "t.pbtxt:1:1", "rows >= 3");
+}
+
+TEST_CASE("explicit weights: self loops set the diagonal, missing weights are an error") {
+  auto t = parse(
+      "weights: EXPLICIT\n"
+      "node { id: 0 address: \"h:1\" }\nnode { id: 1 address: \"h:2\" }\n"
+      "node { id: 2 address: \"h:3\" }\n"
+      "edge { from: 0 to: 1 weight: 0.5 }\nedge { from: 1 to: 2 weight: 0.5 }\n"
+      "edge { from: 2 to: 0 weight: 0.25 }\nedge { from: 2 to: 2 weight: 0.25 }\n");
+  REQUIRE_MESSAGE(t.is_ok(), t.status().to_string());
+  CHECK(t->self_weight(2) == 0.25);
+  CHECK(t->self_weight(0) == 0.25);  // 1 - 0.5 - 0.25
+  CHECK(validate(*t).is_ok());  // symmetric, rows 0.25+0.5+0.25, 0.5+0+0.5, 0.25+0.5+0.25
+  auto heavy = parse(
+      "weights: EXPLICIT\n"
+      "node { id: 0 address: \"h:1\" }\nnode { id: 1 address: \"h:2\" }\n"
+      "node { id: 2 address: \"h:3\" }\n"
+      "edge { from: 0 to: 1 weight: 0.5 }\nedge { from: 1 to: 2 weight: 0.5 }\n"
+      "edge { from: 2 to: 0 weight: 0.25 }\nedge { from: 2 to: 2 weight: 0.5 }\n");
+  REQUIRE(heavy.is_ok());
+  const Status s = validate(*heavy);
+  CHECK_MESSAGE(s.message().find("row 2 of W sums to 1.25") != std::string::npos, s.message());
+  fails_at("weights: EXPLICIT\nnode { id: 0 address: \"h:1\" }\nnode { id: 1 address: \"h:2\" }\n"
+           "edge { from: 0 to: 1 }\n",
+           "t.pbtxt:4:1", "has no weight");
+}
+
+TEST_CASE("JSON files (Protobuf JSON mapping) are accepted") {
+  auto t = parse(R"({"name": "j", "generator": {"kind": "TORUS", "rows": 3, "cols": 4}})", "t.json");
+  REQUIRE_MESSAGE(t.is_ok(), t.status().to_string());
+  CHECK(t->num_nodes() == 12);
+  auto bad = parse(R"({"generator": {"kind": "TORUS", "rowz": 3}})", "t.json");
+  REQUIRE_FALSE(bad.is_ok());
+  CHECK(bad.status().message().find("t.json") != std::string::npos);
+}
+
+TEST_CASE("explicit export reloads to the same fingerprint, for derived and explicit weights") {
+  GeneratorSpec s;
+  s.kind = GeneratorKind::kRandomRegular;
+  s.nodes = 30;
+  s.degree = 3;
+  s.seed = 7;
+  for (auto scheme : {WeightScheme::kMetropolisHastings, WeightScheme::kBestConstant,
+                      WeightScheme::kLazyMetropolisHastings}) {
+    auto t = Topology::generate(s, scheme);
+    REQUIRE(t.is_ok());
+    auto text = explicit_text(*t);
+    REQUIRE(text.is_ok());
+    auto back = parse(*text);
+    REQUIRE_MESSAGE(back.is_ok(), back.status().to_string());
+    CHECK(back->fingerprint() == t->fingerprint());
+    auto json = to_json(*explicit_file(*t));
+    REQUIRE(json.is_ok());
+    auto back_json = parse(*json, "x.json");
+    REQUIRE(back_json.is_ok());
+    CHECK(back_json->fingerprint() == t->fingerprint());
+  }
+}
+
+TEST_CASE("edge lists import relative to the topology file, errors name file:line") {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("gossip_topo_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream(dir / "g.edges") << "# a square with a diagonal\n0 1\n1 2\n2 3\n3 0\n0 2\n";
+    std::ofstream(dir / "bad.edges") << "0 1\n1 x\n";
+    std::ofstream(dir / "t.pbtxt") << "generator { kind: EDGE_LIST edge_list: \"g.edges\" }\n";
+    std::ofstream(dir / "u.pbtxt") << "generator { kind: EDGE_LIST edge_list: \"bad.edges\" }\n";
+  }
+  auto t = load_topology((dir / "t.pbtxt").string());
+  REQUIRE_MESSAGE(t.is_ok(), t.status().to_string());
+  CHECK(t->num_nodes() == 4);
+  CHECK(t->graph().num_edges() == 5);
+  auto u = load_topology((dir / "u.pbtxt").string());
+  REQUIRE_FALSE(u.is_ok());
+  CHECK_MESSAGE(u.status().message().find("bad.edges:2:") != std::string::npos,
+                u.status().message());
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("load_topology validates: an oscillating explicit ring is refused with the file name") {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("gossip_topo_osc_" + std::to_string(::getpid()) + ".pbtxt");
+  {
+    std::ofstream f(path);
+    f << "weights: EXPLICIT\n";
+    for (int i = 0; i < 6; ++i) f << "node { id: " << i << " address: \"127.0.0.1:" << 7000 + i << "\" }\n";
+    for (int i = 0; i < 6; ++i) f << "edge { from: " << i << " to: " << (i + 1) % 6 << " weight: 0.5 }\n";
+  }
+  auto t = load_topology(path.string());
+  REQUIRE_FALSE(t.is_ok());
+  CHECK(t.status().message().find(path.string()) != std::string::npos);
+  CHECK(t.status().message().find("oscillates") != std::string::npos);
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace gossip::topology

@@ -1,0 +1,605 @@
+// gossip-topo: generate, validate, analyze, weight, optimize, compare and export topologies.
+// Every subcommand takes topology files (text format or JSON) or, where it makes sense, a
+// generator given on the command line (--kind ring --nodes 32). Exit codes: 0 success, 1 invalid
+// input (the message names file:line:column or the node/edge), 2 usage error (CLI11).
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "topology/advisor.h"
+#include "topology/optimize.h"
+#include "topology/spectral.h"
+#include "topology/topology.h"
+#include "topology/topology.pb.h"
+#include "topology/topology_file.h"
+#include "topology/validate.h"
+
+namespace gossip::topology {
+namespace {
+
+// ---------------------------------------------------------------- small helpers
+
+std::string fmt(double v, int precision = 6) {
+  if (std::isnan(v)) return "n/a";
+  std::ostringstream s;
+  s << std::setprecision(precision) << v;
+  return s.str();
+}
+
+std::string json_num(double v) {
+  if (!std::isfinite(v)) return "null";
+  std::ostringstream s;
+  s << std::setprecision(17) << v;
+  return s.str();
+}
+
+std::string json_str(std::string_view v) {
+  std::string out = "\"";
+  for (char c : v) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+// Human units: "1Gbps", "100Mbps", "125MB/s" or bytes/s; "1ms", "50us", "0.001"; "4MB", "1e6".
+Result<double> parse_quantity(const std::string& text, const std::string& what) {
+  std::size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &pos);
+  } catch (...) {
+    return invalid_argument(what + " '" + text + "' is not a number");
+  }
+  std::string unit = text.substr(pos);
+  struct U {
+    const char* name;
+    double scale;
+  };
+  static const U units[] = {
+      {"", 1},          {"B", 1},        {"KB", 1e3},      {"MB", 1e6},     {"GB", 1e9},
+      {"KiB", 1024.0},  {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+      {"bps", 1 / 8.0}, {"Kbps", 1e3 / 8}, {"Mbps", 1e6 / 8}, {"Gbps", 1e9 / 8},
+      {"B/s", 1},       {"KB/s", 1e3},   {"MB/s", 1e6},    {"GB/s", 1e9},
+      {"s", 1},         {"ms", 1e-3},    {"us", 1e-6},     {"ns", 1e-9}};
+  for (const auto& u : units)
+    if (unit == u.name) {
+      if (!(v >= 0) || !std::isfinite(v)) return invalid_argument(what + " must be >= 0");
+      return v * u.scale;
+    }
+  return invalid_argument(what + " '" + text + "': unknown unit '" + unit + "'");
+}
+
+ValidationOptions no_spectrum() {
+  ValidationOptions v;
+  v.check_spectrum = false;
+  return v;
+}
+
+int fail(const Status& s) {
+  std::cerr << "gossip-topo: " << s.message() << "\n";
+  return 1;
+}
+
+// ---------------------------------------------------------------- topology source
+
+// Either a file or a generator on the command line.
+struct Source {
+  std::string kind;
+  int nodes = 0, rows = 0, cols = 0, k = 1, degree = 0;
+  double p = 0;
+  std::uint64_t seed = 0;
+  std::string host = "127.0.0.1";
+  int base_port = 0;
+  std::string weights = "default";
+
+  void add(CLI::App* app) {
+    app->add_option("--kind", kind,
+                    "generate instead of reading a file: ring, k_ring, torus, grid, hypercube, "
+                    "complete, star, exponential, one_peer_exponential, random_regular, "
+                    "erdos_renyi");
+    app->add_option("-n,--nodes", nodes, "number of nodes (generators)");
+    app->add_option("--rows", rows, "torus/grid rows");
+    app->add_option("--cols", cols, "torus/grid columns");
+    app->add_option("-k,--k", k, "k_ring: neighbours on each side")->capture_default_str();
+    app->add_option("--degree", degree, "random_regular: degree");
+    app->add_option("-p,--p", p, "erdos_renyi: edge probability");
+    app->add_option("--seed", seed, "random generators: seed")->capture_default_str();
+    app->add_option("--host", host, "host of every generated node")->capture_default_str();
+    app->add_option("--base-port", base_port,
+                    "node i listens on base-port + i (0: no addresses, analysis only)")
+        ->capture_default_str();
+    app->add_option("-w,--weights", weights,
+                    "weight scheme: metropolis_hastings (mh), max_degree, uniform, lazy, "
+                    "lazy_uniform, best_constant, optimized (fdla), default")
+        ->capture_default_str();
+  }
+
+  Result<GeneratorSpec> spec() const {
+    GeneratorSpec s;
+    GOSSIP_ASSIGN_OR_RETURN(s.kind, parse_generator_kind(kind));
+    s.nodes = nodes;
+    s.rows = rows;
+    s.cols = cols;
+    s.k = k;
+    s.degree = degree;
+    s.p = p;
+    s.seed = seed;
+    return s;
+  }
+
+  Result<Topology> load(const std::string& file, bool check_spectrum = true) const {
+    ValidationOptions v;
+    v.check_spectrum = check_spectrum;
+    if (!file.empty()) {
+      if (!kind.empty()) return invalid_argument("give a file or --kind, not both");
+      return load_topology(file, Env::system(), v);
+    }
+    if (kind.empty()) return invalid_argument("no topology: give a file or --kind KIND");
+    GOSSIP_ASSIGN_OR_RETURN(auto s, spec());
+    GOSSIP_ASSIGN_OR_RETURN(auto scheme, parse_weight_scheme(weights));
+    GOSSIP_ASSIGN_OR_RETURN(Topology t, Topology::generate(s, scheme, host, base_port));
+    Status st = validate(t, v);
+    if (!st.is_ok()) return invalid_argument("invalid topology: " + st.message());
+    return t;
+  }
+};
+
+struct Model {
+  std::string model = "4MB", bandwidth = "1Gbps", latency = "1ms";
+  void add(CLI::App* app) {
+    app->add_option("--model-bytes", model, "message (model) size M, e.g. 4MB, 100MiB")
+        ->capture_default_str();
+    app->add_option("--bandwidth", bandwidth, "link bandwidth B, e.g. 1Gbps, 10Gbps, 125MB/s")
+        ->capture_default_str();
+    app->add_option("--latency", latency, "link latency alpha, e.g. 1ms, 50us")
+        ->capture_default_str();
+  }
+  Result<CostModel> get() const {
+    CostModel m;
+    GOSSIP_ASSIGN_OR_RETURN(m.model_bytes, parse_quantity(model, "--model-bytes"));
+    GOSSIP_ASSIGN_OR_RETURN(m.bandwidth_bytes_per_s, parse_quantity(bandwidth, "--bandwidth"));
+    GOSSIP_ASSIGN_OR_RETURN(m.latency_s, parse_quantity(latency, "--latency"));
+    if (m.bandwidth_bytes_per_s <= 0) return invalid_argument("--bandwidth must be > 0");
+    return m;
+  }
+};
+
+std::string report_json(const Topology& t, const SpectralReport& r, const Advice& a) {
+  std::ostringstream o;
+  o << "{\"name\": " << json_str(t.name()) << ", \"nodes\": " << t.num_nodes()
+    << ", \"directed\": " << (t.is_directed() ? "true" : "false")
+    << ", \"time_varying\": " << (t.is_time_varying() ? "true" : "false")
+    << ", \"period\": " << t.period() << ", \"weights\": " << json_str(weight_scheme_name(t.weight_scheme()))
+    << ", \"edges\": " << t.graph().num_edges() << ", \"max_degree\": " << a.max_degree
+    << ", \"fingerprint\": " << json_str(t.fingerprint())
+    << ", \"method\": " << json_str(spectral_method_name(r.method))
+    << ", \"method_detail\": " << json_str(r.detail) << ", \"residual\": " << json_num(r.residual)
+    << ", \"seconds\": " << json_num(r.seconds) << ", \"symmetric\": " << (r.symmetric ? "true" : "false")
+    << ", \"rho\": " << json_num(r.rho) << ", \"gap\": " << json_num(r.gap)
+    << ", \"lambda2\": " << json_num(r.lambda2) << ", \"lambda_n\": " << json_num(r.lambda_n)
+    << ", \"one_minus_lambda2\": " << json_num(r.one_minus_lambda2)
+    << ", \"one_plus_lambda_n\": " << json_num(r.one_plus_lambda_n)
+    << ", \"abs_lambda2\": " << json_num(r.abs_lambda2)
+    << ", \"rho_per_iteration\": " << json_num(r.rho_per_iteration)
+    << ", \"gap_per_iteration\": " << json_num(r.gap_per_iteration)
+    << ", \"iterations_1000x\": " << a.iterations_1000x
+    << ", \"dpsgd_bytes_per_node\": " << json_num(a.dpsgd_bytes_per_node)
+    << ", \"dpsgd_seconds\": " << json_num(a.dpsgd_seconds)
+    << ", \"ps_seconds\": " << json_num(a.ps_seconds)
+    << ", \"allreduce_seconds\": " << json_num(a.allreduce_seconds) << "}";
+  return o.str();
+}
+
+// ---------------------------------------------------------------- subcommands
+
+int cmd_generate(const Source& src, bool explicit_form, bool json, const std::string& name) {
+  auto spec = src.spec();
+  if (!spec.is_ok()) return fail(spec.status());
+  auto scheme = parse_weight_scheme(src.weights);
+  if (!scheme.is_ok()) return fail(scheme.status());
+  // Build and validate first, so that a generator that cannot produce a valid topology fails here.
+  auto t = Topology::generate(*spec, *scheme, src.host, src.base_port);
+  if (!t.is_ok()) return fail(t.status());
+  Status st = validate(*t);
+  if (!st.is_ok()) return fail(invalid_argument("generated topology is invalid: " + st.message()));
+  const std::string nm = name.empty() ? t->name() : name;
+  if (explicit_form) {
+    t->set_name(nm);
+    auto f = explicit_file(*t);
+    if (!f.is_ok()) return fail(f.status());
+    if (json) {
+      auto j = to_json(*f);
+      if (!j.is_ok()) return fail(j.status());
+      std::cout << *j;
+    } else {
+      std::cout << to_text(*f);
+    }
+    return 0;
+  }
+  auto f = generator_file(nm, *spec, *scheme, src.host, src.base_port);
+  if (json) {
+    auto j = to_json(f);
+    if (!j.is_ok()) return fail(j.status());
+    std::cout << *j;
+  } else {
+    std::cout << "# gossip-topo generate " << generator_kind_name(spec->kind) << ": "
+              << t->num_nodes() << " nodes, fingerprint " << t->fingerprint() << "\n"
+              << to_text(f);
+  }
+  return 0;
+}
+
+int cmd_validate(const std::vector<std::string>& files, bool json) {
+  int rc = 0;
+  for (const auto& f : files) {
+    SpectralReport rep;
+    auto t = load_topology(f, Env::system(), no_spectrum());
+    Status st = t.is_ok() ? validate(*t, {}, &rep) : t.status();
+    if (json) {
+      std::cout << "{\"file\": " << json_str(f) << ", \"ok\": " << (st.is_ok() ? "true" : "false");
+      if (st.is_ok())
+        std::cout << ", \"nodes\": " << t->num_nodes() << ", \"rho\": " << json_num(rep.rho)
+                  << ", \"fingerprint\": " << json_str(t->fingerprint());
+      else
+        std::cout << ", \"error\": " << json_str(st.message());
+      std::cout << "}\n";
+    } else if (st.is_ok()) {
+      std::cout << "OK " << f << ": " << t->num_nodes() << " nodes, rho " << fmt(rep.rho, 10)
+                << ", fingerprint " << t->fingerprint() << "\n";
+    } else {
+      std::cerr << "INVALID " << st.message() << "\n";
+    }
+    if (!st.is_ok()) rc = 1;
+  }
+  return rc;
+}
+
+int cmd_analyze(const Source& src, const std::string& file, const std::string& method,
+                const Model& model, bool json) {
+  auto m = parse_spectral_method(method);
+  if (!m.is_ok()) return fail(m.status());
+  auto cost = model.get();
+  if (!cost.is_ok()) return fail(cost.status());
+  // Validation without the spectral rule first; the analysis below is the spectral rule.
+  auto t = src.load(file, /*check_spectrum=*/false);
+  if (!t.is_ok()) return fail(t.status());
+  SpectralOptions opt;
+  opt.method = *m;
+  auto r = analyze(*t, opt);
+  if (!r.is_ok()) return fail(r.status());
+  const Advice a = advise(*t, *r, *cost);
+  if (json) {
+    std::cout << report_json(*t, *r, a) << "\n";
+  } else {
+    const auto& g = t->graph();
+    std::cout << "topology     " << (t->name().empty() ? file : t->name()) << ": " << t->num_nodes()
+              << " nodes, " << g.num_edges() << (t->is_directed() ? " arcs" : " edges")
+              << (t->is_time_varying() ? ", time-varying (period " + std::to_string(t->period()) + ")" : "")
+              << ", weights " << weight_scheme_name(t->weight_scheme()) << "\n";
+    std::cout << "degrees      min " << g.min_degree() << ", max " << g.max_degree()
+              << " (per-iteration out-degree " << a.max_degree << ")\n";
+    std::cout << "fingerprint  " << t->fingerprint() << "\n";
+    std::cout << "method       " << spectral_method_name(r->method) << ": " << r->detail << "\n";
+    std::cout << "accuracy     residual " << fmt(r->residual, 3) << ", " << fmt(r->seconds * 1e3, 4)
+              << " ms\n";
+    if (t->is_time_varying())
+      std::cout << "rho          " << fmt(r->rho, 17) << "  (of one period's product)\n"
+                << "per iter     rho " << fmt(r->rho_per_iteration, 17) << ", gap "
+                << fmt(r->gap_per_iteration, 17) << "\n";
+    else
+      std::cout << "rho          " << fmt(r->rho, 17) << "  (||W - J||_2)\n";
+    std::cout << "gap          " << fmt(r->gap, 17) << "\n";
+    if (r->symmetric)
+      std::cout << "lambda_2     " << fmt(r->lambda2, 17) << "  (1 - lambda_2 = "
+                << fmt(r->one_minus_lambda2, 17) << ")\n"
+                << "lambda_n     " << fmt(r->lambda_n, 17) << "  (1 + lambda_n = "
+                << fmt(r->one_plus_lambda_n, 17) << ")\n";
+    else
+      std::cout << "|lambda_2|   " << fmt(r->abs_lambda2, 17) << "\n";
+    std::cout << "mixing       " << (a.iterations_1000x < 0 ? std::string("never")
+                                                            : std::to_string(a.iterations_1000x))
+              << " iterations of pure gossip shrink the consensus error 1000x\n";
+    std::cout << "cost model   M = " << fmt(cost->model_bytes) << " B, B = "
+              << fmt(cost->bandwidth_bytes_per_s) << " B/s, alpha = " << fmt(cost->latency_s)
+              << " s\n";
+    std::cout << "  D-PSGD         " << fmt(a.dpsgd_bytes_per_node) << " B sent per node, "
+              << fmt(a.dpsgd_seconds * 1e3) << " ms per iteration (overlaps compute)\n";
+    std::cout << "  C-PSGD (PS)    " << fmt(a.ps_server_bytes) << " B through the server, "
+              << fmt(a.ps_seconds * 1e3) << " ms per iteration\n";
+    std::cout << "  C-PSGD (ring)  " << fmt(a.allreduce_bytes_per_node) << " B per node, "
+              << fmt(a.allreduce_seconds * 1e3) << " ms per iteration\n";
+  }
+  return 0;
+}
+
+int cmd_weights(const Source& src, const std::string& file, std::int64_t iteration,
+                const std::string& format) {
+  auto t = src.load(file);
+  if (!t.is_ok()) return fail(t.status());
+  if (iteration < 0) return fail(invalid_argument("--iteration must be >= 0"));
+  const auto& w = t->mixing_matrix_rows(iteration);
+  const int n = t->num_nodes();
+  std::cout << std::setprecision(17);
+  if (format == "dense") {
+    if (n > 200) return fail(invalid_argument("--format dense refused for n > 200; use triplets"));
+    const Eigen::MatrixXd d = Eigen::MatrixXd(w);
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < n; ++j) std::cout << (j ? " " : "") << d(i, j);
+      std::cout << "\n";
+    }
+  } else if (format == "triplets") {
+    std::cout << "# i j W_ij (x_i <- sum_j W_ij x_j), iteration " << iteration % t->period() << "\n";
+    for (int i = 0; i < n; ++i)
+      for (Eigen::SparseMatrix<double, Eigen::RowMajor>::InnerIterator it(w, i); it; ++it)
+        std::cout << i << " " << it.col() << " " << it.value() << "\n";
+  } else if (format == "json") {
+    std::cout << "{\"nodes\": " << n << ", \"iteration\": " << iteration % t->period()
+              << ", \"entries\": [";
+    bool first = true;
+    for (int i = 0; i < n; ++i)
+      for (Eigen::SparseMatrix<double, Eigen::RowMajor>::InnerIterator it(w, i); it; ++it) {
+        std::cout << (first ? "" : ", ") << "[" << i << ", " << it.col() << ", "
+                  << json_num(it.value()) << "]";
+        first = false;
+      }
+    std::cout << "]}\n";
+  } else {
+    return fail(invalid_argument("--format must be dense, triplets or json"));
+  }
+  return 0;
+}
+
+int cmd_optimize(const Source& src, const std::string& file, int iterations, double time_limit,
+                 const std::string& output, bool json) {
+  auto t = src.load(file);
+  if (!t.is_ok()) return fail(t.status());
+  OptimizeOptions o;
+  o.max_iterations = iterations;
+  o.time_limit_s = time_limit;
+  auto r = optimize_weights(t->graph(), o);
+  if (!r.is_ok()) return fail(r.status());
+  auto opt = Topology::from_parts(t->name(), t->graph(), t->addresses(), r->weights,
+                                  WeightScheme::kOptimized);
+  if (!opt.is_ok()) return fail(opt.status());
+  SpectralReport rep;
+  Status st = validate(*opt, {}, &rep);
+  if (!st.is_ok()) return fail(internal_error("optimized W failed validation: " + st.message()));
+  if (json) {
+    std::cout << "{\"rho_metropolis_hastings\": " << json_num(r->rho_metropolis_hastings)
+              << ", \"rho_optimized\": " << json_num(rep.rho) << ", \"gap_optimized\": "
+              << json_num(rep.gap) << ", \"iterations\": " << r->iterations
+              << ", \"best_iteration\": " << r->best_iteration << "}\n";
+  } else {
+    std::cout << "Metropolis–Hastings rho " << fmt(r->rho_metropolis_hastings, 12) << "\n"
+              << "optimized (FDLA)    rho " << fmt(rep.rho, 12) << "  (gap " << fmt(rep.gap, 12)
+              << ", best of " << r->iterations << " subgradient iterations at "
+              << r->best_iteration << ")\n";
+  }
+  if (!output.empty()) {
+    auto text = explicit_text(*opt);
+    if (!text.is_ok()) return fail(text.status());
+    Status ws = Env::system().write_file_atomic(output, *text);
+    if (!ws.is_ok()) return fail(ws);
+    if (!json) std::cout << "wrote " << output << "\n";
+  }
+  return 0;
+}
+
+int cmd_compare(const std::vector<std::string>& files, const std::vector<std::string>& kinds,
+                int nodes, const std::string& method, const Model& model, bool json) {
+  auto m = parse_spectral_method(method);
+  if (!m.is_ok()) return fail(m.status());
+  auto cost = model.get();
+  if (!cost.is_ok()) return fail(cost.status());
+  std::vector<Topology> topos;
+  std::vector<std::string> labels;
+  for (const auto& f : files) {
+    auto t = load_topology(f, Env::system(), no_spectrum());
+    if (!t.is_ok()) return fail(t.status());
+    labels.push_back(t->name().empty() ? f : t->name());
+    topos.push_back(std::move(*t));
+  }
+  for (const auto& k : kinds) {
+    Source s;
+    s.kind = k;
+    s.nodes = nodes;
+    if (k == "torus" || k == "grid") {
+      const int side = static_cast<int>(std::lround(std::sqrt(nodes)));
+      if (side * side != nodes)
+        return fail(invalid_argument("compare --kinds torus/grid needs a square --nodes"));
+      s.rows = s.cols = side;
+      s.nodes = 0;
+    }
+    if (k == "random_regular") s.degree = 4;
+    if (k == "k_ring") s.k = 2;
+    auto t = s.load("", false);
+    if (!t.is_ok()) return fail(t.status().with_context(k));
+    labels.push_back(k);
+    topos.push_back(std::move(*t));
+  }
+  if (topos.empty()) return fail(invalid_argument("nothing to compare: give files or --kinds"));
+  if (!json)
+    std::cout << std::left << std::setw(24) << "topology" << std::right << std::setw(8) << "nodes"
+              << std::setw(6) << "deg" << std::setw(14) << "gap/iter" << std::setw(12)
+              << "iters 1000x" << std::setw(14) << "D-PSGD ms" << std::setw(14) << "PS ms"
+              << std::setw(14) << "allreduce ms" << std::setw(10) << "method" << "\n";
+  for (std::size_t i = 0; i < topos.size(); ++i) {
+    SpectralOptions opt;
+    opt.method = *m;
+    auto r = analyze(topos[i], opt);
+    if (!r.is_ok()) return fail(r.status().with_context(labels[i]));
+    const Advice a = advise(topos[i], *r, *cost);
+    if (json) {
+      std::cout << report_json(topos[i], *r, a) << "\n";
+      continue;
+    }
+    std::cout << std::left << std::setw(24) << labels[i] << std::right << std::setw(8)
+              << a.num_nodes << std::setw(6) << a.max_degree << std::setw(14)
+              << fmt(r->gap_per_iteration, 5) << std::setw(12)
+              << (a.iterations_1000x < 0 ? std::string("never") : std::to_string(a.iterations_1000x))
+              << std::setw(14) << fmt(a.dpsgd_seconds * 1e3, 5) << std::setw(14)
+              << fmt(a.ps_seconds * 1e3, 5) << std::setw(14) << fmt(a.allreduce_seconds * 1e3, 5)
+              << std::setw(10) << spectral_method_name(r->method) << "\n";
+  }
+  return 0;
+}
+
+int cmd_export(const Source& src, const std::string& file, bool dot, bool json, bool edges,
+               bool pbtxt) {
+  if (dot + json + edges + pbtxt != 1)
+    return fail(invalid_argument("choose exactly one of --dot, --json, --edges, --pbtxt"));
+  auto t = src.load(file);
+  if (!t.is_ok()) return fail(t.status());
+  const auto& g = t->graph();
+  if (dot) {
+    const bool d = g.is_directed();
+    std::cout << (d ? "digraph" : "graph") << " \"" << t->name() << "\" {\n";
+    for (int i = 0; i < t->num_nodes(); ++i) {
+      std::cout << "  " << i;
+      if (!t->addresses().empty())
+        std::cout << " [label=\"" << i << "\\n" << t->addresses()[i].to_string() << "\"]";
+      std::cout << ";\n";
+    }
+    const auto& w = t->mixing_matrix(0);
+    for (auto [a, b] : g.edges())
+      std::cout << "  " << a << (d ? " -> " : " -- ") << b << " [label=\""
+                << fmt(w.coeff(b, a), 4) << "\"];\n";
+    std::cout << "}\n";
+    return 0;
+  }
+  if (edges) {
+    const auto& w = t->mixing_matrix(0);
+    std::cout << "# " << t->num_nodes() << " nodes; i j W[j][i]" << (g.is_directed() ? " (arcs)" : "")
+              << "\n"
+              << std::setprecision(17);
+    for (auto [a, b] : g.edges()) std::cout << a << " " << b << " " << w.coeff(b, a) << "\n";
+    return 0;
+  }
+  auto f = explicit_file(*t);
+  if (!f.is_ok()) return fail(f.status());
+  if (pbtxt) {
+    std::cout << to_text(*f);
+    return 0;
+  }
+  auto j = to_json(*f);
+  if (!j.is_ok()) return fail(j.status());
+  std::cout << *j << "\n";
+  return 0;
+}
+
+}  // namespace
+}  // namespace gossip::topology
+
+int main(int argc, char** argv) {
+  using namespace gossip::topology;
+  CLI::App app{
+      "gossip-topo: topologies for decentralized SGD — who averages with whom, with what weight, "
+      "and how fast that mixes.\n"
+      "Topology files are Protobuf text format (or JSON); see docs/topology.md.\n"
+      "Examples:\n"
+      "  gossip-topo generate ring --nodes 8 --base-port 7000 > ring8.pbtxt\n"
+      "  gossip-topo analyze ring8.pbtxt\n"
+      "  gossip-topo analyze --kind torus --rows 1000 --cols 1000 --json\n"
+      "  gossip-topo compare --kinds ring,torus,hypercube,exponential --nodes 256\n"
+      "  gossip-topo optimize barbell.pbtxt -o barbell-opt.pbtxt\n"
+      "  gossip-topo export ring8.pbtxt --dot | dot -Tpng > ring8.png"};
+  app.require_subcommand(1);
+  std::string file, method = "auto", output, name, format = "triplets";
+  bool json = false, explicit_form = false, dot = false, edges = false, pbtxt = false;
+  std::vector<std::string> files, kinds;
+  std::int64_t iteration = 0;
+  int iterations = 300;
+  double time_limit = 60;
+  Source src;
+  Model model;
+
+  auto* gen = app.add_subcommand("generate", "print a topology file for a generator");
+  gen->add_option("kind", src.kind, "ring, k_ring, torus, grid, hypercube, complete, star, "
+                                    "exponential, one_peer_exponential, random_regular, erdos_renyi")
+      ->required();
+  {
+    gen->add_option("-n,--nodes", src.nodes, "number of nodes");
+    gen->add_option("--rows", src.rows, "torus/grid rows");
+    gen->add_option("--cols", src.cols, "torus/grid columns");
+    gen->add_option("-k,--k", src.k, "k_ring: neighbours on each side")->capture_default_str();
+    gen->add_option("--degree", src.degree, "random_regular: degree");
+    gen->add_option("-p,--p", src.p, "erdos_renyi: edge probability");
+    gen->add_option("--seed", src.seed, "random generators: seed")->capture_default_str();
+    gen->add_option("--host", src.host, "host of every node")->capture_default_str();
+    src.base_port = 7000;  // files are for deployments: addresses by default
+    gen->add_option("--base-port", src.base_port, "node i listens on base-port + i")
+        ->capture_default_str();
+    gen->add_option("-w,--weights", src.weights,
+                    "metropolis_hastings (mh), max_degree, uniform, lazy, lazy_uniform, "
+                    "best_constant, optimized (fdla), default")
+        ->capture_default_str();
+  }
+  gen->add_option("--name", name, "name written into the file");
+  gen->add_flag("--explicit", explicit_form,
+                "write explicit nodes and edges (and weights when not re-derivable)");
+  gen->add_flag("--json", json, "Protobuf JSON mapping instead of text format");
+
+  auto* val = app.add_subcommand("validate", "check files against every rule; exit 1 if any fails");
+  val->add_option("files", files, "topology files")->required();
+  val->add_flag("--json", json, "one JSON object per file");
+
+  auto* ana = app.add_subcommand(
+      "analyze", "rho, gap, lambda_2, lambda_n, method and accuracy, mixing time and cost model");
+  ana->add_option("file", file, "topology file (or use --kind ...)");
+  src.add(ana);
+  ana->add_option("-m,--method", method, "auto, exact, dense or lanczos")->capture_default_str();
+  model.add(ana);
+  ana->add_flag("--json", json, "machine-readable output");
+
+  auto* wts = app.add_subcommand("weights", "print W (row i = weights node i applies)");
+  wts->add_option("file", file, "topology file (or use --kind ...)");
+  src.add(wts);
+  wts->add_option("-t,--iteration", iteration, "iteration t for time-varying W(t)");
+  wts->add_option("-f,--format", format, "triplets, dense (n <= 200) or json")
+      ->capture_default_str();
+
+  auto* opt = app.add_subcommand(
+      "optimize", "FDLA weights by projected subgradient (never worse than Metropolis–Hastings)");
+  opt->add_option("file", file, "topology file (or use --kind ...)");
+  src.add(opt);
+  opt->add_option("--iterations", iterations, "subgradient iterations")->capture_default_str();
+  opt->add_option("--time-limit", time_limit, "seconds")->capture_default_str();
+  opt->add_option("-o,--output", output, "write the optimized topology (explicit weights) here");
+  opt->add_flag("--json", json, "machine-readable output");
+
+  auto* cmp = app.add_subcommand("compare", "several topologies side by side");
+  cmp->add_option("files", files, "topology files");
+  cmp->add_option("--kinds", kinds, "generators to add, e.g. ring,torus,hypercube")->delimiter(',');
+  cmp->add_option("-n,--nodes", src.nodes, "nodes for --kinds")->capture_default_str();
+  cmp->add_option("-m,--method", method, "auto, exact, dense or lanczos")->capture_default_str();
+  model.add(cmp);
+  cmp->add_flag("--json", json, "one JSON object per topology");
+
+  auto* exp = app.add_subcommand("export", "write a topology as Graphviz, JSON, edge list or text");
+  exp->add_option("file", file, "topology file (or use --kind ...)");
+  src.add(exp);
+  exp->add_flag("--dot", dot, "Graphviz (edge labels are weights)");
+  exp->add_flag("--json", json, "explicit topology, Protobuf JSON mapping");
+  exp->add_flag("--edges", edges, "plain edge list 'i j weight'");
+  exp->add_flag("--pbtxt", pbtxt, "explicit topology, text format");
+
+  CLI11_PARSE(app, argc, argv);
+  if (gen->parsed()) return cmd_generate(src, explicit_form, json, name);
+  if (val->parsed()) return cmd_validate(files, json);
+  if (ana->parsed()) return cmd_analyze(src, file, method, model, json);
+  if (wts->parsed()) return cmd_weights(src, file, iteration, format);
+  if (opt->parsed()) return cmd_optimize(src, file, iterations, time_limit, output, json);
+  if (cmp->parsed()) return cmd_compare(files, kinds, src.nodes, method, model, json);
+  if (exp->parsed()) return cmd_export(src, file, dot, json, edges, pbtxt);
+  return 2;
+}
