@@ -15,7 +15,7 @@
 namespace gossip::sgd::cpu {
 
 // threads ≥ 1, or 0 for every core OpenMP reports.
-std::unique_ptr<Backend> make_cpu_backend(int threads = 0);
+std::unique_ptr<Backend> make_cpu_backend(int threads = 1);
 
 // The flat kernels as free functions (what the cpu backend runs), for callers without a backend.
 void mix(float* out, std::span<const MixTerm> terms, float gamma, const float* update,
