@@ -121,7 +121,7 @@ TEST_CASE("explicit export reloads to the same fingerprint, for derived and expl
   s.seed = 7;
   for (auto scheme : {WeightScheme::kMetropolisHastings, WeightScheme::kBestConstant,
                       WeightScheme::kLazyMetropolisHastings}) {
-    auto t = Topology::generate(s, scheme);
+    auto t = Topology::generate(s, scheme, "127.0.0.1", 7000);
     REQUIRE(t.is_ok());
     auto text = explicit_text(*t);
     REQUIRE(text.is_ok());
