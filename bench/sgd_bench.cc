@@ -141,18 +141,20 @@ int main(int argc, char** argv) {
   std::vector<int> threads{1, 2};
   double seconds = 3.0;
   bool no_reference = false;
+  bool skip_mix = false;
   std::string script = std::string(GOSSIP_SOURCE_DIR) + "/bench/sgd_reference.py";
   app.add_option("--threads", threads, "cpu thread counts to measure (ours and PyTorch's)");
   app.add_option("--seconds", seconds, "time per measurement");
   app.add_option("--reference", script, "the PyTorch reference script");
   app.add_flag("--no-reference", no_reference, "skip PyTorch");
+  app.add_flag("--skip-mix", skip_mix, "skip the mixing figures");
   CLI11_PARSE(app, argc, argv);
 
   auto cpu = make_backend(Device::kCpu, threads.back());
   std::printf("gossip_sgd bench: %s; cuda built: %s, devices: %d\n",
               (*cpu)->description().c_str(), cuda_built() ? "yes" : "no", cuda_device_count());
   bench_cpu_step(script, threads, seconds, !no_reference);
-  bench_mix(threads.back(), seconds);
+  if (!skip_mix) bench_mix(threads.back(), seconds);
 #if GOSSIP_SGD_CUDA
   if (cuda_device_count() > 0) {
     cuda::print_gpu_bench(seconds);
