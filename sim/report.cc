@@ -23,6 +23,13 @@ std::string num(double v) {
   return buf;
 }
 
+std::string short_num(double v) {
+  if (std::isnan(v)) return "-";
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%.4g", v);
+  return buf;
+}
+
 std::string json_num(double v) {
   if (!std::isfinite(v)) return "null";
   char buf[40];
@@ -146,8 +153,8 @@ void print_summary(std::ostream& out, const ExperimentResult& result,
   for (const Series& s : result.series) {
     const EvalPoint& last = s.points.back();
     rows.push_back({label(s), std::to_string(s.nodes), fixed(s.rho, 4),
-                    seconds(seconds_per_iteration(s)), num(last.train_loss),
-                    fixed(last.test_accuracy, 4), num(last.consensus_distance),
+                    seconds(seconds_per_iteration(s)), short_num(last.train_loss),
+                    fixed(last.test_accuracy, 4), short_num(last.consensus_distance),
                     s.iterations_to_target ? std::to_string(*s.iterations_to_target) : "-",
                     s.time_to_target_s ? seconds(*s.time_to_target_s) : "-"});
   }

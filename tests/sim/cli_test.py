@@ -55,7 +55,7 @@ with tempfile.TemporaryDirectory() as tmp:
     check(j["config"]["nodes"] == 8 and j["config"]["compute_s"] == 0.01, "JSON config")
 
     dump = os.path.join(tmp, "params")
-    sim("run", *SMALL, "--algorithm", "dpsgd", "--topology", "torus", "--dump-params", dump)
+    sim("run", *SMALL, "--algorithm", "dpsgd", "--topology", "exponential", "--dump-params", dump)
     files = sorted(os.listdir(dump))
     check(files == [f"node_{i}.f32" for i in range(8)], f"dump files {files}")
     check(all(os.path.getsize(os.path.join(dump, f)) == 4 * 9 for f in files), "9 float32 per node")
@@ -69,7 +69,7 @@ with tempfile.TemporaryDirectory() as tmp:
     for bad in (["compare", *SMALL, "--bandwidth", "fast"],
                 ["compare", *SMALL, "--topology", "nonexistent.pbtxt"],
                 ["run", *SMALL, "--algorithm", "sgd"],
-                ["compare", *SMALL, "--problem", "imagenet"],
+                ["compare", "--problem", "imagenet", *SMALL[2:]],
                 ["compare", *SMALL, "--straggler", "gaussian:1"],
                 ["sweep", *SMALL, "--param", "colour", "--values", "1"]):
         p = sim(*bad, ok=False)

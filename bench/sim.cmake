@@ -1,0 +1,6 @@
+# bench/sim_bench: gossip-sim's D-PSGD node-iterations/s next to numpy (bench/sim_reference.py) in
+# the same run, and the mixing kernel's GB/s next to memcpy. Run: build/bench/sim_bench
+add_executable(sim_bench ${CMAKE_CURRENT_LIST_DIR}/sim_bench.cc)
+target_link_libraries(sim_bench PRIVATE gossip_sim CLI11::CLI11)
+target_compile_definitions(sim_bench PRIVATE
+  GOSSIP_SIM_REFERENCE_SCRIPT="${CMAKE_CURRENT_LIST_DIR}/sim_reference.py")

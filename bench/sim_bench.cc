@@ -1,0 +1,176 @@
+// bench/sim_bench: how fast gossip-sim simulates. Prints, side by side in one run:
+//  1. node-iterations per second of the real Simulator running D-PSGD on synthetic least squares
+//     (d = 1000 parameters) for n = 64, 256, 1024 on the ring and the exponential graph, next to
+//     the same loop in numpy (bench/sim_reference.py; same thread count, OPENBLAS_CORETYPE and
+//     OPENBLAS_L2_SIZE unset for that command alone);
+//  2. the mixing step's achieved bandwidth (one read of X and one write of the output, 8·d·n
+//     bytes per call) against std::memcpy of the same buffer (also one read and one write).
+// Figures only, no assertions. Single-threaded on both sides (the simulator's backend runs one
+// thread; numpy gets OPENBLAS_NUM_THREADS=1, OMP_NUM_THREADS=1).
+//
+//   build-sim/bench/sim_bench [--nodes 64,256,1024] [--dim 1000] [--batch 8] [--seconds 2]
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/random.h"
+#include "sim/experiment.h"
+#include "sim/node_state.h"
+#include "sim/simulator.h"
+
+namespace {
+
+using namespace gossip;
+using namespace gossip::sim;
+
+constexpr int kExamplesPerNode = 32;
+
+// Node-iterations per second of the Simulator, best of `repeats` timed runs.
+double simulator_rate(int n, int dim, int batch, const std::string& topo_name, double seconds) {
+  sgd::ProblemConfig pc;
+  pc.model = sgd::ModelKind::kLeastSquares;
+  pc.data = sgd::DataKind::kLeastSquares;
+  pc.synthetic_dim = dim - 1;  // + the bias: `dim` parameters
+  pc.synthetic_train = static_cast<std::int64_t>(n) * kExamplesPerNode;
+  pc.synthetic_test = 64;
+  pc.num_nodes = n;
+  auto problem = sgd::make_problem(pc);
+  auto topo = make_topology(topo_name, n, topology::WeightScheme::kDefault);
+  if (!problem.is_ok() || !topo.is_ok()) {
+    std::fprintf(stderr, "setup failed: %s %s\n", problem.status().to_string().c_str(),
+                 topo.status().to_string().c_str());
+    return -1;
+  }
+  RunConfig rc;
+  rc.algorithm = Algorithm::kDpsgd;
+  rc.batch_size = batch;
+  rc.optimizer.schedule.lr = 0.01;
+  rc.eval_examples = 64;  // evaluation (at the first and last iteration only) is not the subject
+  rc.eval_local = false;
+  // Calibrate: a short run, then enough iterations for `seconds`.
+  rc.iterations = 3;
+  rc.eval_every = rc.iterations;
+  auto probe = Simulator::create(*problem, &*topo, rc);
+  Stopwatch w;
+  if (!probe.is_ok() || !(*probe)->run().is_ok()) return -1;
+  const double per_iteration = w.elapsed_seconds() / 3;
+  rc.iterations = std::max<std::int64_t>(5, static_cast<std::int64_t>(seconds / per_iteration));
+  rc.eval_every = rc.iterations;
+  double best = 0;
+  for (int repeat = 0; repeat < 2; ++repeat) {
+    auto sim = Simulator::create(*problem, &*topo, rc);
+    if (!sim.is_ok()) return -1;
+    auto trace = (*sim)->run();
+    if (!trace.is_ok()) return -1;
+    best = std::max(best, static_cast<double>(rc.iterations) * n / trace->wall_s);
+  }
+  return best;
+}
+
+double numpy_rate(const std::string& script, int n, int dim, int batch, const std::string& topo,
+                  double seconds, double our_rate) {
+  // Aim numpy at about the same wall time, assuming it is ~5x slower than us.
+  const long iterations = std::max(3L, static_cast<long>(seconds * our_rate / 5 / n));
+  const std::string cmd =
+      "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 "
+      "/usr/bin/python3 " + script + " --nodes " + std::to_string(n) + " --dim " +
+      std::to_string(dim) + " --batch " + std::to_string(batch) + " --examples-per-node " +
+      std::to_string(kExamplesPerNode) + " --topology " + topo + " --iterations " +
+      std::to_string(iterations) + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return -1;
+  char line[512];
+  double rate = -1;
+  while (std::fgets(line, sizeof line, pipe)) {
+    if (std::sscanf(line, "node_iterations_per_s %lf", &rate) != 1) std::fputs(line, stderr);
+  }
+  pclose(pipe);
+  return rate;
+}
+
+// Best-of-5 rate of fn() calls per second over ~seconds in total.
+template <typename Fn>
+double best_calls_per_s(Fn fn, double seconds) {
+  fn();
+  Stopwatch w;
+  int calls = 0;
+  while (w.elapsed_seconds() < 0.05) {
+    fn();
+    ++calls;
+  }
+  const int per_round = std::max(1, static_cast<int>(calls * seconds / 5 / 0.05));
+  double best = 0;
+  for (int r = 0; r < 5; ++r) {
+    Stopwatch round;
+    for (int k = 0; k < per_round; ++k) fn();
+    best = std::max(best, per_round / round.elapsed_seconds());
+  }
+  return best;
+}
+
+void bench_mixing(const std::vector<int>& nodes, int dim, double seconds) {
+  std::printf("\n== mixing X <- X W^T (pure gossip), d = %d, GB/s counting one read of X and one "
+              "write (8*d*n bytes per call)\n", dim);
+  std::printf("%7s %12s %10s %10s %10s %8s\n", "nodes", "topology", "MiB", "mix GB/s",
+              "copy GB/s", "mix/copy");
+  for (int n : nodes) {
+    StateMatrix x(dim, n), out(dim, n), copy(dim, n);
+    Rng rng(1);
+    for (Eigen::Index k = 0; k < x.size(); ++k) x.data()[k] = static_cast<float>(rng.normal());
+    const double bytes = 8.0 * dim * n;
+    const double copy_rate =
+        best_calls_per_s([&] { std::memcpy(copy.data(), x.data(), x.size() * sizeof(float)); },
+                         seconds / 2) * bytes / 1e9;
+    for (const char* name : {"ring", "exponential"}) {
+      auto topo = make_topology(name, n, topology::WeightScheme::kDefault);
+      auto plan = MixingPlan::from_matrix(topo->mixing_matrix());
+      const double mix_rate =
+          best_calls_per_s([&] { mix(*plan, x, 0.0f, nullptr, out); }, seconds / 2) * bytes / 1e9;
+      std::printf("%7d %12s %10.1f %10.2f %10.2f %7.0f%%\n", n, name, 4.0 * dim * n / (1 << 20),
+                  mix_rate, copy_rate, 100 * mix_rate / copy_rate);
+      std::fflush(stdout);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"gossip-sim speed: D-PSGD node-iterations/s vs numpy, and mixing vs memcpy"};
+  std::vector<int> nodes = {64, 256, 1024};
+  int dim = 1000, batch = 8;
+  double seconds = 2;
+  bool reference = true;
+  std::string script = GOSSIP_SIM_REFERENCE_SCRIPT;
+  app.add_option("--nodes", nodes, "Node counts")->delimiter(',')->capture_default_str();
+  app.add_option("--dim", dim, "Parameters per node")->capture_default_str();
+  app.add_option("--batch", batch, "Mini-batch per node")->capture_default_str();
+  app.add_option("--seconds", seconds, "Seconds per measurement")->capture_default_str();
+  app.add_flag("!--no-reference", reference, "Skip the numpy reference");
+  app.add_option("--reference-script", script, "numpy reference")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  std::printf("== D-PSGD on synthetic least squares, d = %d, batch %d, %d examples per node, "
+              "1 thread (node-iterations/s, higher is better)\n", dim, batch, kExamplesPerNode);
+  std::printf("%7s %12s %14s %14s %8s\n", "nodes", "topology", "gossip-sim", "numpy", "ratio");
+  for (int n : nodes) {
+    for (const char* topo : {"ring", "exponential"}) {
+      const double ours = simulator_rate(n, dim, batch, topo, seconds);
+      const double theirs =
+          reference ? numpy_rate(script, n, dim, batch, topo, seconds, ours) : -1;
+      if (theirs > 0) {
+        std::printf("%7d %12s %14.0f %14.0f %7.1fx\n", n, topo, ours, theirs, ours / theirs);
+      } else {
+        std::printf("%7d %12s %14.0f %14s %8s\n", n, topo, ours, "n/a", "");
+      }
+      std::fflush(stdout);
+    }
+  }
+  bench_mixing(nodes, dim, seconds);
+  return 0;
+}
