@@ -72,13 +72,20 @@ double cpu_step_samples_per_s(const ModelSpec& spec, int batch_size, int threads
 }
 
 // PyTorch's figure, or a negative number when the reference could not run.
+// `heap_tuned`: run PyTorch with the glibc heap settings the cpu backend applies to itself
+// (mallopt in cpu_backend.cc), through GLIBC_TUNABLES, so that the comparison isolates the compute.
 double torch_samples_per_s(const std::string& script, int threads, const ModelSpec& spec,
-                           int batch_size, double seconds) {
+                           int batch_size, double seconds, bool heap_tuned) {
   std::string sizes;
   for (int s : spec.layer_sizes()) sizes += (sizes.empty() ? "" : ",") + std::to_string(s);
   // Debian's OpenBLAS tuning variables are meant for our environment, not torch's: unset for the
   // reference command alone.
-  const std::string cmd = "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 " + script +
+  const std::string tunables =
+      heap_tuned ? "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=67108864:"
+                   "glibc.malloc.trim_threshold=268435456 "
+                 : "";
+  const std::string cmd = "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE " + tunables +
+                          "/usr/bin/python3 " + script +
                           " --threads " + std::to_string(threads) + " --sizes " + sizes +
                           " --batch " + std::to_string(batch_size) + " --seconds " +
                           std::to_string(seconds) + " 2>&1";
@@ -98,23 +105,29 @@ void bench_cpu_step(const std::string& script, const std::vector<int>& thread_co
   const ModelSpec spec{ModelKind::kMlp, 784, {256, 128}, 10, 0.0f};
   std::printf("\n== training step, %s, batch 128, cpu (samples/s, higher is better)\n",
               spec.to_string().c_str());
-  std::printf("%8s %14s %14s %8s\n", "threads", "gossip_sgd", "pytorch", "ratio");
+  std::printf("%8s %12s %16s %16s %8s\n", "threads", "gossip_sgd", "pytorch default",
+              "pytorch tuned*", "ratio*");
   for (int threads : thread_counts) {
     const double ours = cpu_step_samples_per_s(spec, 128, threads, seconds);
-    const double theirs = reference ? torch_samples_per_s(script, threads, spec, 128, seconds) : -1;
-    if (theirs > 0) {
-      std::printf("%8d %14.0f %14.0f %8.2f\n", threads, ours, theirs, ours / theirs);
+    const double plain =
+        reference ? torch_samples_per_s(script, threads, spec, 128, seconds, false) : -1;
+    const double tuned =
+        reference ? torch_samples_per_s(script, threads, spec, 128, seconds, true) : -1;
+    if (plain > 0 && tuned > 0) {
+      std::printf("%8d %12.0f %16.0f %16.0f %8.2f\n", threads, ours, plain, tuned, ours / tuned);
     } else {
-      std::printf("%8d %14.0f %14s %8s\n", threads, ours, "n/a", "");
+      std::printf("%8d %12.0f %16s %16s %8s\n", threads, ours, "n/a", "n/a", "");
     }
     std::fflush(stdout);
   }
+  std::printf("* PyTorch with the same glibc heap settings as gossip_sgd (GLIBC_TUNABLES); ratio = "
+              "gossip_sgd / tuned\n");
 }
 
 void bench_mix(int threads, double seconds) {
   const std::size_t n = std::size_t{1} << 24;  // 64 MiB per buffer: far beyond the caches
-  std::printf("\n== mixing out = sum_j w_j x_j - gamma u, %zu floats per buffer, cpu, %d threads\n", n,
-              threads);
+  std::printf("\n== mixing out = sum_j w_j x_j - gamma u, %zu floats per buffer, cpu, %d thread%s\n",
+              n, threads, threads == 1 ? "" : "s");
   std::vector<std::vector<float>> x(8, std::vector<float>(n, 1.0f));
   std::vector<float> u(n, 0.5f), out(n);
   const double copy_rate = best_rate(
@@ -154,7 +167,9 @@ int main(int argc, char** argv) {
   std::printf("gossip_sgd bench: %s; cuda built: %s, devices: %d\n",
               (*cpu)->description().c_str(), cuda_built() ? "yes" : "no", cuda_device_count());
   bench_cpu_step(script, threads, seconds, !no_reference);
-  if (!skip_mix) bench_mix(threads.back(), seconds);
+  if (!skip_mix) {
+    for (int t : threads) bench_mix(t, seconds);
+  }
 #if GOSSIP_SGD_CUDA
   if (cuda_device_count() > 0) {
     cuda::print_gpu_bench(seconds);
