@@ -5,6 +5,7 @@
 
 #include <asio.hpp>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <string>
@@ -19,15 +20,21 @@ namespace gossip::net::testing {
 inline constexpr const char* kJob = "job-test";
 inline constexpr std::uint64_t kTopology = 0x70701;
 
-// Generates (once per process and job/CA name) a CA and node certificates 0..9 in a temp dir.
+// A CA and node certificates for job kJob (0..7 from "ca1", node 4 from "ca2"): the ones the
+// ctest fixture "net_certs" made in
+// the build tree (GOSSIP_NET_TEST_CERTS/<ca_name>), or, when they are missing,
+// generated once per process into a temp dir.
 inline std::string cert_dir(const std::string& ca_name = "ca1", const std::string& job = kJob) {
   static std::mutex mu;
   static std::map<std::string, std::string> dirs;
   std::lock_guard l(mu);
   const std::string key = ca_name + "/" + job;
   if (auto it = dirs.find(key); it != dirs.end()) return it->second;
-  const char* src = std::getenv("GOSSIP_SOURCE_DIR");
-  const std::string script = std::string(src ? src : ".") + "/scripts/gen-certs.sh";
+  if (job == kJob) {
+    const std::string fixture = std::string(GOSSIP_NET_TEST_CERTS) + "/" + ca_name;
+    if (std::ifstream(fixture + "/node-4.key").good()) return dirs[key] = fixture;
+  }
+  const std::string script = std::string(GOSSIP_NET_TEST_SOURCE_DIR) + "/scripts/gen-certs.sh";
   char tmpl[] = "/tmp/gossip-net-certs-XXXXXX";
   const std::string dir = ::mkdtemp(tmpl);
   const std::string cmd = script + " " + dir + " 10 " + job + " 2>/dev/null";
