@@ -77,7 +77,10 @@ double cpu_step_samples_per_s(const ModelSpec& spec, int batch_size, int threads
 double torch_samples_per_s(const std::string& script, int threads, const ModelSpec& spec,
                            int batch_size, double seconds, bool heap_tuned) {
   std::string sizes;
-  for (int s : spec.layer_sizes()) sizes += (sizes.empty() ? "" : ",") + std::to_string(s);
+  for (int s : spec.layer_sizes()) {
+    if (!sizes.empty()) sizes += ',';
+    sizes += std::to_string(s);
+  }
   // Debian's OpenBLAS tuning variables are meant for our environment, not torch's: unset for the
   // reference command alone.
   const std::string tunables =
