@@ -517,3 +517,38 @@ TEST_CASE("two nodes, both ways, single-chunk buffers, back to back for 300 iter
 }
 
 }  // namespace gossip::net
+
+namespace gossip::net {
+
+TEST_CASE("IPv6 literal and host name addresses") {
+  const std::uint64_t n = 500;
+  auto o2 = node_options(2, n, true, {{0, 0}});
+  o2.listen_host = "::1";
+  auto t2 = Transport::start(o2);
+  if (!t2.is_ok()) {
+    MESSAGE("no IPv6 loopback here: " << t2.status().to_string());
+    return;
+  }
+  auto t1 = Transport::start(node_options(1, n, true, {{0, 0}}));
+  REQUIRE(t1.is_ok());
+  auto o0 = node_options(0, n, true, {});
+  o0.neighbours = {{1, "localhost", (*t1)->port()}, {2, "::1", (*t2)->port()}};
+  auto t0 = Transport::start(o0);
+  REQUIRE(t0.is_ok());
+  const int both[] = {1, 2};
+  CHECK((*t0)->wait_connected(both, deadline_in_ms(5000)));
+  std::vector<float> from1(n), from2(n);
+  const RecvSpec specs[] = {{1, from1}, {2, from2}};
+  auto e0 = (*t0)->exchange(0, {}, {}, specs);
+  const auto x1 = pattern(1, 0, n), x2 = pattern(2, 0, n);
+  const int to0[] = {0};
+  auto e1 = (*t1)->exchange(0, x1, to0, {});
+  auto e2 = (*t2)->exchange(0, x2, to0, {});
+  CHECK(e0->wait(deadline_in_ms(5000)).ok());
+  CHECK(e1->wait(deadline_in_ms(5000)).ok());
+  CHECK(e2->wait(deadline_in_ms(5000)).ok());
+  CHECK(from1 == x1);
+  CHECK(from2 == x2);
+}
+
+}  // namespace gossip::net
