@@ -266,24 +266,27 @@ Result<SweepResult> run_sweep(const ExperimentConfig& config, SweepParam param,
     if (d.scheme != Scheme::kGossip) continue;
     for (const Series& c : first) {
       if (c.scheme == Scheme::kGossip) continue;
-      std::optional<bool> previous;
       std::ostringstream msg;
+      std::optional<bool> previous;
       bool changed = false;
       for (const SweepPoint& p : out.points) {
         const Series* dp = nullptr;
         const Series* cp = nullptr;
         for (const Series& s : p.series) {
-          if (s.scheme == Scheme::kGossip && (s.topology == d.topology || param == SweepParam::kTopology)) dp = &s;
+          const bool same_topology = s.topology == d.topology || param == SweepParam::kTopology;
+          if (s.scheme == Scheme::kGossip && same_topology) dp = &s;
           if (s.algorithm == c.algorithm) cp = &s;
         }
         if (dp == nullptr || cp == nullptr) continue;
         const auto win = dpsgd_wins(*dp, *cp);
-        if (win && previous && *win != *previous) {
-          msg << (changed ? "; " : "") << (*win ? "D-PSGD wins again" : "C-PSGD wins") << " from "
-              << p.value;
+        if (!win) continue;
+        if (!previous) {
+          msg << (*win ? "D-PSGD" : "C-PSGD") << " faster at " << p.value;
+        } else if (*win != *previous) {
+          msg << "; " << (*win ? "D-PSGD" : "C-PSGD") << " faster from " << p.value;
           changed = true;
         }
-        if (win) previous = win;
+        previous = win;
       }
       const std::string who =
           "dpsgd" + (param == SweepParam::kTopology ? std::string() : " (" + d.topology + ")");
@@ -291,7 +294,7 @@ Result<SweepResult> run_sweep(const ExperimentConfig& config, SweepParam param,
         out.crossovers.push_back(who + " vs " + c.algorithm + ": " + msg.str());
       } else if (previous) {
         out.crossovers.push_back(who + " vs " + c.algorithm + ": no crossover, " +
-                                 (*previous ? "D-PSGD" : "C-PSGD") + " wins at every value");
+                                 (*previous ? "D-PSGD" : "C-PSGD") + " faster at every value");
       }
     }
   }

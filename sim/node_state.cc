@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <string>
 
 #include "common/check.h"
@@ -105,9 +104,7 @@ void mix(const MixingPlan& plan, const StateMatrix& x, float gamma, const StateM
   if (d == 0) return;
   // Rows per block: keep a block of all n input columns around 512 KiB (L2-resident), in whole
   // multiples of kTile floats so that the inner loops run on full tiles.
-  const char* env_target = std::getenv("GOSSIP_SIM_MIX_BLOCK_BYTES");
-  const Eigen::Index target_bytes = env_target ? std::atol(env_target) : 512 * 1024;
-  const Eigen::Index target = target_bytes / (static_cast<Eigen::Index>(sizeof(float)) * n);
+  const Eigen::Index target = (512 * 1024) / (static_cast<Eigen::Index>(sizeof(float)) * n);
   const Eigen::Index block = std::min<Eigen::Index>(d, std::max<Eigen::Index>(kTile, target / kTile * kTile));
   const int* row_begin = plan.row_begin().data();
   const int* column = plan.column().data();
