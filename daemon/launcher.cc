@@ -392,6 +392,11 @@ int launch_command(const LaunchOptions& o) {
                     slowest ? slowest->iteration : 0, slowest ? slowest->iteration_s * 1e3 : 0.0,
                     accs ? ("  mean local test acc " + std::to_string(sum_acc / accs).substr(0, 6)).c_str()
                          : "");
+      if (losses == 0 && running > 0) {
+        std::snprintf(line, sizeof line,
+                      "[%6.1fs] starting: nodes are loading data and connecting to their neighbours",
+                      elapsed);
+      }
       std::printf("%s\n", line);
       std::fflush(stdout);
     }

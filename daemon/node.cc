@@ -148,7 +148,10 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
   if (!model_or.is_ok()) return fail(kExitUsage, model_or.status());
   sgd::Model& model = **model_or;
   const std::size_t d = problem.spec.num_params();
-  const std::uint64_t total = total_iterations(cfg, problem.shards[self].size());
+  // Every node must run the same number of iterations, so epochs count passes over the MEAN shard
+  // (shard sizes differ between nodes: by one under iid, by much more under non-iid schemes).
+  const std::uint64_t total = total_iterations(
+      cfg, static_cast<std::size_t>(problem.train->num_examples / topology.num_nodes()));
   sgd::OptimizerConfig opt_cfg = to_optimizer_config(cfg, total);
   if (Status s = opt_cfg.validate(); !s.is_ok()) return fail(kExitUsage, s.with_context("optimizer"));
   sgd::Optimizer optimizer(opt_cfg, d);

@@ -119,7 +119,13 @@ int run_command(const RunOptions& o) {
   install_stop_handlers();
   auto connect_deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(config.timeouts().connect_ms());
-  if (!(*transport)->wait_connected(peers, connect_deadline)) {
+  bool connected = false;
+  while (!connected && !g_stop.load() && std::chrono::steady_clock::now() < connect_deadline) {
+    // Short slices so that SIGTERM is honoured while neighbours are still starting.
+    connected = (*transport)->wait_connected(
+        peers, std::min(connect_deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(100)));
+  }
+  if (!connected) {
     std::vector<int> up = (*transport)->connected_peers();
     std::string missing;
     for (int j : peers) {
