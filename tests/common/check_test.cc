@@ -35,7 +35,7 @@ std::pair<std::string, bool> run_in_child(F f) {
   return {out, WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT};
 }
 
-TEST_CASE("passing checks do nothing; failing ones abort with the values") {
+TEST_CASE("passing checks do nothing, failing ones abort with the values") {
   auto [ok_out, ok_aborted] = run_in_child([] {
     GOSSIP_CHECK(1 + 1 == 2) << "never printed";
     GOSSIP_CHECK_EQ(3, 3);

@@ -9,7 +9,7 @@
 namespace gossip {
 namespace {
 
-TEST_CASE("same seed and stream give the same sequence; others differ") {
+TEST_CASE("same seed and stream give the same sequence, others differ") {
   Rng a(42, 3), b(42, 3), c(42, 4), d(43, 3);
   int same_c = 0, same_d = 0;
   for (int i = 0; i < 1000; ++i) {
