@@ -36,7 +36,7 @@ TEST_CASE("ring with weights 1/3: gap = (4/3) sin^2(pi/n) to full relative accur
 }
 
 TEST_CASE("torus with weights 1/5: gap = (4/5) sin^2(pi / max side), lambda_n = -3/5 when even") {
-  for (auto [r, c] : {std::pair{4, 4}, {6, 9}, {100, 100}, {1000, 1000}}) {
+  for (auto [r, c] : {std::pair{4, 4}, {6, 9}, {100, 100}, {300, 400}}) {
     CAPTURE(r);
     CAPTURE(c);
     const auto t = torus(r, c);
