@@ -31,14 +31,18 @@ Advice advise(const Topology& topology, const SpectralReport& report, const Cost
   a.allreduce_bytes_per_node = n > 1 ? 2.0 * (n - 1) / n * M : 0.0;
   a.allreduce_seconds = n > 1 ? 2.0 * (n - 1) * alpha + 2.0 * (n - 1.0) / n * M / B : 0.0;
   a.gap_per_iteration = report.gap_per_iteration;
-  if (!(report.gap_per_iteration > 0.0)) {
+  // Time-varying schedules contract by rho only over a whole period, so count whole periods:
+  // rho_period^m <= 1e-3, iterations = m * period.
+  const double gap = report.period > 1 ? report.gap : report.gap_per_iteration;
+  const std::int64_t per = std::max(1, report.period);
+  if (!(gap > 0.0)) {
     a.iterations_1000x = -1;
-  } else if (report.gap_per_iteration >= 1.0) {
-    a.iterations_1000x = 1;
+  } else if (gap >= 1.0) {
+    a.iterations_1000x = per;
   } else {
     // rho^t <= 1e-3  <=>  t >= ln(1000) / -ln(rho), with ln(rho) = log1p(-gap) for tiny gaps.
-    a.iterations_1000x = static_cast<std::int64_t>(
-        std::ceil(std::log(1000.0) / -std::log1p(-report.gap_per_iteration)));
+    a.iterations_1000x =
+        per * static_cast<std::int64_t>(std::ceil(std::log(1000.0) / -std::log1p(-gap)));
   }
   return a;
 }

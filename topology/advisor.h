@@ -4,7 +4,8 @@
 //   D-PSGD on max degree Delta:    alpha + Delta M / B      (overlaps with compute)
 //   C-PSGD, parameter server:      2 (alpha + n M / B)
 //   C-PSGD, ring allreduce:        2 (n-1) alpha + 2 ((n-1)/n) M / B
-// and the iterations of pure gossip to shrink the consensus error 1000x: ceil(ln 1000 / -ln rho).
+// and the iterations of pure gossip to shrink the consensus error 1000x: ceil(ln 1000 / -ln rho)
+// (whole periods of the product for time-varying schedules).
 #pragma once
 
 #include <cstdint>
