@@ -75,7 +75,7 @@ TEST_CASE("every single-byte corruption or truncation is detected") {
   CHECK_FALSE(decode_checkpoint(good + "x", "x").is_ok());
 }
 
-TEST_CASE("write keeps the newest files; resume picks the newest valid one") {
+TEST_CASE("write keeps the newest files and resume picks the newest valid one") {
   TempDir dir;
   Env& env = Env::system();
   for (std::uint64_t it : {10, 20, 30, 40}) {

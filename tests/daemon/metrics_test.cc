@@ -19,7 +19,7 @@ std::vector<std::string> lines_of(const std::string& path) {
   return out;
 }
 
-TEST_CASE("iteration lines average over the interval; eval and event lines follow") {
+TEST_CASE("iteration lines average over the interval, then eval and event lines follow") {
   std::string path = std::filesystem::temp_directory_path() /
                      ("gossip_metrics_" + std::to_string(::getpid()) + ".jsonl");
   ManualClock clock(5'000'000'000);
@@ -65,7 +65,7 @@ TEST_CASE("iteration lines average over the interval; eval and event lines follo
   std::filesystem::remove(path);
 }
 
-TEST_CASE("non-finite numbers become null; malformed JSON is rejected") {
+TEST_CASE("non-finite numbers become null and malformed JSON is rejected") {
   CHECK(json_number(std::nan("")) == "null");
   auto v = parse_flat_json(R"({"loss":null,"ok":true,"x":-1.5e-3})");
   REQUIRE(v.is_ok());
