@@ -50,19 +50,23 @@ def fnum(s):
     return float("nan") if s in ("", "nan") else float(s)
 
 
-def line_plot(groups, x_key, y_key, xlabel, ylabel, title, path, logy=False, skip_zero=False):
+def line_plot(groups, x_key, y_key, xlabel, ylabel, title, path, logy=False, skip_zero=False, logx=False):
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for label, rows in groups.items():
         xs = [fnum(r[x_key]) for r in rows]
         ys = [fnum(r[y_key]) for r in rows]
         if skip_zero and all(y == 0 for y in ys):
             continue
+        if logx:  # time 0 has no place on a log axis
+            xs, ys = zip(*[(x, y) for x, y in zip(xs, ys) if x > 0]) if any(x > 0 for x in xs) else ([], [])
         ax.plot(xs, ys, marker="o", markersize=3, label=label)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     if logy:
         ax.set_yscale("log")
+    if logx:
+        ax.set_xscale("log")
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.tight_layout()
@@ -95,8 +99,8 @@ def main():
     t = (a.title + ": ") if a.title else ""
     line_plot(groups, "iteration", "train_loss", "iteration", "train loss of the averaged model",
               t + "loss vs iteration", a.out + "_loss_iter.png")
-    line_plot(groups, "sim_time_s", "train_loss", "simulated seconds", "train loss of the averaged model",
-              t + "loss vs simulated time", a.out + "_loss_time.png")
+    line_plot(groups, "sim_time_s", "train_loss", "simulated seconds (log)", "train loss of the averaged model",
+              t + "loss vs simulated time", a.out + "_loss_time.png", logx=True)
     line_plot(groups, "iteration", "consensus_distance", "iteration", "(1/n) sum ||x_i - xbar||^2",
               t + "consensus distance", a.out + "_consensus.png", logy=True, skip_zero=True)
     if sweep_param:
