@@ -1,0 +1,242 @@
+// Hostile and broken certificates and keys (issue 8), through the TLS set-up every node runs
+// (net::make_tls_context, net::Transport::start) and real TLS 1.3 handshakes on loopback:
+// missing files, garbage PEM, a key readable by others, a key for another certificate, an expired
+// certificate, one signed by another CA, one naming another node. A node's own bad material must
+// fail at start with a message naming the file; a neighbour's bad certificate must be refused at
+// the handshake (counted in stats, no link), while the same set-up with good certificates
+// connects (the control that shows each case fails for its reason).
+#include <sys/stat.h>
+
+#include "net/tls.h"
+#include "net/transport.h"
+#include "tests/fault/fault_test_util.h"
+
+namespace gossip::fault_testing {
+namespace {
+
+constexpr const char* kJob = "job-fault";
+
+int sh(const std::string& cmd) { return std::system(cmd.c_str()); }
+
+// Certificates for the whole test process, made once: `good` (CA 1, nodes 0..2, by
+// scripts/gen-certs.sh), `other_ca` (CA 2, nodes 0..2), and `expired` (CA 1's ca.pem, an expired
+// node-1 certificate signed by CA 1).
+struct Certs {
+  std::string root, good, other_ca, expired;
+  Certs() {
+    static TempDir dir;
+    root = dir.path;
+    good = root + "/good";
+    other_ca = root + "/other";
+    expired = root + "/expired";
+    const std::string gen = source("scripts/gen-certs.sh");
+    REQUIRE(sh(gen + " " + good + " 3 " + kJob + " 2>/dev/null") == 0);
+    REQUIRE(sh(gen + " " + other_ca + " 3 " + kJob + " 2>/dev/null") == 0);
+    REQUIRE(sh("mkdir -p " + expired + " && cp " + good + "/ca.pem " + expired + "/ca.pem") == 0);
+    // -days -1: notAfter lies one day before notBefore, i.e. already expired.
+    REQUIRE(sh("cd " + expired + " && umask 077 && "
+               "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+               "-keyout node-1.key -out node-1.csr -subj /O=gossip-sgd/OU=" + std::string(kJob) +
+               "/CN=node-1 2>/dev/null && "
+               "openssl x509 -req -in node-1.csr -CA " + good + "/ca.pem -CAkey " + good +
+               "/ca.key -CAcreateserial -out node-1.pem -days -1 2>/dev/null && "
+               "chmod 644 node-1.pem") == 0);
+  }
+};
+
+const Certs& certs() {
+  static Certs c;
+  return c;
+}
+
+net::TlsConfig tls(const std::string& dir, int id) {
+  return {dir + "/ca.pem", dir + "/node-" + std::to_string(id) + ".pem",
+          dir + "/node-" + std::to_string(id) + ".key"};
+}
+
+// Copies a certificate set's files for `id` into a fresh directory (so modes can be changed).
+std::string copy_set(const TempDir& into, const std::string& from, int id) {
+  const std::string n = "node-" + std::to_string(id);
+  REQUIRE(sh("cp -p " + from + "/ca.pem " + from + "/" + n + ".pem " + from + "/" + n + ".key " +
+             into.path + "/") == 0);
+  return into.path;
+}
+
+void expect_refused(const net::TlsConfig& config, const std::string& file, const std::string& what) {
+  auto r = net::make_tls_context(config);
+  INFO("message: ", r.status().message());
+  REQUIRE_FALSE(r.is_ok());
+  CHECK(contains(r.status().message(), file));
+  CHECK(contains(r.status().message(), what));
+}
+
+TEST_CASE("control: the generated certificates load") {
+  auto r = net::make_tls_context(tls(certs().good, 0));
+  CHECK_MESSAGE(r.is_ok(), r.status().to_string());
+}
+
+TEST_CASE("missing CA, certificate or key files are refused naming the file") {
+  const auto good = tls(certs().good, 0);
+  auto c = good;
+  c.ca_file = "/nonexistent/ca.pem";
+  expect_refused(c, "/nonexistent/ca.pem", "CA certificate");
+  c = good;
+  c.cert_file = "/nonexistent/node-0.pem";
+  expect_refused(c, "/nonexistent/node-0.pem", "certificate");
+  c = good;
+  c.key_file = "/nonexistent/node-0.key";
+  expect_refused(c, "/nonexistent/node-0.key", "does not exist");
+  CHECK(net::make_tls_context({}).status().message().find("--insecure") != std::string::npos);
+}
+
+TEST_CASE("garbage instead of PEM is refused naming the file") {
+  TempDir d;
+  const std::string dir = copy_set(d, certs().good, 0);
+  d.write("node-0.pem", "-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n");
+  expect_refused(tls(dir, 0), dir + "/node-0.pem", "cannot load node certificate");
+  d.write("ca.pem", std::string("\x00\x01\x02 binary", 9));
+  expect_refused(tls(dir, 0), dir + "/ca.pem", "cannot load CA certificate");
+}
+
+TEST_CASE("a private key readable or writable by group or others is refused with the fix") {
+  TempDir d;
+  const std::string dir = copy_set(d, certs().good, 0);
+  const std::string key = dir + "/node-0.key";
+  for (mode_t mode : {0644, 0640, 0604, 0660, 0602, 0610}) {
+    CAPTURE(mode);
+    REQUIRE(::chmod(key.c_str(), mode) == 0);
+    auto r = net::make_tls_context(tls(dir, 0));
+    REQUIRE_FALSE(r.is_ok());
+    CHECK(r.status().code() == StatusCode::kPermissionDenied);
+    CHECK(contains(r.status().message(), key));
+    CHECK(contains(r.status().message(), "chmod 600"));
+  }
+  for (mode_t mode : {0600, 0400}) {
+    REQUIRE(::chmod(key.c_str(), mode) == 0);
+    CHECK(net::make_tls_context(tls(dir, 0)).is_ok());
+  }
+}
+
+TEST_CASE("a key that belongs to another certificate is refused") {
+  auto c = tls(certs().good, 0);
+  c.key_file = certs().good + "/node-1.key";
+  expect_refused(c, c.key_file, "mismatch");
+}
+
+// ---- A node's own certificate, checked at start.
+
+// BUG: make_tls_context / Transport::start accept an expired certificate of this node; the node
+// then starts and every neighbour refuses it at the handshake, so the user only learns why from
+// the neighbours' logs (and gossipd waits out timeouts.connect_ms, then exits 3). It should fail
+// at start naming the file and the expiry date (owner: net).
+TEST_CASE("own certificate expired: refused at start naming the file" * doctest::skip()) {
+  expect_refused(tls(certs().expired, 1), certs().expired + "/node-1.pem", "expired");
+}
+
+// BUG: an own certificate not signed by the configured CA (ca.pem of another cluster) is accepted
+// at start; every handshake then fails. It should be refused at start, naming both files
+// (owner: net).
+TEST_CASE("own certificate signed by another CA: refused at start naming the files" *
+          doctest::skip()) {
+  auto c = tls(certs().good, 0);
+  c.cert_file = certs().other_ca + "/node-0.pem";
+  c.key_file = certs().other_ca + "/node-0.key";
+  expect_refused(c, c.cert_file, "CA");
+}
+
+// BUG: Transport::start accepts a certificate naming another node (CN=node-2 for node 1); the
+// neighbours then refuse it as an impostor. It should be refused at start naming the file and
+// both ids (owner: net).
+TEST_CASE("own certificate naming another node: refused at start" * doctest::skip()) {
+  net::TransportOptions o;
+  o.self = {kJob, 1, 77, 64};
+  o.listen_host = "127.0.0.1";
+  o.tls = tls(certs().good, 2);
+  o.neighbours = {{0, "127.0.0.1", 0}};
+  auto t = net::Transport::start(o);
+  REQUIRE_FALSE(t.is_ok());
+  CHECK(contains(t.status().message(), o.tls.cert_file));
+  CHECK(contains(t.status().message(), "node-2"));
+}
+
+// ---- A neighbour's certificate, checked at the handshake.
+
+net::TransportOptions options(int id, const net::TlsConfig& t,
+                              std::vector<net::PeerAddress> neighbours) {
+  net::TransportOptions o;
+  o.self = {kJob, id, 77, 64};
+  o.listen_host = "127.0.0.1";
+  o.tls = t;
+  o.neighbours = std::move(neighbours);
+  o.handshake_timeout_ms = 2000;
+  o.connect_backoff_max_ms = 100;
+  o.heartbeat_interval_ms = 100;
+  o.peer_timeout_ms = 2000;
+  return o;
+}
+
+template <typename F>
+bool eventually(F f, int ms = 5000) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (std::chrono::steady_clock::now() < end) {
+    if (f()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return f();
+}
+
+// Node 1 with `peer_tls` (possibly bad) listens; node 0 with good certificates dials it (the
+// lower id dials). True when node 0 refused the handshake and no link came up within the time a
+// good handshake takes.
+struct Handshake {
+  bool connected = false;
+  std::uint64_t rejected_by_0 = 0, rejected_by_1 = 0;
+};
+
+Handshake handshake_with(const net::TlsConfig& peer_tls, int claimed_id = 1) {
+  auto one = net::Transport::start(options(claimed_id, peer_tls, {{0, "127.0.0.1", 0}}));
+  REQUIRE_MESSAGE(one.is_ok(), one.status().to_string());
+  auto zero = net::Transport::start(
+      options(0, tls(certs().good, 0), {{claimed_id, "127.0.0.1", (*one)->port()}}));
+  REQUIRE_MESSAGE(zero.is_ok(), zero.status().to_string());
+  Handshake h;
+  const int want[] = {claimed_id};
+  h.connected = (*zero)->wait_connected(want, net::deadline_in_ms(1500));
+  if (!h.connected)
+    eventually([&] { return (*zero)->stats().handshakes_rejected + (*one)->stats().handshakes_rejected > 0; });
+  h.rejected_by_0 = (*zero)->stats().handshakes_rejected;
+  h.rejected_by_1 = (*one)->stats().handshakes_rejected;
+  (*zero)->shutdown(100);
+  (*one)->shutdown(100);
+  return h;
+}
+
+TEST_CASE("control: a neighbour with a good certificate connects") {
+  const Handshake h = handshake_with(tls(certs().good, 1));
+  CHECK(h.connected);
+  CHECK(h.rejected_by_0 == 0);
+}
+
+TEST_CASE("a neighbour's expired certificate is refused at the handshake") {
+  const Handshake h = handshake_with(tls(certs().expired, 1));
+  CHECK_FALSE(h.connected);
+  CHECK(h.rejected_by_0 >= 1);
+}
+
+TEST_CASE("a neighbour's certificate signed by another CA is refused at the handshake") {
+  const Handshake h = handshake_with(tls(certs().other_ca, 1));
+  CHECK_FALSE(h.connected);
+  CHECK(h.rejected_by_0 + h.rejected_by_1 >= 1);
+}
+
+TEST_CASE("a neighbour presenting a valid certificate of another node is refused") {
+  // Node 0 expects node 1; the process there holds node 2's certificate (a valid one of this
+  // cluster) and claims to be node 1.
+  auto t = tls(certs().good, 2);
+  const Handshake h = handshake_with(t, 1);
+  CHECK_FALSE(h.connected);
+  CHECK(h.rejected_by_0 + h.rejected_by_1 >= 1);
+}
+
+}  // namespace
+}  // namespace gossip::fault_testing

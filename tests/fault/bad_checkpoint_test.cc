@@ -1,0 +1,291 @@
+// Hostile and broken checkpoints (issue 8), through the checkpoint API gossipd's --resume uses
+// (daemon/checkpoint.h): truncated files, wrong magic, bad checksum, wrong shape, a future
+// version, lying length fields, leftover temporary files, and a disk that fills up while a
+// checkpoint is written (an Env derived to fail like ENOSPC). Every bad file is refused with a
+// Status naming it, never loaded, and resume falls back to the newest good checkpoint.
+#include <zlib.h>
+
+#include "common/env.h"
+#include "daemon/checkpoint.h"
+#include "tests/fault/fault_test_util.h"
+
+namespace gossip::fault_testing {
+namespace {
+
+using daemon::Checkpoint;
+using daemon::CheckpointExpectation;
+
+constexpr std::uint32_t kNode = 3;
+
+Checkpoint make(std::uint64_t iteration, std::size_t params = 100) {
+  Checkpoint c;
+  c.node = kNode;
+  c.iteration = iteration;
+  c.topology_fingerprint = "topo-fp";
+  c.config_fingerprint = "config-fp";
+  c.sampler.rng_state = {1, 2, 3, iteration};
+  c.sampler.epoch = 2;
+  c.sampler.position = 17;
+  c.sampler.batches = iteration;
+  for (std::size_t k = 0; k < params; ++k) c.params.push_back(0.5f * static_cast<float>(k) + iteration);
+  c.optimizer_state.assign(params, 0.25f);
+  return c;
+}
+
+CheckpointExpectation expect(std::uint64_t params = 100) {
+  return {kNode, params, params, "topo-fp", "config-fp"};
+}
+
+void put_u32(std::string& b, std::size_t at, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) b[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+void put_u64(std::string& b, std::size_t at, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) b[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+// Recomputes the trailing CRC-32, so a forged field passes the checksum and the decoder's other
+// checks must catch it.
+void reseal(std::string& b) {
+  const uLong crc = crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(b.data()),
+                          static_cast<uInt>(b.size() - 4));
+  put_u32(b, b.size() - 4, static_cast<std::uint32_t>(crc));
+}
+
+// A checkpoint directory with a good file at iteration 100 and `bad` written as iteration 200.
+struct Dir {
+  TempDir tmp;
+  std::string dir = tmp.path + "/node-3";
+  Dir() {
+    auto w = daemon::write_checkpoint(Env::system(), dir, make(100), 5);
+    REQUIRE_MESSAGE(w.is_ok(), w.status().to_string());
+  }
+  std::string put(const std::string& name, const std::string& bytes) const {
+    std::ofstream(dir + "/" + name, std::ios::binary) << bytes;
+    return dir + "/" + name;
+  }
+  // Loads `name` directly, and checks that resume skips it for the good iteration-100 file.
+  Status load_bad(const std::string& name) const {
+    auto direct = daemon::load_checkpoint_file(Env::system(), dir + "/" + name, expect());
+    std::vector<std::string> skipped;
+    auto latest = daemon::load_latest_checkpoint(Env::system(), dir, expect(), &skipped);
+    REQUIRE_MESSAGE(latest.is_ok(), latest.status().to_string());
+    CHECK(latest->iteration == 100);
+    CHECK(latest->params == make(100).params);
+    CHECK(skipped == std::vector<std::string>{dir + "/" + name});
+    REQUIRE_FALSE(direct.is_ok());
+    CHECK(contains(direct.status().message(), dir + "/" + name));
+    return direct.status();
+  }
+};
+
+const std::string kNewName = daemon::checkpoint_file_name(200);
+
+TEST_CASE("control: a good newer checkpoint is the one resume picks") {
+  Dir d;
+  d.put(kNewName, daemon::encode_checkpoint(make(200)));
+  auto latest = daemon::load_latest_checkpoint(Env::system(), d.dir, expect());
+  REQUIRE(latest.is_ok());
+  CHECK(latest->iteration == 200);
+}
+
+TEST_CASE("truncated at every length: refused as Corruption, resume falls back") {
+  const std::string good = daemon::encode_checkpoint(make(200));
+  for (std::size_t len : {std::size_t{0}, std::size_t{7}, std::size_t{51}, good.size() / 2,
+                          good.size() - 4, good.size() - 1}) {
+    CAPTURE(len);
+    Dir d;
+    d.put(kNewName, good.substr(0, len));
+    const Status s = d.load_bad(kNewName);
+    CHECK(s.code() == StatusCode::kCorruption);
+    CHECK(contains(s.message(), "truncated"));
+  }
+  // Exhaustively through the decoder alone (cheap): no prefix ever decodes.
+  for (std::size_t len = 0; len < good.size(); ++len)
+    REQUIRE_FALSE(daemon::decode_checkpoint(std::string_view(good).substr(0, len), "x").is_ok());
+}
+
+TEST_CASE("wrong magic: refused as not a checkpoint") {
+  Dir d;
+  std::string b = daemon::encode_checkpoint(make(200));
+  b[0] = 'X';
+  reseal(b);
+  d.put(kNewName, b);
+  const Status s = d.load_bad(kNewName);
+  CHECK(s.code() == StatusCode::kCorruption);
+  CHECK(contains(s.message(), "wrong magic"));
+}
+
+TEST_CASE("bad checksum: a flipped bit anywhere in the parameters is caught") {
+  Dir d;
+  std::string b = daemon::encode_checkpoint(make(200));
+  b[b.size() - 40] ^= 0x10;
+  d.put(kNewName, b);
+  const Status s = d.load_bad(kNewName);
+  CHECK(s.code() == StatusCode::kCorruption);
+  CHECK(contains(s.message(), "checksum"));
+}
+
+TEST_CASE("wrong shape: another model's parameter or optimizer-state count is refused") {
+  Dir d;
+  d.put(kNewName, daemon::encode_checkpoint(make(200, 64)));
+  const Status s = d.load_bad(kNewName);
+  CHECK(s.code() == StatusCode::kFailedPrecondition);
+  CHECK(contains(s.message(), "64 parameters, the model has 100"));
+
+  Dir e;
+  Checkpoint c = make(200);
+  c.optimizer_state.resize(3);
+  e.put(kNewName, daemon::encode_checkpoint(c));
+  CHECK(contains(e.load_bad(kNewName).message(), "optimizer state"));
+}
+
+TEST_CASE("another node's, another topology's or another config's checkpoint is refused") {
+  Checkpoint other_node = make(200);
+  other_node.node = 4;
+  Checkpoint other_topo = make(200);
+  other_topo.topology_fingerprint = "another";
+  Checkpoint other_cfg = make(200);
+  other_cfg.config_fingerprint = "another";
+  for (const auto& [c, what] : {std::pair{other_node, "belongs to node 4"},
+                                std::pair{other_topo, "different topology"},
+                                std::pair{other_cfg, "different training config"}}) {
+    CAPTURE(what);
+    Dir d;
+    d.put(kNewName, daemon::encode_checkpoint(c));
+    CHECK(contains(d.load_bad(kNewName).message(), what));
+  }
+}
+
+TEST_CASE("a future version is refused as unsupported, not misread") {
+  Dir d;
+  std::string b = daemon::encode_checkpoint(make(200));
+  put_u32(b, 8, daemon::kCheckpointVersion + 1);
+  reseal(b);
+  d.put(kNewName, b);
+  const Status s = d.load_bad(kNewName);
+  CHECK(s.code() == StatusCode::kFailedPrecondition);
+  CHECK(contains(s.message(), "version " + std::to_string(daemon::kCheckpointVersion + 1)));
+  put_u32(b, 8, 0xffffffffu);
+  reseal(b);
+  CHECK_FALSE(daemon::decode_checkpoint(b, "x").is_ok());
+}
+
+TEST_CASE("forged length fields with a valid checksum are refused without allocating") {
+  const std::string good = daemon::encode_checkpoint(make(200));
+  // num_params = 2^61 (would be 8 EiB of floats), then a fingerprint length of 4 GiB.
+  std::string a = good;
+  put_u64(a, 32, std::uint64_t{1} << 61);
+  reseal(a);
+  auto ra = daemon::decode_checkpoint(a, "forged.bin");
+  REQUIRE_FALSE(ra.is_ok());
+  CHECK(ra.status().code() == StatusCode::kCorruption);
+  CHECK(contains(ra.status().message(), "forged.bin"));
+  std::string b = good;
+  put_u32(b, 48, 0xffffffffu);
+  reseal(b);
+  CHECK(daemon::decode_checkpoint(b, "forged.bin").status().code() == StatusCode::kCorruption);
+  // A total-size field that disagrees with the file.
+  std::string c = good;
+  put_u64(c, 16, good.size() + 8);
+  reseal(c);
+  CHECK(daemon::decode_checkpoint(c, "forged.bin").status().code() == StatusCode::kCorruption);
+}
+
+TEST_CASE("leftover temporary files are never read, even when newer and complete") {
+  Dir d;
+  // What a crash between write and rename leaves: a half-written newer file ...
+  d.put(kNewName + ".tmp", daemon::encode_checkpoint(make(200)).substr(0, 60));
+  // ... and a complete one whose rename never happened.
+  d.put(daemon::checkpoint_file_name(300) + ".tmp", daemon::encode_checkpoint(make(300)));
+  std::vector<std::string> skipped;
+  auto latest = daemon::load_latest_checkpoint(Env::system(), d.dir, expect(), &skipped);
+  REQUIRE(latest.is_ok());
+  CHECK(latest->iteration == 100);
+  CHECK(skipped.empty());  // not even looked at
+  // The next checkpoint is written over the leftover without trouble.
+  auto w = daemon::write_checkpoint(Env::system(), d.dir, make(200), 5);
+  REQUIRE_MESSAGE(w.is_ok(), w.status().to_string());
+  auto again = daemon::load_latest_checkpoint(Env::system(), d.dir, expect());
+  REQUIRE(again.is_ok());
+  CHECK(again->iteration == 200);
+}
+
+TEST_CASE("files that only look like checkpoints are ignored") {
+  Dir d;
+  d.put("ckpt-notanumber.bin", "garbage");
+  d.put("ckpt-000000000500.bin.bak", "garbage");
+  d.put("README", "garbage");
+  std::vector<std::string> skipped;
+  auto latest = daemon::load_latest_checkpoint(Env::system(), d.dir, expect(), &skipped);
+  REQUIRE(latest.is_ok());
+  CHECK(latest->iteration == 100);
+  CHECK(skipped.empty());
+}
+
+// An Env whose disk holds `free_bytes` more bytes: a write that does not fit leaves a truncated
+// temporary file behind and fails with ENOSPC's message, as the real write(2) would.
+class FullDiskEnv : public Env {
+ public:
+  explicit FullDiskEnv(std::size_t free_bytes) : free_bytes_(free_bytes) {}
+  Result<std::string> read_file(const std::string& p) override { return system().read_file(p); }
+  Status write_file_atomic(const std::string& path, std::string_view data) override {
+    ++writes_;
+    if (data.size() > free_bytes_) {
+      std::ofstream(path + ".tmp", std::ios::binary) << data.substr(0, free_bytes_);
+      return io_error("writing " + path + ".tmp: No space left on device");
+    }
+    free_bytes_ -= data.size();
+    return system().write_file_atomic(path, data);
+  }
+  bool file_exists(const std::string& p) override { return system().file_exists(p); }
+  Status remove_file(const std::string& p) override {
+    ++removes_;
+    return system().remove_file(p);
+  }
+  Status create_dirs(const std::string& p) override { return system().create_dirs(p); }
+  Result<std::vector<std::string>> list_dir(const std::string& p) override {
+    return system().list_dir(p);
+  }
+  int writes_ = 0;
+  int removes_ = 0;
+
+ private:
+  std::size_t free_bytes_;
+};
+
+TEST_CASE("a full disk while checkpointing: an IoError naming the file, older checkpoints kept") {
+  Dir d;
+  const std::size_t one = daemon::encode_checkpoint(make(200)).size();
+  FullDiskEnv env(one + one / 2);  // room for one more checkpoint, not two
+  auto first = daemon::write_checkpoint(env, d.dir, make(200), 1);
+  REQUIRE_MESSAGE(first.is_ok(), first.status().to_string());
+  const int removes_after_first = env.removes_;
+  CHECK(removes_after_first == 1);  // keep = 1: iteration 100 pruned after 200 was safely written
+
+  auto second = daemon::write_checkpoint(env, d.dir, make(300), 1);
+  REQUIRE_FALSE(second.is_ok());
+  CHECK(second.status().code() == StatusCode::kIoError);
+  CHECK(contains(second.status().message(), d.dir + "/" + daemon::checkpoint_file_name(300)));
+  CHECK(contains(second.status().message(), "No space left on device"));
+  CHECK(env.removes_ == removes_after_first);  // a failed write never prunes the good one
+
+  // Resume still finds iteration 200 intact; the truncated temporary file is not read.
+  std::vector<std::string> skipped;
+  auto latest = daemon::load_latest_checkpoint(Env::system(), d.dir, expect(), &skipped);
+  REQUIRE(latest.is_ok());
+  CHECK(latest->iteration == 200);
+  CHECK(latest->params == make(200).params);
+  CHECK(skipped.empty());
+  CHECK(fs::exists(d.dir + "/" + daemon::checkpoint_file_name(300) + ".tmp"));
+  CHECK_FALSE(fs::exists(d.dir + "/" + daemon::checkpoint_file_name(300)));
+}
+
+TEST_CASE("a checkpoint directory that cannot be created is an error naming it") {
+  TempDir t;
+  const std::string file = t.write("not-a-dir", "x");
+  auto w = daemon::write_checkpoint(Env::system(), file + "/node-3", make(1), 1);
+  REQUIRE_FALSE(w.is_ok());
+  CHECK(contains(w.status().message(), file + "/node-3"));
+}
+
+}  // namespace
+}  // namespace gossip::fault_testing

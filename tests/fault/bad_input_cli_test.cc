@@ -1,0 +1,214 @@
+// The bad-input suite through the real programs (integration): `gossip-topo validate` and
+// `gossipd run` on hostile topology files, training configs and certificate directories. Each
+// must exit non-zero (gossip-topo: 1, gossipd: 2 = usage, see daemon/exit_codes.h) within
+// seconds, never crash (a signal would show as 128 + n), and say on stderr which file, line and
+// field is wrong. The in-process cases with every detail are in bad_{topology,config,
+// checkpoint,certs}_test.cc.
+#include <sys/stat.h>
+
+#include "tests/fault/fault_test_util.h"
+
+namespace gossip::fault_testing {
+namespace {
+
+std::string topo_bin() { return binary("topology/gossip-topo"); }
+std::string gossipd_bin() { return binary("daemon/gossipd"); }
+
+CliRun validate(const TempDir& d, const std::string& name, const std::string& text,
+                int timeout_s = 20) {
+  return run_cli({topo_bin(), "validate", d.write(name, text)}, timeout_s);
+}
+
+const std::string kTriangle =
+    "node { id: 0 address: \"127.0.0.1:7000\" }\n"
+    "node { id: 1 address: \"127.0.0.1:7001\" }\n"
+    "node { id: 2 address: \"127.0.0.1:7002\" }\n"
+    "edge { from: 0 to: 1 }\n"
+    "edge { from: 1 to: 2 }\n"
+    "edge { from: 2 to: 0 }\n";
+
+TEST_CASE("gossip-topo validate: every hostile topology file exits 1 naming file and line") {
+  TempDir d;
+  struct Case {
+    const char* name;
+    std::string text;
+    std::string where;  // appended to the path in the message
+    const char* what;
+  };
+  const std::vector<Case> cases = {
+      {"empty.pbtxt", "", "", "no nodes"},
+      {"selfloop.pbtxt", kTriangle + "edge { from: 1 to: 1 }\n", ":7:", "self loop"},
+      {"dupedge.pbtxt", kTriangle + "edge { from: 1 to: 0 }\n", ":7:", "repeated"},
+      {"dupid.pbtxt",
+       "node { id: 0 address: \"127.0.0.1:7000\" }\nnode { id: 0 address: \"127.0.0.1:7001\" }\n",
+       ":2:", "repeated"},
+      {"dupaddr.pbtxt",
+       "node { id: 0 address: \"127.0.0.1:7000\" }\nnode { id: 1 address: \"127.0.0.1:7000\" }\n"
+       "edge { from: 0 to: 1 }\n",
+       ":2:", "already used"},
+      {"port.pbtxt",
+       "node { id: 0 address: \"127.0.0.1:7000\" }\nnode { id: 1 address: \"127.0.0.1:70000\" }\n"
+       "edge { from: 0 to: 1 }\n",
+       ":2:", "65535"},
+      {"bytes.pbtxt", kTriangle + "\xff\xfe\n", ":7:", ""},
+      {"nan.pbtxt",
+       "weights: EXPLICIT\nnode { id: 0 address: \"127.0.0.1:7000\" }\n"
+       "node { id: 1 address: \"127.0.0.1:7001\" }\nedge { from: 0 to: 1 weight: nan }\n",
+       "", "not finite"},
+      {"notds.pbtxt",
+       "directed: true\nweights: EXPLICIT\nnode { id: 0 address: \"127.0.0.1:7000\" }\n"
+       "node { id: 1 address: \"127.0.0.1:7001\" }\nnode { id: 2 address: \"127.0.0.1:7002\" }\n"
+       "edge { from: 0 to: 1 weight: 0.5 }\nedge { from: 1 to: 2 weight: 0.5 }\n"
+       "edge { from: 2 to: 0 weight: 0.25 }\nedge { from: 2 to: 1 weight: 0.25 }\n",
+       "", "not doubly stochastic"},
+      {"huge.pbtxt", "generator { kind: COMPLETE nodes: 1000000 }\n", ":1:", "nodes"},
+      {"hugeint.pbtxt", "generator { kind: RING nodes: 4294967295 }\n", ":1:", "nodes"},
+      {"bad.json", "{\"node\": [", "", "JSON"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    const CliRun r = validate(d, c.name, c.text);
+    INFO("stderr: ", r.err);
+    CHECK(r.code == 1);
+    CHECK(contains(r.err, d.file(c.name) + c.where));
+    CHECK(contains(r.err, c.what));
+  }
+}
+
+TEST_CASE("gossip-topo validate: CRLF files and one node are accepted on purpose") {
+  TempDir d;
+  std::string dos;
+  for (char c : kTriangle) {
+    if (c == '\n') dos += '\r';
+    dos += c;
+  }
+  const CliRun crlf = validate(d, "crlf.pbtxt", dos);
+  CHECK_MESSAGE(crlf.code == 0, crlf.err);
+  CHECK(contains(crlf.out, "3 nodes"));
+  const CliRun one = validate(d, "one.pbtxt", "node { id: 0 address: \"127.0.0.1:7000\" }\n");
+  CHECK_MESSAGE(one.code == 0, one.err);
+  CHECK(contains(one.out, "1 nodes"));
+}
+
+// BUG: `gossip-topo validate` runs the spectral check itself after load_topology(check_spectrum =
+// false), and that message lacks the file name: "INVALID rho = ||W - J||_2 = 1 is not below 1:
+// ..." — with several files on the command line the user cannot tell which one (owner: topology).
+TEST_CASE("gossip-topo validate: an oscillating W is reported with its file name" *
+          doctest::skip()) {
+  TempDir d;
+  const CliRun r = validate(d, "osc.pbtxt",
+                            "weights: EXPLICIT\nnode { id: 0 address: \"127.0.0.1:7000\" }\n"
+                            "node { id: 1 address: \"127.0.0.1:7001\" }\n"
+                            "edge { from: 0 to: 1 weight: 1 }\n");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, d.file("osc.pbtxt")));
+}
+
+// BUG: a ring generator with nodes: 2147483647 is attempted (over 20 s and growing memory)
+// instead of being refused with a size limit, as COMPLETE already is ("more than 20000 nodes")
+// (owner: topology).
+TEST_CASE("gossip-topo validate: an absurd ring size is refused within seconds" * doctest::skip()) {
+  TempDir d;
+  const CliRun r = validate(d, "hugering.pbtxt", "generator { kind: RING nodes: 2147483647 }\n", 20);
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, d.file("hugering.pbtxt")));
+}
+
+// BUG: non-UTF-8 bytes inside a string (an address "127.0.0.\xff:7000", a name "caf\xe9") are
+// accepted: proto3 strings must be UTF-8 and the host is not a valid name or address, so
+// the file validates and the node fails only later, when it binds or dials (owner: topology).
+TEST_CASE("gossip-topo validate: non-UTF-8 bytes inside strings are refused with a position" *
+          doctest::skip()) {
+  TempDir d;
+  const CliRun r = validate(d, "utf8.pbtxt", "node { id: 0 address: \"127.0.0.\xff:7000\" }\n");
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, d.file("utf8.pbtxt") + ":1:"));
+}
+
+// ---- gossipd run
+
+const std::string kConfig =
+    "seed: 5\n"
+    "model { kind: LOGISTIC }\n"
+    "data { dataset: SYNTHETIC_LOGISTIC num_examples: 256 dim: 8 test_examples: 64 }\n"
+    "optimizer { kind: SGD lr: 0.1 }\n"
+    "batch_size: 16\n"
+    "iterations: 5\n"
+    "timeouts { connect_ms: 2000 deadline_ms: 1000 heartbeat_ms: 200 }\n";
+
+std::string replace(std::string text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  REQUIRE_MESSAGE(at != std::string::npos, from);
+  return text.replace(at, from.size(), to);
+}
+
+// Ports nobody will dial: gossipd must fail before it listens.
+const std::string kRing = "generator { kind: RING nodes: 3 base_port: 39170 }\n";
+
+CliRun gossipd(const TempDir& d, const std::string& topology, const std::string& config,
+               std::vector<std::string> extra) {
+  std::vector<std::string> argv = {gossipd_bin(), "run", d.write("topo.pbtxt", topology),
+                                   "--node", "0", "--config", d.write("train.pbtxt", config)};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return run_cli(argv, 30, d.path);
+}
+
+TEST_CASE("gossipd run: hostile configs exit 2 naming file, line and field") {
+  struct Case {
+    std::string config;
+    std::vector<std::string> extra;
+    std::string where, what;
+  };
+  const std::vector<Case> cases = {
+      {kConfig + "learning_rate: 0.1\n", {}, ":8:", "learning_rate"},
+      {replace(kConfig, "batch_size: 16", "batch_size: 0"), {}, ":5:1", "batch_size: must be > 0"},
+      {kConfig, {"--set", "batch_size=0"}, "", "batch_size"},
+      {replace(kConfig, "lr: 0.1", "lr: nan"), {}, ":4:", "optimizer.lr"},
+      {kConfig, {"--set", "optimizer.lr=nan"}, "", "optimizer.lr"},
+      {replace(kConfig, "connect_ms: 2000 deadline_ms: 1000", "deadline_ms: 0"), {}, ":7:",
+       "timeouts.deadline_ms: must be > 0"},
+      {replace(kConfig, "connect_ms: 2000", "connect_ms: -1"), {}, ":7:", "Expected integer"},
+      {kConfig, {"--set", "timeouts.heartbeat_ms=0"}, "", "timeouts.heartbeat_ms"},
+  };
+  for (const Case& c : cases) {
+    TempDir d;
+    CAPTURE(c.config);
+    CAPTURE(c.what);
+    std::vector<std::string> extra = c.extra;
+    extra.push_back("--insecure");
+    const CliRun r = gossipd(d, kRing, c.config, extra);
+    INFO("stderr: ", r.err);
+    CHECK(r.code == 2);
+    CHECK(contains(r.err, d.file("train.pbtxt") + c.where));
+    CHECK(contains(r.err, c.what));
+  }
+}
+
+TEST_CASE("gossipd run: a hostile topology file exits 2 naming it") {
+  TempDir d;
+  const CliRun r = gossipd(d, kTriangle + "edge { from: 2 to: 2 }\n", kConfig, {"--insecure"});
+  INFO("stderr: ", r.err);
+  CHECK(r.code == 2);
+  CHECK(contains(r.err, d.file("topo.pbtxt") + ":7:"));
+  CHECK(contains(r.err, "self loop"));
+}
+
+TEST_CASE("gossipd run: missing certificates and a world-readable key exit 2 naming the file") {
+  TempDir d;
+  const CliRun missing = gossipd(d, kRing, kConfig, {"--certs", d.path + "/no-such-dir"});
+  INFO("stderr: ", missing.err);
+  CHECK(missing.code == 2);
+  CHECK(contains(missing.err, d.path + "/no-such-dir/node-0"));
+
+  const std::string certs = d.path + "/certs";
+  REQUIRE(std::system((source("scripts/gen-certs.sh") + " " + certs + " 3 job 2>/dev/null").c_str()) == 0);
+  REQUIRE(::chmod((certs + "/node-0.key").c_str(), 0644) == 0);
+  const CliRun open_key = gossipd(d, kRing, kConfig, {"--certs", certs});
+  INFO("stderr: ", open_key.err);
+  CHECK(open_key.code == 2);
+  CHECK(contains(open_key.err, certs + "/node-0.key"));
+  CHECK(contains(open_key.err, "chmod 600"));
+}
+
+}  // namespace
+}  // namespace gossip::fault_testing

@@ -1,0 +1,119 @@
+// Helpers shared by the fault tests: scratch directories, running the real CLIs (gossip-topo,
+// gossipd, gossip-faultproxy) with stdout and stderr captured separately, and a bounded wait for
+// a child process.
+#pragma once
+
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace gossip::fault_testing {
+
+namespace fs = std::filesystem;
+
+// The environment variable set by ctest, else the directory CMake compiled in (ctest's
+// ENVIRONMENT property as set by gossip_add_tests currently carries only the first variable).
+inline std::string env_dir(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : fallback;
+}
+inline std::string binary(const std::string& rel) {
+  return env_dir("GOSSIP_BINARY_DIR", GOSSIP_FAULT_BINARY_DIR) + "/" + rel;
+}
+inline std::string source(const std::string& rel) {
+  return env_dir("GOSSIP_SOURCE_DIR", GOSSIP_FAULT_SOURCE_DIR) + "/" + rel;
+}
+
+// A fresh directory under /tmp, removed with everything in it at scope exit.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "gossip-fault-XXXXXX").string();
+    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string file(const std::string& name) const { return path + "/" + name; }
+  std::string write(const std::string& name, const std::string& bytes) const {
+    std::ofstream(file(name), std::ios::binary) << bytes;
+    return file(name);
+  }
+};
+
+inline std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct CliRun {
+  int code = -1;  // exit status; 128 + signal when killed; -1 when it had to be killed
+  std::string out;
+  std::string err;
+};
+
+// Runs argv[0] with argv (no shell), stdout/stderr to files, killing it after `timeout_s`.
+inline CliRun run_cli(const std::vector<std::string>& argv, int timeout_s = 30,
+                      const std::string& cwd = "") {
+  TempDir io;
+  const std::string out = io.file("stdout"), err = io.file("stderr");
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, argv[0].c_str(), &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  REQUIRE_MESSAGE(rc == 0, "cannot start ", argv[0]);
+  CliRun r;
+  int status = 0;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  bool done = false;
+  while (std::chrono::steady_clock::now() < end) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      done = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!done) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  r.out = read_all(out);
+  r.err = read_all(err);
+  if (!done) r.code = -1;
+  else if (WIFEXITED(status)) r.code = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status)) r.code = 128 + WTERMSIG(status);
+  return r;
+}
+
+inline bool contains(const std::string& hay, const std::string& needle) {
+  return hay.find(needle) != std::string::npos;
+}
+
+}  // namespace gossip::fault_testing
