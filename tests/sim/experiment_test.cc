@@ -41,7 +41,7 @@ const Series& find(const std::vector<Series>& series, const std::string& algorit
   return series.front();
 }
 
-TEST_CASE("priced series follow the closed forms; both C-PSGD series share one run") {
+TEST_CASE("priced series follow the closed forms and both C-PSGD series share one run") {
   auto r = run_experiment(small_config());
   REQUIRE(r.is_ok());
   REQUIRE(r->series.size() == 3);
