@@ -21,7 +21,7 @@ TEST_CASE("undirected adjacency is symmetric and sorted") {
   CHECK(g->diameter() == 3);  // 4 - 3 - 0 - 1? no: 4-3-2-1 or 4-3-0-1: 3 hops
 }
 
-TEST_CASE("directed graphs keep in- and out-neighbours apart; strong connectivity") {
+TEST_CASE("directed graphs keep in- and out-neighbours apart - strong connectivity") {
   auto g = Graph::directed(3, {{0, 1}, {1, 2}});
   REQUIRE(g.is_ok());
   CHECK(g->out_degree(0) == 1);

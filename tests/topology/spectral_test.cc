@@ -84,7 +84,7 @@ TEST_CASE("static exponential graph: gap 2/(1+tau) for even n, larger for odd n 
   }
 }
 
-TEST_CASE("star: gap = 1/n (eigenvalues 1, 1 - 1/n, 0); complete graph with W = J: gap = 1") {
+TEST_CASE("star: gap = 1/n (eigenvalues 1, 1 - 1/n, 0) - complete graph with W = J: gap = 1") {
   for (int n : {3, 10, 50}) {
     const auto r = run(generated(GeneratorKind::kStar, n));
     CHECK(r.method == SpectralMethod::kDense);
@@ -145,7 +145,7 @@ TEST_CASE("exact, dense and Lanczos agree on circulant and translation-invariant
   }
 }
 
-TEST_CASE("dense and Lanczos agree on seeded random graphs; exact refuses them") {
+TEST_CASE("dense and Lanczos agree on seeded random graphs - exact refuses them") {
   for (std::uint64_t seed : {1u, 2u, 3u}) {
     GeneratorSpec rr;
     rr.kind = GeneratorKind::kRandomRegular;

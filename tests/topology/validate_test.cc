@@ -134,7 +134,7 @@ TEST_CASE("addresses: unique, with valid ports") {
   CHECK(parse_address("node-3.cluster:7003")->port == 7003);
 }
 
-TEST_CASE("uniform weights on an irregular graph fail; on a regular directed graph they pass") {
+TEST_CASE("uniform weights on an irregular graph fail - on a regular directed graph they pass") {
   GeneratorSpec s;
   s.kind = GeneratorKind::kStar;
   s.nodes = 5;

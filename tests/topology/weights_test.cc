@@ -27,7 +27,7 @@ TEST_CASE("Metropolis–Hastings entries are 1/(1+max(d_i,d_j)) and W is doubly 
   CHECK(validate_weights(g, *w).is_ok());
 }
 
-TEST_CASE("every scheme yields a valid W on a regular graph; lazy halves the spectrum") {
+TEST_CASE("every scheme yields a valid W on a regular graph - lazy halves the spectrum") {
   GeneratorSpec s{.kind = GeneratorKind::kRandomRegular, .nodes = 60, .degree = 3, .seed = 2};
   const Graph g = *generate_graph(s);
   for (auto scheme : {WeightScheme::kMetropolisHastings, WeightScheme::kMaxDegree,
@@ -65,7 +65,7 @@ TEST_CASE("best constant minimises rho among W = I - alpha L (Xiao & Boyd)") {
         doctest::Approx(2.0 / (4.0 + 2.0 - 2.0 * std::cos(2 * std::numbers::pi / 10))).epsilon(1e-12));
 }
 
-TEST_CASE("directed graphs take uniform weights; symmetric schemes are refused") {
+TEST_CASE("directed graphs take uniform weights - symmetric schemes are refused") {
   const Graph e = *generate_graph({.kind = GeneratorKind::kExponential, .nodes = 12});
   auto w = compute_weights(e, WeightScheme::kDefault);
   REQUIRE(w.is_ok());
@@ -95,7 +95,7 @@ TEST_CASE("local MH after an edge drops: both ends recompute and W stays doubly 
   CHECK((Eigen::MatrixXd(w) - Eigen::MatrixXd(global)).cwiseAbs().maxCoeff() == 0.0);
 }
 
-TEST_CASE("scheme names round-trip; unknown names list the choices") {
+TEST_CASE("scheme names round-trip - unknown names list the choices") {
   for (auto s : {WeightScheme::kMetropolisHastings, WeightScheme::kMaxDegree, WeightScheme::kUniform,
                  WeightScheme::kLazyMetropolisHastings, WeightScheme::kBestConstant,
                  WeightScheme::kOptimized})
