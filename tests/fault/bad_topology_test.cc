@@ -197,7 +197,7 @@ TEST_CASE("huge: a ring of 2^31 - 1 nodes is refused, not attempted" * doctest::
   expect_rejected(*load("generator { kind: RING nodes: 2147483647 }\n"), "nodes", ":1:");
 }
 
-TEST_CASE("huge: a 3000-node explicit ring loads; a 1 MB name is only a name") {
+TEST_CASE("huge: a 3000-node explicit ring with a 1 MB name loads") {
   std::string text = "name: \"" + std::string(1 << 20, 'n') + "\"\n";
   const int n = 3000;
   for (int i = 0; i < n; ++i)
