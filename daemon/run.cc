@@ -129,7 +129,10 @@ int run_command(const RunOptions& o) {
     std::vector<int> up = (*transport)->connected_peers();
     std::string missing;
     for (int j : peers) {
-      if (std::find(up.begin(), up.end(), j) == up.end()) missing += " " + std::to_string(j);
+      if (std::find(up.begin(), up.end(), j) == up.end()) {
+        missing += ' ';  // (not " " + to_string: GCC 12 reports a false -Wrestrict there)
+        missing += std::to_string(j);
+      }
     }
     GOSSIP_LOG(kError) << "neighbours not connected within timeouts.connect_ms="
                        << config.timeouts().connect_ms() << ":" << missing;
