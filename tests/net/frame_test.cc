@@ -87,7 +87,7 @@ TEST_CASE("frame header checks reject each malformed field") {
   }
 }
 
-TEST_CASE("encode_frame + parse_message round-trip; garbage does not parse") {
+TEST_CASE("encode_frame + parse_message round-trip, garbage does not parse") {
   pb::Params p = params(2, 4, 8192);
   p.set_crc32c(0xDEADBEEF);
   const std::string f = encode_frame(FrameType::kParams, p, 4096);

@@ -160,7 +160,7 @@ struct HonestPair {
 
 }  // namespace
 
-TEST_CASE("ring of 5 exchanges 100 iterations over TLS; every buffer arrives intact") {
+TEST_CASE("ring of 5 exchanges 100 iterations over TLS, every buffer arrives intact") {
   run_graph(ring(5), /*insecure=*/false);
 }
 
@@ -257,7 +257,7 @@ TEST_CASE("iteration tags: early frames are buffered, stale ones dropped, far-ah
   CHECK(p.n6->stats().bad_frames == 0);
 }
 
-TEST_CASE("TLS: a certificate from another CA is rejected; honest peers carry on") {
+TEST_CASE("TLS: a certificate from another CA is rejected, honest peers carry on") {
   HonestPair p(false);
   const std::string other = testing::cert_dir("ca2");
   auto bad = Transport::start(node_options(4, HonestPair::kParams, false, {{6, p.n6->port()}}, other));
@@ -473,7 +473,7 @@ TEST_CASE("a link that goes quiet (no heartbeat) is dropped after peer_timeout_m
   CHECK(p.exchange_ok(0));
 }
 
-TEST_CASE("shutdown says Goodbye; the neighbour's pending receive fails at once") {
+TEST_CASE("shutdown says Goodbye, the neighbour's pending receive fails at once") {
   HonestPair p(false);
   std::vector<float> out(HonestPair::kParams);
   const RecvSpec spec[] = {{5, out}};
