@@ -31,7 +31,7 @@ struct NamedFlag {
 };
 constexpr NamedFlag kNamedFlags[] = {
     {"--iterations", "iterations", "total iterations (config: iterations)"},
-    {"--epochs", "epochs", "passes over each node's shard (config: epochs)"},
+    {"--epochs", "epochs", "passes over the mean shard (config: epochs)"},
     {"--lr", "optimizer.lr", "learning rate (config: optimizer.lr)"},
     {"--batch-size", "batch_size", "per-node batch size (config: batch_size)"},
     {"--seed", "seed", "seed of data, shards, x_0 and batches (config: seed)"},
@@ -51,7 +51,7 @@ void add_overrides(CLI::App* app, std::vector<std::string>& overrides) {
          "override any training config field by dotted path, e.g. --set optimizer.lr=0.05 "
          "--set model.hidden=256,128 (repeatable)")
       ->type_name("FIELD=VALUE")
-      ->take_all();
+      ->allow_extra_args(false);  // one FIELD=VALUE per --set, so positionals may follow
   for (const NamedFlag& f : kNamedFlags) {
     std::string field = f.field;
     app->add_option_function<std::string>(
