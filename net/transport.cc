@@ -756,7 +756,13 @@ class Session : public std::enable_shared_from_this<Session> {
   void write_next() {
     if (outq_.empty() || phase_ == Phase::kClosed) {
       writing_ = false;
-      if (close_after_flush_ && phase_ != Phase::kClosed) {
+      if (close_after_flush_ && phase_ == Phase::kEstablished) {
+        // Goodbye is out: half-close and let the read loop run until the peer closes too.
+        // Closing at once could reset the connection (RST when its heartbeats are still unread),
+        // and a reset makes the peer's kernel drop our Goodbye before the peer reads it.
+        asio::error_code ignored;
+        socket().shutdown(tcp::socket::shutdown_send, ignored);
+      } else if (close_after_flush_ && phase_ != Phase::kClosed) {
         close(refused_.is_ok() ? unavailable("we said goodbye") : refused_);
       }
       return;

@@ -142,8 +142,11 @@ struct HonestPair {
     auto t5 = Transport::start(node_options(5, kParams, insecure, {{6, n6->port()}}));
     REQUIRE_MESSAGE(t5.is_ok(), t5.status().to_string());
     n5 = std::move(*t5);
-    const int want5[] = {5};
+    // Both ends: the acceptor counts the link as up when it sends HelloAck, the dialer when it
+    // has read it.
+    const int want5[] = {5}, want6[] = {6};
     REQUIRE(n6->wait_connected(want5, deadline_in_ms(5000)));
+    REQUIRE(n5->wait_connected(want6, deadline_in_ms(5000)));
   }
   // One iteration between 5 and 6; true when both got exactly the other's buffer.
   bool exchange_ok(std::uint64_t it) {
@@ -483,6 +486,7 @@ TEST_CASE("shutdown says Goodbye, the neighbour's pending receive fails at once"
   ExchangeResult r = e->wait(deadline_in_ms(5000));
   CHECK(Clock::now() - start < std::chrono::milliseconds(2000));
   REQUIRE(r.failures.size() == 1);
+  INFO(r.failures[0].status.to_string());
   CHECK(r.failures[0].status.message().find("goodbye") != std::string::npos);
   CHECK(eventually([&] { return p.n6->connected_peers().empty(); }));
 }
