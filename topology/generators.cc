@@ -149,12 +149,17 @@ Result<int> generator_num_nodes(const GeneratorSpec& spec) {
   if (spec.kind == GeneratorKind::kTorus || spec.kind == GeneratorKind::kGrid) {
     GOSSIP_RETURN_IF_ERROR(need(spec.rows > 0 && spec.cols > 0, kind, "needs rows > 0 and cols > 0"));
     const std::int64_t n = std::int64_t{spec.rows} * spec.cols;
-    GOSSIP_RETURN_IF_ERROR(need(n < (1 << 30), kind, "rows x cols too large"));
+    GOSSIP_RETURN_IF_ERROR(need(n <= kMaxGeneratorNodes, kind,
+                                "rows x cols = " + std::to_string(n) + " nodes is more than " +
+                                    std::to_string(kMaxGeneratorNodes)));
     GOSSIP_RETURN_IF_ERROR(need(spec.nodes == 0 || spec.nodes == n, kind,
                                 "nodes (" + std::to_string(spec.nodes) + ") != rows x cols (" +
                                     std::to_string(n) + ")"));
     return static_cast<int>(n);
   }
+  GOSSIP_RETURN_IF_ERROR(need(spec.nodes <= kMaxGeneratorNodes, kind,
+                              "nodes: " + std::to_string(spec.nodes) + " is more than " +
+                                  std::to_string(kMaxGeneratorNodes)));
   if (spec.kind == GeneratorKind::kEdgeList) return spec.nodes;
   GOSSIP_RETURN_IF_ERROR(need(spec.nodes > 0, kind, "needs nodes > 0"));
   return spec.nodes;
@@ -163,6 +168,17 @@ Result<int> generator_num_nodes(const GeneratorSpec& spec) {
 Result<Graph> generate_graph(const GeneratorSpec& spec) {
   const auto kind = generator_kind_name(spec.kind);
   GOSSIP_ASSIGN_OR_RETURN(const int n, generator_num_nodes(spec));
+  // Refuse before allocating: the kinds whose edge count grows faster than n.
+  double edges = 0;
+  if (spec.kind == GeneratorKind::kKRing) edges = double(n) * std::max(spec.k, 0);
+  if (spec.kind == GeneratorKind::kExponential || spec.kind == GeneratorKind::kOnePeerExponential)
+    edges = double(n) * exponential_hops(n);
+  if (spec.kind == GeneratorKind::kRandomRegular) edges = double(n) * std::max(spec.degree, 0) / 2;
+  if (spec.kind == GeneratorKind::kErdosRenyi) edges = spec.p * n * (n - 1.0) / 2;
+  GOSSIP_RETURN_IF_ERROR(need(edges <= double(kMaxGeneratorEdges), kind,
+                              "about " + std::to_string(static_cast<long long>(edges)) +
+                                  " edges for nodes: " + std::to_string(n) + " is more than " +
+                                  std::to_string(kMaxGeneratorEdges)));
   std::vector<std::pair<int, int>> e;
   switch (spec.kind) {
     case GeneratorKind::kRing:

@@ -45,7 +45,15 @@ struct GeneratorSpec {
   bool directed = false;       // edge_list: arcs instead of edges
 };
 
-// The number of nodes the spec describes (rows * cols for torus/grid), or InvalidArgument.
+// The most nodes any generator builds (edge lists included): 10^7 sparse nodes is a few GB of
+// graph and weights; anything larger is a typo, not a job. COMPLETE stops at 20000 nodes.
+inline constexpr int kMaxGeneratorNodes = 10'000'000;
+// The most edges (arcs for directed kinds) a generator may produce: K_RING, EXPONENTIAL,
+// RANDOM_REGULAR and ERDOS_RENYI grow faster than n.
+inline constexpr std::int64_t kMaxGeneratorEdges = 200'000'000;
+
+// The number of nodes the spec describes (rows * cols for torus/grid), or InvalidArgument when
+// it is not positive or above kMaxGeneratorNodes.
 Result<int> generator_num_nodes(const GeneratorSpec& spec);
 
 Result<Graph> generate_graph(const GeneratorSpec& spec);

@@ -245,6 +245,8 @@ int cmd_validate(const std::vector<std::string>& files, bool json) {
     SpectralReport rep;
     auto t = load_topology(f, Env::system(), no_spectrum());
     Status st = t.is_ok() ? validate(*t, {}, &rep) : t.status();
+    // load_topology's own errors name the file; the spectral check run here must too.
+    if (t.is_ok() && !st.is_ok()) st = invalid_argument(f + ": invalid topology: " + st.message());
     if (json) {
       std::cout << "{\"file\": " << json_str(f) << ", \"ok\": " << (st.is_ok() ? "true" : "false");
       if (st.is_ok())

@@ -108,6 +108,58 @@ Status err(const std::string& where, const std::string& what) {
   return invalid_argument(where + ": " + what);
 }
 
+// Strict UTF-8 (RFC 3629): no overlong forms, no surrogates, nothing above U+10FFFF. proto3 strings
+// must be UTF-8, yet the text-format parser only logs a bad one and keeps it.
+bool is_utf8(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    int more = 0;
+    unsigned lo = 0x80, hi = 0xBF;  // allowed range of the first continuation byte
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      more = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      more = 2;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      more = 3;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return false;
+    }
+    if (i + more >= s.size()) return false;  // truncated sequence
+    for (int k = 1; k <= more; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return false;
+    }
+    i += more + 1;
+  }
+  return true;
+}
+
+// Every string field (name, node addresses, generator host and edge_list) must be UTF-8; a bad
+// one is reported at its field.
+Status check_strings(const pb::TopologyFile& file, const Locator& loc) {
+  const std::string bad = " is not valid UTF-8 (strings in a topology file must be UTF-8)";
+  if (!is_utf8(file.name())) return err(loc.top(file, "name"), "name" + bad);
+  for (int k = 0; k < file.node_size(); ++k)
+    if (!is_utf8(file.node(k).address()))
+      return err(loc.nested(file, "node", k, "address"),
+                 "node " + std::to_string(file.node(k).id()) + ": address" + bad);
+  if (file.has_generator()) {
+    if (!is_utf8(file.generator().host()))
+      return err(loc.nested(file, "generator", -1, "host"), "generator.host" + bad);
+    if (!is_utf8(file.generator().edge_list()))
+      return err(loc.nested(file, "generator", -1, "edge_list"), "generator.edge_list" + bad);
+  }
+  return Status::ok();
+}
+
 Result<GeneratorKind> kind_from_pb(pb::GeneratorKind k) {
   switch (k) {
     case pb::RING: return GeneratorKind::kRing;
@@ -195,6 +247,10 @@ Result<Topology> from_generator(const pb::TopologyFile& file, const Locator& loc
     return err(loc.top(file, "generator"),
                "generator.kind is missing (RING, K_RING, TORUS, GRID, HYPERCUBE, COMPLETE, STAR, "
                "EXPONENTIAL, ONE_PEER_EXPONENTIAL, RANDOM_REGULAR, ERDOS_RENYI, EDGE_LIST)");
+  if (gen.nodes() > static_cast<std::uint32_t>(kMaxGeneratorNodes))
+    return err(loc.nested(file, "generator", -1, "nodes"),
+               "generator.nodes: " + std::to_string(gen.nodes()) + " is more than the limit of " +
+                   std::to_string(kMaxGeneratorNodes) + " nodes");
   GeneratorSpec spec;
   spec.kind = *kind;
   spec.nodes = static_cast<int>(gen.nodes());
@@ -224,6 +280,10 @@ Result<Topology> from_generator(const pb::TopologyFile& file, const Locator& loc
       gen.edge_list().front() == '/' ? gen.edge_list() : dir_of(filename) + gen.edge_list();
   GOSSIP_ASSIGN_OR_RETURN(std::string text, env.read_file(path));
   GOSSIP_ASSIGN_OR_RETURN(EdgeList list, parse_edge_list(text, path));
+  if (list.num_nodes > kMaxGeneratorNodes)
+    return err(path, "node id " + std::to_string(list.num_nodes - 1) +
+                         " means more than the limit of " + std::to_string(kMaxGeneratorNodes) +
+                         " nodes");
   int n = list.num_nodes;
   if (spec.nodes > 0) {
     if (spec.nodes < n)
@@ -368,6 +428,8 @@ Result<Topology> from_explicit(const pb::TopologyFile& file, const Locator& loc)
 Result<Topology> parse_topology(std::string_view text, const std::string& filename, Env& env) {
   pb::TopologyFile file;
   gp::TextFormat::ParseInfoTree tree;
+  // A UTF-8 byte-order mark (some editors write one) is not text; columns count from after it.
+  if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
   const auto first = text.find_first_not_of(" \t\r\n");
   const bool json = (filename.size() >= 5 && filename.ends_with(".json")) ||
                     (first != std::string_view::npos && text[first] == '{');
@@ -385,6 +447,7 @@ Result<Topology> parse_topology(std::string_view text, const std::string& filena
                                                         : collector.first());
   }
   const Locator loc(filename, json ? nullptr : &tree);
+  GOSSIP_RETURN_IF_ERROR(check_strings(file, loc));
   if (file.has_generator()) {
     if (file.node_size() > 0 || file.edge_size() > 0)
       return err(loc.top(file, file.node_size() > 0 ? "node" : "edge", 0),
