@@ -9,20 +9,12 @@
 #include <cstring>
 #include <filesystem>
 
+#include "tests/test_util.h"
+
 namespace gossip::daemon {
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    static int counter = 0;
-    path = std::filesystem::temp_directory_path() /
-           ("gossip_ckpt_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
+using gossip::testing::TempDir;
 
 Checkpoint make(std::uint64_t iteration, std::size_t n = 100) {
   Checkpoint c;

@@ -32,6 +32,8 @@
 
 extern char** environ;
 
+#include "tests/test_util.h"
+
 namespace gossip::daemon {
 namespace {
 
@@ -46,17 +48,7 @@ std::string bin(const std::string& rel) {
   return (fs::canonical("/proc/self/exe").parent_path().parent_path().parent_path() / rel).string();
 }
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("gossipd_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using gossip::testing::TempDir;
 
 bool port_free(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);

@@ -16,20 +16,12 @@
 #include "daemon/exit_codes.h"
 #include "sim/simulator.h"
 
+#include "tests/test_util.h"
+
 namespace gossip::daemon {
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    static int counter = 0;
-    path = std::filesystem::temp_directory_path() /
-           ("gossip_node_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
+using gossip::testing::TempDir;
 
 TrainConfig small_config(std::uint64_t iterations) {
   auto c = parse_train_config(R"(

@@ -22,6 +22,8 @@
 
 extern char** environ;
 
+#include "tests/test_util.h"
+
 namespace gossip::fault_testing {
 
 namespace fs = std::filesystem;
@@ -39,24 +41,7 @@ inline std::string source(const std::string& rel) {
   return env_dir("GOSSIP_SOURCE_DIR", GOSSIP_FAULT_SOURCE_DIR) + "/" + rel;
 }
 
-// A fresh directory under /tmp, removed with everything in it at scope exit.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "gossip-fault-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return path + "/" + name; }
-  std::string write(const std::string& name, const std::string& bytes) const {
-    std::ofstream(file(name), std::ios::binary) << bytes;
-    return file(name);
-  }
-};
+using gossip::testing::TempDir;
 
 inline std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
