@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include <asio/ip/tcp.hpp>
 #include <asio/ssl.hpp>
 
 #include "common/status.h"
@@ -29,6 +30,10 @@ Status check_private_key_permissions(const std::string& path);
 // A context for both dialing and accepting: TLS 1.3 only, AES-GCM / ChaCha20 suites, peer
 // certificate required and verified against `config.ca_file` alone. Errors name the file.
 Result<std::shared_ptr<asio::ssl::context>> make_tls_context(const TlsConfig& config);
+
+// The stream every TLS link uses (transport.cc names no asio::ssl type itself), and its TCP socket.
+using TlsStream = asio::ssl::stream<asio::ip::tcp::socket>;
+inline asio::ip::tcp::socket& tls_socket(TlsStream& stream) { return stream.next_layer(); }
 
 struct CertIdentity {
   int node_id = -1;

@@ -29,7 +29,7 @@ namespace gossip::net {
 
 using tcp = asio::ip::tcp;
 using SteadyClock = std::chrono::steady_clock;
-using SslStream = asio::ssl::stream<tcp::socket>;
+using SslStream = TlsStream;
 
 Deadline deadline_in_ms(std::int64_t ms) {
   return SteadyClock::now() + std::chrono::milliseconds(ms);
@@ -260,7 +260,7 @@ class Session : public std::enable_shared_from_this<Session> {
     deadline_ms_ = now_ms() + t_.options().handshake_timeout_ms;
   }
 
-  tcp::socket& socket() { return tls_ ? tls_->next_layer() : *plain_; }
+  tcp::socket& socket() { return tls_ ? tls_socket(*tls_) : *plain_; }
   int peer() const { return peer_; }
   bool established() const { return phase_ == Phase::kEstablished; }
   bool paused() const { return paused_; }
