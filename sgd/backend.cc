@@ -2,6 +2,8 @@
 // has it (GOSSIP_SGD_CUDA, set by sgd/CMakeLists.txt with the cuda library); otherwise asking for cuda is Unimplemented, never a crash.
 #include "sgd/backend.h"
 
+#include <algorithm>
+
 #include "sgd/cpu/cpu_backend.h"
 #if GOSSIP_SGD_CUDA
 #include "sgd/cuda/cuda_backend.h"
@@ -38,6 +40,11 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 
 DeviceBuffer::~DeviceBuffer() {
   if (data_ && release_) release_(data_);
+}
+
+DeviceBuffer Backend::alloc_host(std::size_t n) {
+  float* p = new float[std::max<std::size_t>(n, 1)]();
+  return DeviceBuffer(p, n, [](float* q) { delete[] q; });
 }
 
 bool cuda_built() {

@@ -10,6 +10,7 @@
 // width × B, which is cuBLAS's native order — no transposes are materialised.
 #include "sgd/cuda/cuda_backend.h"
 
+#include <cstring>
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 
@@ -284,6 +285,12 @@ class CudaBackend final : public Backend {
     GOSSIP_CUDA_CHECK(cudaMemsetAsync(p, 0, n * sizeof(float), compute_));
     GOSSIP_CUDA_CHECK(cudaStreamSynchronize(compute_));
     return DeviceBuffer(p, n, [](float* q) { cudaFree(q); });
+  }
+  DeviceBuffer alloc_host(std::size_t n) override {
+    float* p = nullptr;
+    GOSSIP_CUDA_CHECK(cudaMallocHost(&p, std::max<std::size_t>(n, 1) * sizeof(float)));
+    std::memset(p, 0, std::max<std::size_t>(n, 1) * sizeof(float));
+    return DeviceBuffer(p, n, [](float* q) { cudaFreeHost(q); });
   }
   void copy_to_device(float* dst, const float* src, std::size_t n) override {
     if (n == 0) return;
@@ -562,6 +569,15 @@ EvalResult CudaModel::evaluate(const float* params, const Dataset& data) {
 }
 
 }  // namespace
+
+bool is_pinned_host(const void* p) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return a.type == cudaMemoryTypeHost;
+}
 
 int device_count() {
   int n = 0;

@@ -14,6 +14,9 @@ int device_count();
 // Unavailable (with the CUDA runtime's message) when no device can be used.
 Result<std::unique_ptr<Backend>> make_cuda_backend(int device_index = 0);
 
+// Whether `p` points into page-locked host memory registered with the CUDA runtime (tests).
+bool is_pinned_host(const void* p);
+
 // The GPU part of bench/sgd_bench: wide MLP 784-4096-4096-10 at batch 1024 (samples/s and the
 // share of step time outside cuBLAS GEMMs, from CUDA events around each GEMM), and mixing GB/s
 // vs a device-to-device copy. Prints to stdout; needs a device.

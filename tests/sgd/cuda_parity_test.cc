@@ -17,6 +17,9 @@
 #include "common/random.h"
 #include "sgd/backend.h"
 #include "sgd/dataset.h"
+#if GOSSIP_SGD_CUDA
+#include "sgd/cuda/cuda_backend.h"
+#endif
 
 namespace gossip::sgd {
 namespace {
@@ -182,6 +185,31 @@ TEST_CASE("copy_to_device is ordered before later compute without an explicit sy
   const std::vector<MixTerm> ht{{0.5f, a.data()}, {0.5f, b.data()}};
   p.cpu->mix(want.data(), ht, 0.0f, nullptr, n);
   CHECK(std::memcmp(want.data(), to_host(*p.gpu, dout).data(), n * sizeof(float)) == 0);
+}
+
+TEST_CASE("alloc_host: pinned zeroed staging memory that round-trips through the device") {
+  Pair p = backends();
+  const std::size_t n = (1 << 20) + 3;
+  DeviceBuffer staged = p.gpu->alloc_host(n), back = p.gpu->alloc_host(n);
+  REQUIRE(staged.size() == n);
+#if GOSSIP_SGD_CUDA
+  CHECK(cuda::is_pinned_host(staged.data()));
+#endif
+  std::vector<float> zeros(n, 0.0f);
+  CHECK(std::memcmp(staged.data(), zeros.data(), n * sizeof(float)) == 0);
+#if GOSSIP_SGD_CUDA
+  CHECK_FALSE(cuda::is_pinned_host(zeros.data()));  // pageable memory is told apart
+#endif
+  const std::vector<float> a = randn(n, 21);
+  std::memcpy(staged.data(), a.data(), n * sizeof(float));
+  DeviceBuffer d = p.gpu->alloc(n);
+  p.gpu->copy_to_device(d.data(), staged.data(), n);  // asynchronous DMA from pinned memory
+  p.gpu->copy_to_host(back.data(), d.data(), n);      // ordered after it
+  CHECK(std::memcmp(back.data(), a.data(), n * sizeof(float)) == 0);
+  // The cpu backend's staging memory is ordinary zeroed memory.
+  DeviceBuffer h = p.cpu->alloc_host(5);
+  CHECK(h.size() == 5);
+  CHECK(h.data()[4] == 0.0f);
 }
 
 TEST_CASE("cuda device selection works where a device exists") {
