@@ -2,6 +2,7 @@
 #include "net/tls.h"
 
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <sys/stat.h>
@@ -9,6 +10,8 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <ctime>
+#include <memory>
 
 namespace gossip::net {
 namespace {
@@ -24,20 +27,80 @@ std::string openssl_errors() {
   return out.empty() ? "no OpenSSL error detail" : out;
 }
 
-Result<std::string> subject_field(X509_NAME* name, int nid, const char* what) {
+Result<std::string> subject_field(X509_NAME* name, int nid, const char* what, const char* whose) {
   const int idx = X509_NAME_get_index_by_NID(name, nid, -1);
-  if (idx < 0) return permission_denied(std::string("peer certificate has no ") + what);
+  if (idx < 0) return permission_denied(std::string(whose) + " has no " + what);
   if (X509_NAME_get_index_by_NID(name, nid, idx) >= 0) {
-    return permission_denied(std::string("peer certificate has more than one ") + what);
+    return permission_denied(std::string(whose) + " has more than one " + what);
   }
   ASN1_STRING* data = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(name, idx));
   unsigned char* utf8 = nullptr;
   const int len = ASN1_STRING_to_UTF8(&utf8, data);
-  if (len < 0) return permission_denied(std::string("unreadable ") + what + " in peer certificate");
+  if (len < 0) return permission_denied(std::string("unreadable ") + what + " in " + whose);
   std::string s(reinterpret_cast<char*>(utf8), static_cast<std::size_t>(len));
   OPENSSL_free(utf8);
   return s;
 }
+
+// cert_identity for `whose` ("peer certificate" / "certificate").
+Result<CertIdentity> identity_of(X509* cert, const char* whose) {
+  if (cert == nullptr) return permission_denied("peer presented no certificate");
+  X509_NAME* subject = X509_get_subject_name(cert);
+  if (subject == nullptr) return permission_denied(std::string(whose) + " has no subject");
+  GOSSIP_ASSIGN_OR_RETURN(std::string cn,
+                          subject_field(subject, NID_commonName, "common name", whose));
+  GOSSIP_ASSIGN_OR_RETURN(std::string ou,
+                          subject_field(subject, NID_organizationalUnitName, "OU (job id)", whose));
+  constexpr std::string_view kPrefix = "node-";
+  CertIdentity id;
+  if (cn.size() <= kPrefix.size() || cn.compare(0, kPrefix.size(), kPrefix) != 0) {
+    return permission_denied(std::string(whose) + " CN '" + cn.substr(0, 64) +
+                             "' is not of the form node-<id>");
+  }
+  const char* b = cn.data() + kPrefix.size();
+  const char* e = cn.data() + cn.size();
+  auto [p, err] = std::from_chars(b, e, id.node_id);
+  if (err != std::errc() || p != e || id.node_id < 0) {
+    return permission_denied(std::string(whose) + " CN '" + cn.substr(0, 64) +
+                             "' does not end in a node id");
+  }
+  id.job_id = std::move(ou);
+  return id;
+}
+
+// "2026-01-01 00:00:00 UTC", or "?" when the time cannot be read.
+std::string format_time(const ASN1_TIME* t) {
+  struct tm tm {};
+  if (t == nullptr || ASN1_TIME_to_tm(t, &tm) != 1) return "?";
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
+
+std::string now_utc() {
+  const std::time_t now = std::time(nullptr);
+  struct tm tm {};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
+
+struct X509Deleter {
+  void operator()(X509* x) const { X509_free(x); }
+};
+struct StackDeleter {
+  void operator()(STACK_OF(X509) * s) const { sk_X509_pop_free(s, X509_free); }
+};
+struct StoreDeleter {
+  void operator()(X509_STORE* s) const { X509_STORE_free(s); }
+};
+struct StoreCtxDeleter {
+  void operator()(X509_STORE_CTX* c) const { X509_STORE_CTX_free(c); }
+};
+struct BioDeleter {
+  void operator()(BIO* b) const { BIO_free(b); }
+};
 
 }  // namespace
 
@@ -100,28 +163,80 @@ Result<std::shared_ptr<asio::ssl::context>> make_tls_context(const TlsConfig& co
   return ctx;
 }
 
-Result<CertIdentity> cert_identity(X509* cert) {
-  if (cert == nullptr) return permission_denied("peer presented no certificate");
-  X509_NAME* subject = X509_get_subject_name(cert);
-  if (subject == nullptr) return permission_denied("peer certificate has no subject");
-  GOSSIP_ASSIGN_OR_RETURN(std::string cn, subject_field(subject, NID_commonName, "common name"));
-  GOSSIP_ASSIGN_OR_RETURN(std::string ou,
-                          subject_field(subject, NID_organizationalUnitName, "OU (job id)"));
-  constexpr std::string_view kPrefix = "node-";
-  CertIdentity id;
-  if (cn.size() <= kPrefix.size() || cn.compare(0, kPrefix.size(), kPrefix) != 0) {
-    return permission_denied("peer certificate CN '" + cn.substr(0, 64) +
-                             "' is not of the form node-<id>");
+Result<CertIdentity> cert_identity(X509* cert) { return identity_of(cert, "peer certificate"); }
+
+Status check_own_certificate(const TlsConfig& config, const CertIdentity& expected) {
+  const std::string& file = config.cert_file;
+  ERR_clear_error();
+  // The leaf first, then any intermediates, as use_certificate_chain_file reads them.
+  std::unique_ptr<BIO, BioDeleter> bio(BIO_new_file(file.c_str(), "r"));
+  if (!bio) {
+    return invalid_argument("cannot open node certificate " + file + ": " + openssl_errors());
   }
-  const char* b = cn.data() + kPrefix.size();
-  const char* e = cn.data() + cn.size();
-  auto [p, err] = std::from_chars(b, e, id.node_id);
-  if (err != std::errc() || p != e || id.node_id < 0) {
-    return permission_denied("peer certificate CN '" + cn.substr(0, 64) +
-                             "' does not end in a node id");
+  std::unique_ptr<X509, X509Deleter> leaf(PEM_read_bio_X509_AUX(bio.get(), nullptr, nullptr, nullptr));
+  if (!leaf) {
+    return invalid_argument("cannot load node certificate " + file + ": " + openssl_errors());
   }
-  id.job_id = std::move(ou);
-  return id;
+  std::unique_ptr<STACK_OF(X509), StackDeleter> chain(sk_X509_new_null());
+  while (X509* x = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) {
+    sk_X509_push(chain.get(), x);
+  }
+  ERR_clear_error();  // the loop above ends on "no start line"
+
+  // Validity period, checked first so that an expired certificate is not reported as a chain
+  // failure.
+  const ASN1_TIME* not_before = X509_get0_notBefore(leaf.get());
+  const ASN1_TIME* not_after = X509_get0_notAfter(leaf.get());
+  if (X509_cmp_current_time(not_after) <= 0) {
+    return invalid_argument(file + ": certificate expired on " + format_time(not_after) +
+                            " (now " + now_utc() + "); make a new one (scripts/gen-certs.sh)");
+  }
+  if (X509_cmp_current_time(not_before) >= 0) {
+    return invalid_argument(file + ": certificate is not valid before " +
+                            format_time(not_before) + " (now " + now_utc() +
+                            "); check this machine's clock");
+  }
+
+  // Chain against the cluster CA only (never the system store), for both roles a node plays.
+  std::unique_ptr<X509_STORE, StoreDeleter> store(X509_STORE_new());
+  if (!store || X509_STORE_load_file(store.get(), config.ca_file.c_str()) != 1) {
+    return invalid_argument("cannot load CA certificate " + config.ca_file + ": " +
+                            openssl_errors());
+  }
+  for (int purpose : {X509_PURPOSE_SSL_CLIENT, X509_PURPOSE_SSL_SERVER}) {
+    std::unique_ptr<X509_STORE_CTX, StoreCtxDeleter> ctx(X509_STORE_CTX_new());
+    if (!ctx || X509_STORE_CTX_init(ctx.get(), store.get(), leaf.get(), chain.get()) != 1) {
+      return internal_error("cannot set up certificate verification: " + openssl_errors());
+    }
+    X509_STORE_CTX_set_purpose(ctx.get(), purpose);
+    if (X509_verify_cert(ctx.get()) != 1) {
+      const int err = X509_STORE_CTX_get_error(ctx.get());
+      ERR_clear_error();
+      return invalid_argument(
+          file + ": certificate does not verify against the CA in " + config.ca_file + ": " +
+          X509_verify_cert_error_string(err) +
+          (err == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY ||
+                   err == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT ||
+                   err == X509_V_ERR_CERT_SIGNATURE_FAILURE
+               ? " (signed by another CA?)"
+               : "") +
+          (purpose == X509_PURPOSE_SSL_CLIENT ? " (as a TLS client)" : " (as a TLS server)"));
+    }
+  }
+
+  // The subject must name this node and this job.
+  Result<CertIdentity> id = identity_of(leaf.get(), "certificate");
+  if (!id.is_ok()) return invalid_argument(file + ": " + id.status().message());
+  if (id->node_id != expected.node_id) {
+    return invalid_argument(file + ": certificate names node-" + std::to_string(id->node_id) +
+                            ", but this is node " + std::to_string(expected.node_id) +
+                            " (expected CN node-" + std::to_string(expected.node_id) + ")");
+  }
+  if (id->job_id != expected.job_id) {
+    return invalid_argument(file + ": certificate is for job '" + id->job_id.substr(0, 64) +
+                            "', but this job is '" + expected.job_id + "'");
+  }
+  return Status::ok();
 }
 
 }  // namespace gossip::net

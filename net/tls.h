@@ -44,4 +44,12 @@ struct CertIdentity {
 // PermissionDenied when either is missing or malformed.
 Result<CertIdentity> cert_identity(X509* cert);
 
+// Checks this node's own certificate (the first one in `config.cert_file`) at start, so that bad
+// material fails here, naming the file, instead of at every neighbour's handshake: it must be
+// valid now (notBefore <= now <= notAfter), its chain (intermediates from cert_file) must verify
+// against `config.ca_file` alone for both TLS client and server use, and its subject must name
+// `expected` (CN node-<id>, OU job id). InvalidArgument naming the file and what is wrong, e.g.
+// "node-1.pem: certificate expired on 2026-01-01 00:00:00 UTC (now 2026-11-23 ...)".
+Status check_own_certificate(const TlsConfig& config, const CertIdentity& expected);
+
 }  // namespace gossip::net

@@ -7,6 +7,8 @@
 // connects (the control that shows each case fails for its reason).
 #include <sys/stat.h>
 
+#include <cstdio>
+
 #include "net/tls.h"
 #include "net/transport.h"
 #include "tests/fault/fault_test_util.h"
@@ -123,40 +125,76 @@ TEST_CASE("a key that belongs to another certificate is refused") {
   expect_refused(c, c.key_file, "mismatch");
 }
 
-// ---- A node's own certificate, checked at start.
+// ---- A node's own certificate, checked at start (net::check_own_certificate; Transport::start
+// calls it right after make_tls_context). Each case fails for its reason: the control below passes
+// the same function with the good set, and each bad set differs from it in one respect.
 
-// BUG: make_tls_context / Transport::start accept an expired certificate of this node; the node
-// then starts and every neighbour refuses it at the handshake, so the user only learns why from
-// the neighbours' logs (and gossipd waits out timeouts.connect_ms, then exits 3). It should fail
-// at start naming the file and the expiry date (owner: net).
-TEST_CASE("own certificate expired: refused at start naming the file" * doctest::skip()) {
-  expect_refused(tls(certs().expired, 1), certs().expired + "/node-1.pem", "expired");
+net::CertIdentity me(int id, const std::string& job = kJob) { return {id, job}; }
+
+void expect_own_refused(const net::TlsConfig& config, const net::CertIdentity& expected,
+                        const std::vector<std::string>& wanted) {
+  // The material itself loads: only the new check can refuse it.
+  REQUIRE_MESSAGE(net::make_tls_context(config).is_ok(), "make_tls_context refused the set");
+  const Status s = net::check_own_certificate(config, expected);
+  INFO("message: ", s.message());
+  REQUIRE_FALSE(s.is_ok());
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  for (const std::string& w : wanted) CHECK(contains(s.message(), w));
 }
 
-// BUG: an own certificate not signed by the configured CA (ca.pem of another cluster) is accepted
-// at start; every handshake then fails. It should be refused at start, naming both files
-// (owner: net).
-TEST_CASE("own certificate signed by another CA: refused at start naming the files" *
-          doctest::skip()) {
+TEST_CASE("control: every good own certificate passes the start check") {
+  for (int id = 0; id < 3; ++id) {
+    const Status s = net::check_own_certificate(tls(certs().good, id), me(id));
+    CHECK_MESSAGE(s.is_ok(), s.to_string());
+  }
+}
+
+TEST_CASE("own certificate expired: refused at start naming the file and the date") {
+  const std::string pem = certs().expired + "/node-1.pem";
+  // The expiry date openssl itself reads from the file, in the message's format.
+  FILE* p = ::popen(("openssl x509 -noout -enddate -dateopt iso_8601 -in " + pem).c_str(), "r");
+  REQUIRE(p != nullptr);
+  char line[128] = {0};
+  const bool got = std::fgets(line, sizeof(line), p) != nullptr;
+  ::pclose(p);
+  REQUIRE(got);
+  // "notAfter=2026-11-22 00:43:11Z" -> "2026-11-22 00:43:11"
+  std::string date(line);
+  date = date.substr(date.find('=') + 1, 19);
+  expect_own_refused(tls(certs().expired, 1), me(1), {pem, "expired on " + date + " UTC"});
+}
+
+TEST_CASE("own certificate signed by another CA: refused at start naming the files") {
   auto c = tls(certs().good, 0);
   c.cert_file = certs().other_ca + "/node-0.pem";
   c.key_file = certs().other_ca + "/node-0.key";
-  expect_refused(c, c.cert_file, "CA");
+  expect_own_refused(c, me(0), {c.cert_file, c.ca_file, "does not verify against the CA",
+                                "another CA"});
+  // The same certificate with its own CA passes: it is the CA that is wrong, not the file.
+  CHECK(net::check_own_certificate(tls(certs().other_ca, 0), me(0)).is_ok());
 }
 
-// BUG: Transport::start accepts a certificate naming another node (CN=node-2 for node 1); the
-// neighbours then refuse it as an impostor. It should be refused at start naming the file and
-// both ids (owner: net).
-TEST_CASE("own certificate naming another node: refused at start" * doctest::skip()) {
-  net::TransportOptions o;
-  o.self = {kJob, 1, 77, 64};
-  o.listen_host = "127.0.0.1";
-  o.tls = tls(certs().good, 2);
-  o.neighbours = {{0, "127.0.0.1", 0}};
-  auto t = net::Transport::start(o);
-  REQUIRE_FALSE(t.is_ok());
-  CHECK(contains(t.status().message(), o.tls.cert_file));
-  CHECK(contains(t.status().message(), "node-2"));
+TEST_CASE("own certificate naming another node: refused at start naming the file and both ids") {
+  const auto c = tls(certs().good, 2);  // node 2's certificate, configured on node 1
+  expect_own_refused(c, me(1), {c.cert_file, "node-2", "this is node 1"});
+}
+
+TEST_CASE("own certificate of another job: refused at start naming the file and both jobs") {
+  TempDir d;
+  REQUIRE(sh(source("scripts/gen-certs.sh") + " " + d.path + " 1 job-other 2>/dev/null") == 0);
+  const auto c = tls(d.path, 0);
+  expect_own_refused(c, me(0), {c.cert_file, "job-other", kJob});
+  CHECK(net::check_own_certificate(c, me(0, "job-other")).is_ok());
+}
+
+TEST_CASE("own certificate file without a certificate: refused naming the file") {
+  TempDir d;
+  d.write("empty.pem", "no PEM here\n");
+  auto c = tls(certs().good, 0);
+  c.cert_file = d.path + "/empty.pem";
+  const Status s = net::check_own_certificate(c, me(0));
+  REQUIRE_FALSE(s.is_ok());
+  CHECK(contains(s.message(), c.cert_file));
 }
 
 // ---- A neighbour's certificate, checked at the handshake.
