@@ -82,12 +82,16 @@ double torch_samples_per_s(const std::string& script, int threads, const ModelSp
     sizes += std::to_string(s);
   }
   // Debian's OpenBLAS tuning variables are meant for our environment, not torch's: unset for the
-  // reference command alone.
+  // reference command alone. Same thread count on both sides: torch.set_num_threads() does not
+  // reach the OpenBLAS that Debian's torch calls through the BLAS alternative (BLAS_INFO=generic),
+  // which otherwise starts one thread per core — measured: 2 threads in the "1 thread" run.
   const std::string tunables =
       heap_tuned ? "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=67108864:"
                    "glibc.malloc.trim_threshold=268435456 "
                  : "";
-  const std::string cmd = "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE " + tunables +
+  const std::string cmd = "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=" +
+                          std::to_string(threads) + " OMP_NUM_THREADS=" + std::to_string(threads) +
+                          " " + tunables +
                           "/usr/bin/python3 " + script +
                           " --threads " + std::to_string(threads) + " --sizes " + sizes +
                           " --batch " + std::to_string(batch_size) + " --seconds " +
@@ -97,7 +101,14 @@ double torch_samples_per_s(const std::string& script, int threads, const ModelSp
   char line[512];
   double rate = -1;
   while (std::fgets(line, sizeof line, pipe)) {
-    if (std::sscanf(line, "samples_per_s %lf", &rate) != 1) std::fputs(line, stderr);
+    int torch_threads = -1, blas_threads = -1;
+    if (std::sscanf(line, "samples_per_s %lf threads %d blas_threads %d", &rate, &torch_threads,
+                    &blas_threads) < 1) {
+      std::fputs(line, stderr);
+    } else if (torch_threads != threads || (blas_threads != -1 && blas_threads != threads)) {
+      std::fprintf(stderr, "warning: the reference ran with %d torch and %d BLAS threads, not %d\n",
+                   torch_threads, blas_threads, threads);
+    }
   }
   pclose(pipe);
   return rate;

@@ -43,7 +43,20 @@ def main():
         step()
         steps += 1
     elapsed = time.perf_counter() - start
-    print(f"samples_per_s {steps * a.batch / elapsed:.1f} threads {torch.get_num_threads()}")
+    print(f"samples_per_s {steps * a.batch / elapsed:.1f} threads {torch.get_num_threads()} "
+          f"blas_threads {blas_threads()}")
+
+
+def blas_threads():
+    """Threads of the OpenBLAS that Debian's torch reaches through the BLAS alternative (torch's own
+    set_num_threads does not set them; sgd_bench passes OPENBLAS_NUM_THREADS), or -1."""
+    import ctypes
+    try:
+        lib = ctypes.CDLL("libblas.so.3")
+        lib.openblas_get_num_threads.restype = ctypes.c_int
+        return lib.openblas_get_num_threads()
+    except (OSError, AttributeError):
+        return -1
 
 
 if __name__ == "__main__":
