@@ -11,7 +11,7 @@
 #   --seed-base S   first seed (default 1)
 #   --keep          keep every run's files (a failing run's files are always kept)
 #   SCENARIO        failstop kill1 kill2 gossip rejoin netns-delay-loss netns-partition (also:
-#                   undisturbed); default: all but failstop and undisturbed
+#                   selftest, undisturbed); default: all but failstop, selftest and undisturbed
 #
 # A skipped run (exit 77: no network namespaces here) counts as skipped, not failed. The
 # undisturbed reference runs and the Fashion-MNIST subset are cached in DIR/fault-scenarios-cache.
@@ -43,7 +43,7 @@ done
 ((${#scenarios[@]})) || scenarios=(kill1 kill2 gossip rejoin netns-delay-loss netns-partition)
 for s in "${scenarios[@]}"; do
   case $s in
-    failstop | undisturbed | kill1 | kill2 | gossip | rejoin | netns-delay-loss | netns-partition) ;;
+    selftest | failstop | undisturbed | kill1 | kill2 | gossip | rejoin | netns-delay-loss | netns-partition) ;;
     *) echo "fault-scenarios.sh: unknown scenario '$s' (see --help)" >&2; exit 2 ;;
   esac
 done

@@ -707,7 +707,8 @@ def scenario_failstop(args, workdir, rng):
     if late:
         raise Failed(f"fail-stop slower than deadline + 5 s: {late}")
     worst = max(line_ms(c.current(i).events("neighbour_failed")[-1]) - t0 for i in others)
-    return c, {"detail": f"killed {victim}; all 7 others exited 3 within {worst} ms"}
+    first = min(line_ms(c.current(i).events("neighbour_failed")[-1]) - t0 for i in neighbours(victim))
+    return c, {"detect_ms": first, "detail": f"killed {victim}; all 7 others exited 3 within {worst} ms"}
 
 
 def scenario_kill(args, workdir, rng, count):
