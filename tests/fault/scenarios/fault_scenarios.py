@@ -49,6 +49,7 @@ EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_SKIP = 0, 1, 2, 77
 N = 8  # nodes: 2 x 4 torus
 ROWS, COLS = 2, 4
 TOL = 1e-12
+MH_SETTLE = 5  # a W in force this many iterations must be Metropolis-Hastings of its graph
 FMNIST = "/usr/share/datasets/fashion-mnist"
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -482,9 +483,11 @@ def check_exits(c, survivors):
 
 def check_mixing(c, rejoined=()):
     """W(t) from every node incarnation's weights lines: symmetric and doubly stochastic on the
-    nodes in the mixing at every iteration where any row changes; killed incarnations count as in
-    the mixing while a live node's row lists them (then their last row must match); a dead node's
-    edges are gone from every row at the end (unless it rejoined). Returns per-iteration facts."""
+    nodes in the mixing at every iteration where any row changes, and Metropolis-Hastings of the
+    current graph where it stays in force MH_SETTLE iterations or more; killed incarnations count as
+    in the mixing while a live node's row lists them (then their last row must match); a dead node's
+    edges are gone from every row at the end (unless it rejoined). Returns the number of distinct
+    W checked."""
     incs = []  # (node, incarnation, killed, [(iteration, row)])
     for i, files in c.metrics.items():
         for k, f in enumerate(files):
@@ -510,7 +513,8 @@ def check_mixing(c, rejoined=()):
         return cur
 
     checked = 0
-    for t in breakpoints:
+    for n, t in enumerate(breakpoints):
+        settled = (breakpoints[n + 1] if n + 1 < len(breakpoints) else c.iterations) - t >= MH_SETTLE
         # The current incarnation of each node at t: the newest one whose first row is at or before t.
         current = {}
         for inc in incs:
@@ -544,6 +548,14 @@ def check_mixing(c, rejoined=()):
                 wj = rows[j].get(i)
                 if wj is None or abs(wj - w) > TOL:
                     raise Failed(f"iteration {t}: W is not symmetric: W[{i}][{j}] = {w!r} but W[{j}][{i}] = {wj!r}")
+                # Metropolis-Hastings from the degrees in the current mixing graph, once settled: a W
+                # in force for fewer than MH_SETTLE iterations may be a transition (a dropped edge's
+                # weight moved to the diagonals for the iteration before the new degrees apply).
+                mh = 1.0 / (1 + max(len(row) - 1, len(rows[j]) - 1))
+                if settled and abs(w - mh) > TOL:
+                    raise Failed(f"iteration {t}: W[{i}][{j}] = {w!r} is not the Metropolis-Hastings weight "
+                                 f"1/(1 + max({len(row) - 1}, {len(rows[j]) - 1})) = {mh!r} of the current graph "
+                                 f"(and this W stays in force for {MH_SETTLE} or more iterations)")
         checked += 1
     # After the drop, no surviving row lists a dead node (unless it came back).
     last = c.iterations - 1
@@ -928,14 +940,16 @@ def scenario_netns_partition(args, workdir, rng):
             c.start_proxy(i, 20, 5, args.seed * 100 + i)
         c.start_all()
         c.wait_until(lambda: min(c.current(i).iteration for i in range(N)) >= 30, "every node at iteration 30")
-        h.run("cut", ",".join(map(str, a)), ",".join(map(str, b)))
-        t_cut = now_ms()
+        c.poll()
         cut_its = {i: c.current(i).iteration for i in range(N)}
-        log(f"cut {a} | {b} at iterations {cut_its}")
-        c.sleep(10)
+        t_cut = now_ms()  # before the rules go in: the first ones bite while the rest are added
+        h.run("cut", ",".join(map(str, a)), ",".join(map(str, b)))
+        log(f"cut {a} | {b} at iterations {cut_its} (the rules took {now_ms() - t_cut} ms)")
+        c.sleep(max(0.0, 10 - (now_ms() - t_cut) / 1000))
+        c.poll()
         mid_its = {i: c.current(i).iteration for i in range(N)}
         h.run("heal")
-        t_heal = now_ms()
+        t_heal = now_ms()  # after the rules are gone
         log(f"healed at iterations {mid_its}")
         c.wait_all()
     finally:
@@ -1067,6 +1081,33 @@ def scenario_selftest(args, workdir, rng):
         r.log_rows(102, bad)
     expect_fail("W[i][j] != W[j][i]", run(skew))
 
+    def not_mh(r, after, changed):
+        bad = {i: dict(after[i]) for i in (1, 2)}
+        for a, b in ((1, 2), (2, 1)):  # symmetric and doubly stochastic, but not Metropolis-Hastings
+            bad[a][b] += 0.05
+            bad[a][a] -= 0.05
+        r.log_rows(102, after, only=[i for i in changed if i not in bad])
+        r.log_rows(102, bad)
+    expect_fail("symmetric doubly stochastic weights that are not Metropolis-Hastings", run(not_mh))
+
+    # Two deaths, the second re-weighted in two steps: at 200 node 1's edges go and their weights
+    # move to the diagonals (symmetric, doubly stochastic, not yet Metropolis-Hastings), at 201 the
+    # new degrees apply. Accepted; the same transition kept for 10 iterations is not.
+    def two_step(r, after, changed, hold=1):
+        r.log_rows(102, after, only=changed)
+        r.kill(1)
+        stale = {i: {j: w for j, w in after[i].items() if j != 1} for i in survivors if i != 1}
+        for i in stale:
+            stale[i][i] += after[i].get(1, 0.0)
+        r.log_rows(200, stale, only=[i for i in stale if 1 in after[i]])
+        final = mh_rows([e for e in without0 if 1 not in e], [i for i in survivors if i != 1])
+        r.log_rows(200 + hold, final, only=[i for i in final if final[i] != stale[i]])
+    n = check_mixing(run(two_step))
+    if n != 4:
+        raise Failed(f"selftest: expected 4 breakpoints checked in the two-step run, got {n}")
+    expect_fail("a transitional (non Metropolis-Hastings) W kept for 10 iterations",
+                run(lambda r, a, c: two_step(r, a, c, hold=10)))
+
     r = run()
     r.metrics[5][0].lines = []
     expect_fail("a node without weights lines", r)
@@ -1085,7 +1126,7 @@ def scenario_selftest(args, workdir, rng):
         raise Failed(f"selftest: expected 3 breakpoints checked in the rejoin run, got {n}")
     expect_fail("a neighbour re-admitting a rejoined node an iteration late",
                 run(lambda r, a, c: rejoin(r, a, c, late_one=True)), rejoined=[0])
-    return None, {"detail": "checker self-test: 2 good runs accepted, 6 bad ones caught"}
+    return None, {"detail": "checker self-test: 3 good runs accepted, 8 bad ones caught"}
 
 
 SCENARIOS = {
