@@ -10,6 +10,98 @@
 #include "net/transport.h"
 
 namespace gossip::daemon {
+
+// ---- ControlMailbox
+
+void ControlMailbox::put_verdict(int peer, const Verdict& v) {
+  {
+    std::lock_guard l(mu_);
+    verdicts_[{peer, v.iteration}] = v;
+  }
+  cv_.notify_all();
+}
+
+void ControlMailbox::put_admission(const Admission& a) {
+  {
+    std::lock_guard l(mu_);
+    admissions_.push_back(a);
+  }
+  cv_.notify_all();
+}
+
+std::map<int, Verdict> ControlMailbox::wait_verdicts(std::uint64_t iteration,
+                                                     std::span<const int> peers,
+                                                     SteadyTime deadline,
+                                                     const std::function<bool(int)>& gone,
+                                                     const std::function<bool(int)>& still_coming,
+                                                     const std::function<bool()>& interrupted) {
+  std::map<int, Verdict> got;
+  const auto window = deadline - std::chrono::steady_clock::now();
+  int extensions = 0;
+  std::vector<int> open(peers.begin(), peers.end());
+  std::unique_lock l(mu_);
+  while (true) {
+    std::vector<int> still;
+    for (int peer : open) {
+      auto it = verdicts_.find({peer, iteration});
+      if (it != verdicts_.end()) {
+        got[peer] = it->second;
+      } else if (!gone || !gone(peer)) {
+        still.push_back(peer);
+      }
+    }
+    open.swap(still);
+    if (open.empty()) break;
+    const SteadyTime now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      const bool extend = extensions < kMaxExtensions && still_coming &&
+                          std::any_of(open.begin(), open.end(), still_coming);
+      if (!extend) break;
+      ++extensions;
+      deadline += window;
+    }
+    if (interrupted) {
+      l.unlock();
+      const bool stop = interrupted();
+      l.lock();
+      if (stop) break;
+    }
+    // Short slices: link state (gone) and the stop flag are polled, not signalled.
+    cv_.wait_until(l, std::min(deadline, now + std::chrono::milliseconds(10)));
+  }
+  std::erase_if(verdicts_, [&](const auto& kv) { return kv.first.second <= iteration; });
+  return got;
+}
+
+std::vector<Admission> ControlMailbox::take_admissions() {
+  std::lock_guard l(mu_);
+  std::vector<Admission> out;
+  out.swap(admissions_);
+  return out;
+}
+
+std::function<void(int, const net::pb::Control&)> control_handler(
+    std::shared_ptr<ControlMailbox> mailbox) {
+  return [mailbox](int peer, const net::pb::Control& c) {
+    switch (c.kind_case()) {
+      case net::pb::Control::kVerdict:
+        mailbox->put_verdict(peer, {c.verdict().iteration(), c.verdict().have_your_data(),
+                                    c.verdict().degree()});
+        break;
+      case net::pb::Control::kAdmit:
+        mailbox->put_admission({Admission::kAdmit, peer, c.admit().iteration(), false,
+                                c.admit().current()});
+        break;
+      case net::pb::Control::kAccept:
+        mailbox->put_admission({Admission::kAccept, peer, c.accept().iteration(),
+                                c.accept().accepted(), c.accept().current()});
+        break;
+      default:
+        break;  // an empty control message: nothing to do
+    }
+  };
+}
+
 namespace {
 
 constexpr auto kPollSlice = std::chrono::milliseconds(50);
@@ -21,14 +113,24 @@ class TransportPending : public PendingExchange {
     for (const Inbox& in : from) remaining_[in.peer] = in.buffer.size();
   }
 
-  std::vector<NeighbourFailure> wait(SteadyTime deadline,
-                                     const std::function<bool()>& interrupted) override {
+  std::vector<NeighbourFailure> wait(SteadyTime deadline, const std::function<bool()>& interrupted,
+                                     const std::function<bool(int)>& still_coming) override {
     bool aborted = false;
     std::size_t open = 0;
     for (auto& [peer, left] : remaining_) open += left > 0 ? 1 : 0;
+    const auto window = deadline - std::chrono::steady_clock::now();
+    int extensions = 0;
     while (open > 0) {
       SteadyTime now = std::chrono::steady_clock::now();
-      if (now >= deadline) break;
+      if (now >= deadline) {
+        bool extend = false;
+        if (still_coming && extensions < kMaxExtensions) {
+          for (auto& [peer, left] : remaining_) extend = extend || (left > 0 && still_coming(peer));
+        }
+        if (!extend) break;
+        ++extensions;
+        deadline += window;
+      }
       SteadyTime slice = std::min(deadline, now + kPollSlice);
       std::optional<net::ChunkEvent> chunk = exchange_->next_chunk(slice);
       if (chunk) {
@@ -59,7 +161,53 @@ class TransportPending : public PendingExchange {
 
 class TransportExchange : public ParameterExchange {
  public:
-  explicit TransportExchange(net::Transport& transport) : transport_(transport) {}
+  TransportExchange(net::Transport& transport, std::shared_ptr<ControlMailbox> mailbox)
+      : transport_(transport), mailbox_(std::move(mailbox)) {}
+
+  void send_verdict(int peer, const Verdict& v) override {
+    net::pb::Control c;
+    c.mutable_verdict()->set_iteration(v.iteration);
+    c.mutable_verdict()->set_have_your_data(v.have_your_data);
+    c.mutable_verdict()->set_degree(v.degree);
+    transport_.send_control(peer, c);
+  }
+  void send_admission(int peer, const Admission& a) override {
+    net::pb::Control c;
+    if (a.kind == Admission::kAdmit) {
+      c.mutable_admit()->set_iteration(a.iteration);
+      c.mutable_admit()->set_current(a.current);
+    } else {
+      c.mutable_accept()->set_iteration(a.iteration);
+      c.mutable_accept()->set_accepted(a.accepted);
+      c.mutable_accept()->set_current(a.current);
+    }
+    transport_.send_control(peer, c);
+  }
+  std::map<int, Verdict> wait_verdicts(std::uint64_t iteration, std::span<const int> peers,
+                                       SteadyTime deadline,
+                                       const std::function<bool()>& interrupted) override {
+    return mailbox_->wait_verdicts(
+        iteration, peers, deadline, [this](int peer) { return !link_up(peer); },
+        [this, iteration](int peer) {
+          std::optional<std::uint64_t> at = peer_iteration(peer);
+          return at && *at <= iteration;
+        },
+        interrupted);
+  }
+  std::vector<Admission> take_admissions() override { return mailbox_->take_admissions(); }
+  bool link_up(int peer) const override { return transport_.peer_iteration(peer).has_value(); }
+  std::optional<std::uint64_t> peer_iteration(int peer) const override {
+    return transport_.peer_iteration(peer);
+  }
+  std::uint64_t link_generation(int peer) const override {
+    return transport_.link_generation(peer);
+  }
+  void set_iteration(std::uint64_t iteration, std::uint32_t degree) override {
+    transport_.set_local_state(degree, iteration);
+  }
+  void skip_before(int peer, std::uint64_t iteration) override {
+    transport_.skip_before(peer, iteration);
+  }
 
   std::unique_ptr<PendingExchange> begin(std::uint64_t iteration, std::span<const float> x,
                                          std::span<const int> to,
@@ -77,12 +225,14 @@ class TransportExchange : public ParameterExchange {
 
  private:
   net::Transport& transport_;
+  std::shared_ptr<ControlMailbox> mailbox_;
 };
 
 }  // namespace
 
-std::unique_ptr<ParameterExchange> make_transport_exchange(net::Transport& transport) {
-  return std::make_unique<TransportExchange>(transport);
+std::unique_ptr<ParameterExchange> make_transport_exchange(net::Transport& transport,
+                                                           std::shared_ptr<ControlMailbox> mailbox) {
+  return std::make_unique<TransportExchange>(transport, std::move(mailbox));
 }
 
 // ---- In-process hub
@@ -96,9 +246,11 @@ class LocalExchangeHub::NodeExchange : public ParameterExchange {
     Pending(NodeExchange& owner, std::uint64_t iteration, std::span<const Inbox> from)
         : owner_(owner), iteration_(iteration), from_(from.begin(), from.end()) {}
 
-    std::vector<NeighbourFailure> wait(SteadyTime deadline,
-                                       const std::function<bool()>& interrupted) override {
+    std::vector<NeighbourFailure> wait(SteadyTime deadline, const std::function<bool()>& interrupted,
+                                       const std::function<bool(int)>& still_coming) override {
       LocalExchangeHub& hub = owner_.hub_;
+      const auto window = deadline - std::chrono::steady_clock::now();
+      int extensions = 0;
       std::vector<NeighbourFailure> failures;
       std::vector<bool> done(from_.size(), false);
       std::unique_lock lock(hub.mutex_);
@@ -111,6 +263,9 @@ class LocalExchangeHub::NodeExchange : public ParameterExchange {
           if (it != hub.mailbox_.end()) {
             GOSSIP_CHECK_EQ(it->second.size(), from_[k].buffer.size());
             std::copy(it->second.begin(), it->second.end(), from_[k].buffer.begin());
+            if (auto p = hub.poison_.find(key); p != hub.poison_.end() && !from_[k].buffer.empty()) {
+              from_[k].buffer[0] = p->second;
+            }
             owner_.received_ += it->second.size() * sizeof(float);
             hub.mailbox_.erase(it);
             done[k] = true;
@@ -124,6 +279,19 @@ class LocalExchangeHub::NodeExchange : public ParameterExchange {
         }
         if (open == 0) break;
         SteadyTime now = std::chrono::steady_clock::now();
+        if (now >= deadline && still_coming && extensions < kMaxExtensions) {
+          bool extend = false;
+          lock.unlock();  // still_coming may ask the hub (its own lock)
+          for (std::size_t k = 0; k < from_.size(); ++k) {
+            extend = extend || (!done[k] && still_coming(from_[k].peer));
+          }
+          lock.lock();
+          if (extend) {
+            ++extensions;
+            deadline += window;
+            continue;
+          }
+        }
         bool stop = now >= deadline;
         if (!stop && interrupted) {
           lock.unlock();
@@ -159,7 +327,9 @@ class LocalExchangeHub::NodeExchange : public ParameterExchange {
       std::lock_guard lock(hub_.mutex_);
       if (!hub_.failed_[self_]) {
         for (int peer : to) {
-          hub_.mailbox_[std::make_tuple(self_, peer, iteration)].assign(x.begin(), x.end());
+          auto key = std::make_tuple(self_, peer, iteration);
+          if (hub_.lost_.count(key)) continue;
+          hub_.mailbox_[key].assign(x.begin(), x.end());
           sent_ += x.size() * sizeof(float);
         }
       }
@@ -170,6 +340,53 @@ class LocalExchangeHub::NodeExchange : public ParameterExchange {
   bool wait_connected(std::span<const int>, SteadyTime) override { return true; }
   std::uint64_t bytes_sent() const override { return sent_; }
   std::uint64_t bytes_received() const override { return received_; }
+
+  // The hub's mutex is released before a mailbox is touched (wait_verdicts takes them in the
+  // other order).
+  void send_verdict(int peer, const Verdict& v) override {
+    {
+      std::lock_guard lock(hub_.mutex_);
+      if (hub_.failed_[self_] || hub_.failed_[peer]) return;
+      if (hub_.lost_verdicts_.count(std::make_tuple(self_, peer, v.iteration))) return;
+    }
+    hub_.nodes_[peer]->mailbox_.put_verdict(self_, v);
+  }
+  void send_admission(int peer, const Admission& a) override {
+    {
+      std::lock_guard lock(hub_.mutex_);
+      if (hub_.failed_[self_] || hub_.failed_[peer]) return;
+    }
+    Admission copy = a;
+    copy.peer = self_;
+    hub_.nodes_[peer]->mailbox_.put_admission(copy);
+  }
+  std::map<int, Verdict> wait_verdicts(std::uint64_t iteration, std::span<const int> peers,
+                                       SteadyTime deadline,
+                                       const std::function<bool()>& interrupted) override {
+    return mailbox_.wait_verdicts(
+        iteration, peers, deadline, [this](int peer) { return !link_up(peer); },
+        [this, iteration](int peer) {
+          std::optional<std::uint64_t> at = peer_iteration(peer);
+          return at && *at <= iteration;
+        },
+        interrupted);
+  }
+  std::vector<Admission> take_admissions() override { return mailbox_.take_admissions(); }
+  bool link_up(int peer) const override {
+    std::lock_guard lock(hub_.mutex_);
+    return !hub_.failed_[peer];
+  }
+  std::optional<std::uint64_t> peer_iteration(int peer) const override {
+    std::lock_guard lock(hub_.mutex_);
+    if (hub_.failed_[peer]) return std::nullopt;
+    return hub_.nodes_[peer]->iteration_.load();
+  }
+  std::uint64_t link_generation(int peer) const override { return link_up(peer) ? 1 : 0; }
+  void set_iteration(std::uint64_t iteration, std::uint32_t) override { iteration_ = iteration; }
+  void skip_before(int, std::uint64_t) override {}
+
+  ControlMailbox mailbox_;
+  std::atomic<std::uint64_t> iteration_{0};
 
  private:
   LocalExchangeHub& hub_;
@@ -191,6 +408,22 @@ void LocalExchangeHub::fail_node(int i) {
     failed_.at(i) = true;
   }
   arrived_.notify_all();
+  for (auto& n : nodes_) n->mailbox_.notify();
+}
+
+void LocalExchangeHub::poison(int from, int to, std::uint64_t iteration, float value) {
+  std::lock_guard lock(mutex_);
+  poison_[std::make_tuple(from, to, iteration)] = value;
+}
+
+void LocalExchangeHub::lose(int from, int to, std::uint64_t iteration) {
+  std::lock_guard lock(mutex_);
+  lost_.insert(std::make_tuple(from, to, iteration));
+}
+
+void LocalExchangeHub::lose_verdict(int from, int to, std::uint64_t iteration) {
+  std::lock_guard lock(mutex_);
+  lost_verdicts_.insert(std::make_tuple(from, to, iteration));
 }
 
 }  // namespace gossip::daemon

@@ -17,6 +17,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <tuple>
@@ -26,11 +28,18 @@
 
 namespace gossip::net {
 class Transport;
+namespace pb {
+class Control;
 }
+}  // namespace gossip::net
 
 namespace gossip::daemon {
 
 using SteadyTime = std::chrono::steady_clock::time_point;
+
+// How often a wait's deadline may be extended for a peer that is alive and behind (so that one
+// node held up by a dead or silent neighbour does not make its own neighbours drop it too).
+inline constexpr int kMaxExtensions = 8;
 
 struct Inbox {
   int peer = -1;
@@ -46,15 +55,81 @@ class PendingExchange {
  public:
   virtual ~PendingExchange() = default;
   // Waits until every send and receive finished or failed, `deadline` passed, or `interrupted()`
-  // returned true (polled every few milliseconds; may be empty). Returns the failures (an
-  // unfinished receive is a DeadlineExceeded failure of its peer). Call once.
+  // returned true (polled every few milliseconds; may be empty). When the deadline passes while
+  // `still_coming(peer)` holds for a peer whose data is missing (its link is up and it is behind,
+  // e.g. still finishing the previous iteration), the deadline moves on by the original span, at
+  // most kMaxExtensions times. Returns the failures (an unfinished receive is a DeadlineExceeded
+  // failure of its peer). Call once.
   virtual std::vector<NeighbourFailure> wait(SteadyTime deadline,
-                                             const std::function<bool()>& interrupted) = 0;
+                                             const std::function<bool()>& interrupted,
+                                             const std::function<bool(int)>& still_coming = {}) = 0;
+};
+
+// Membership control messages (the carry-on fault policy, docs/daemon.md "Fault tolerance").
+// Verdict: after the data phase of `iteration`, whether the sender has the receiver's x^iteration
+// (whole, finite) and the sender's planned degree at that iteration.
+struct Verdict {
+  std::uint64_t iteration = 0;
+  bool have_your_data = false;
+  std::uint32_t degree = 0;
+};
+
+// Admit (proposal: use the edge from `iteration` on) or its answer Accept.
+struct Admission {
+  enum Kind { kAdmit, kAccept } kind = kAdmit;
+  int peer = -1;
+  std::uint64_t iteration = 0;
+  bool accepted = false;       // Accept only
+  std::uint64_t current = 0;   // the sender's current iteration
+};
+
+// Received control messages, filled by an exchange's delivery side and read by the loop.
+class ControlMailbox {
+ public:
+  void put_verdict(int peer, const Verdict& v);
+  void put_admission(const Admission& a);
+  // Waits until a verdict for `iteration` from each of `peers` arrived, or `gone(peer)` says that
+  // peer's link is down, or `deadline` passes (extended as in PendingExchange::wait while
+  // `still_coming(peer)` holds for a missing one), or `interrupted()`. Returns what arrived;
+  // forgets every verdict for iterations <= `iteration`.
+  std::map<int, Verdict> wait_verdicts(std::uint64_t iteration, std::span<const int> peers,
+                                       SteadyTime deadline,
+                                       const std::function<bool(int)>& gone,
+                                       const std::function<bool(int)>& still_coming,
+                                       const std::function<bool()>& interrupted);
+  std::vector<Admission> take_admissions();
+  void notify() { cv_.notify_all(); }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::pair<int, std::uint64_t>, Verdict> verdicts_;  // (peer, iteration)
+  std::vector<Admission> admissions_;
 };
 
 class ParameterExchange {
  public:
   virtual ~ParameterExchange() = default;
+  // ---- membership (carry-on fault policy)
+  // Sends are fire-and-forget: dropped when the link to `peer` is down.
+  virtual void send_verdict(int peer, const Verdict& v) = 0;
+  virtual void send_admission(int peer, const Admission& a) = 0;
+  // See ControlMailbox::wait_verdicts: a peer whose link is down is not waited for; the deadline
+  // is extended while a missing peer is connected and has not passed `iteration`.
+  virtual std::map<int, Verdict> wait_verdicts(std::uint64_t iteration, std::span<const int> peers,
+                                               SteadyTime deadline,
+                                               const std::function<bool()>& interrupted) = 0;
+  virtual std::vector<Admission> take_admissions() = 0;
+  // Whether there is a live link to `peer` now, the iteration it last announced, and a counter
+  // that changes whenever a new link to it is established.
+  virtual bool link_up(int peer) const = 0;
+  virtual std::optional<std::uint64_t> peer_iteration(int peer) const = 0;
+  virtual std::uint64_t link_generation(int peer) const = 0;
+  // This node's current iteration (announced to neighbours); and: data of `peer` for iterations
+  // below `iteration` is stale (re-admission after a gap).
+  virtual void set_iteration(std::uint64_t iteration, std::uint32_t degree) = 0;
+  virtual void skip_before(int peer, std::uint64_t iteration) = 0;
+
   virtual std::unique_ptr<PendingExchange> begin(std::uint64_t iteration, std::span<const float> x,
                                                  std::span<const int> to,
                                                  std::span<const Inbox> from) = 0;
@@ -64,18 +139,29 @@ class ParameterExchange {
   virtual std::uint64_t bytes_received() const = 0;
 };
 
-// Over net::Transport (borrowed; must outlive this object).
-std::unique_ptr<ParameterExchange> make_transport_exchange(net::Transport& transport);
+// Over net::Transport (borrowed; must outlive this object). `mailbox` must be the one whose
+// put_* the transport's TransportOptions::on_control feeds (see control_handler()).
+std::unique_ptr<ParameterExchange> make_transport_exchange(net::Transport& transport,
+                                                           std::shared_ptr<ControlMailbox> mailbox);
+// A TransportOptions::on_control callback that files control messages into `mailbox`.
+std::function<void(int, const net::pb::Control&)> control_handler(std::shared_ptr<ControlMailbox> mailbox);
 
 // n nodes as threads of one process: node(i) is node i's exchange. Messages are copied into a
 // mailbox keyed by (sender, receiver, iteration). fail_node(i) makes every later wait for node
-// i's data fail at once with Unavailable (a crashed peer). Thread-safe.
+// i's data or verdicts fail at once with Unavailable (a crashed peer); what it sent before stays
+// deliverable. Fault injection for tests: poison(from, to, t, value) replaces element 0 of the
+// iteration-t buffer from `from` to `to` with `value` (NaN, Inf) on delivery; lose(from, to, t)
+// makes that buffer never arrive; lose_verdict(from, to, t) the same for the verdict.
+// Thread-safe.
 class LocalExchangeHub {
  public:
   explicit LocalExchangeHub(int num_nodes);
   ~LocalExchangeHub();
   ParameterExchange& node(int i);
   void fail_node(int i);
+  void poison(int from, int to, std::uint64_t iteration, float value);
+  void lose(int from, int to, std::uint64_t iteration);
+  void lose_verdict(int from, int to, std::uint64_t iteration);
 
   class NodeExchange;
 
@@ -84,6 +170,8 @@ class LocalExchangeHub {
   std::mutex mutex_;  // guards mailbox_ and failed_
   std::condition_variable arrived_;
   std::map<std::tuple<int, int, std::uint64_t>, std::vector<float>> mailbox_;
+  std::map<std::tuple<int, int, std::uint64_t>, float> poison_;
+  std::set<std::tuple<int, int, std::uint64_t>> lost_, lost_verdicts_;
   std::vector<bool> failed_;
   std::vector<std::unique_ptr<NodeExchange>> nodes_;
 };

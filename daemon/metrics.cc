@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <cstdlib>
 #include <sstream>
 
 namespace gossip::daemon {
@@ -115,9 +116,53 @@ void MetricsWriter::eval(std::uint64_t completed, double test_loss, double test_
              ",\"test_accuracy\":" + json_number(test_accuracy) + "}");
 }
 
-void MetricsWriter::event(std::uint64_t iteration, std::string_view event, std::string_view detail) {
-  write_line(head("event", iteration) + ",\"event\":" + json_quote(event) +
-             ",\"detail\":" + json_quote(detail) + "}");
+void MetricsWriter::event(std::uint64_t iteration, std::string_view event, std::string_view detail,
+                          int peer) {
+  write_line(head("event", iteration) + ",\"unix_ms\":" + std::to_string(clock_->wall_ms()) +
+             ",\"event\":" + json_quote(event) + ",\"detail\":" + json_quote(detail) +
+             (peer >= 0 ? ",\"peer\":" + std::to_string(peer) : std::string()) + "}");
+}
+
+void MetricsWriter::weights(std::uint64_t iteration, const std::vector<std::pair<int, double>>& row) {
+  write_line(head("weights", iteration) + ",\"unix_ms\":" + std::to_string(clock_->wall_ms()) +
+             ",\"row\":" + json_quote(format_row(row)) + "}");
+}
+
+std::string format_row(const std::vector<std::pair<int, double>>& row) {
+  std::string out;
+  char buf[40];
+  for (const auto& [j, w] : row) {
+    std::snprintf(buf, sizeof buf, "%.17g", w);
+    if (!out.empty()) out += ',';
+    out += std::to_string(j) + ':' + buf;
+  }
+  return out;
+}
+
+Result<std::vector<std::pair<int, double>>> parse_row(std::string_view text) {
+  std::vector<std::pair<int, double>> row;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    std::size_t comma = text.find(',', i);
+    if (comma == std::string_view::npos) comma = text.size();
+    std::string entry(text.substr(i, comma - i));
+    std::size_t colon = entry.find(':');
+    char* end = nullptr;
+    if (colon == std::string::npos) return invalid_argument("row entry '" + entry + "' has no ':'");
+    long j = std::strtol(entry.c_str(), &end, 10);
+    if (end != entry.c_str() + colon || colon == 0 || j < 0) {
+      return invalid_argument("row entry '" + entry + "': bad node id");
+    }
+    const char* w_text = entry.c_str() + colon + 1;
+    double w = std::strtod(w_text, &end);
+    if (*w_text == '\0' || *end != '\0') return invalid_argument("row entry '" + entry + "': bad weight");
+    if (!row.empty() && row.back().first >= j) {
+      return invalid_argument("row ids not increasing at '" + entry + "'");
+    }
+    row.emplace_back(static_cast<int>(j), w);
+    i = comma + 1;
+  }
+  return row;
 }
 
 Result<std::map<std::string, JsonValue>> parse_flat_json(std::string_view s) {

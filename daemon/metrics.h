@@ -5,7 +5,14 @@
 //    "compute_s":0.0021,"exchange_s":0.0009,"wait_s":0.0001,"mix_s":0.0003,"iteration_s":0.0026,
 //    "bytes_sent":1626112,"bytes_received":1626112,"iterations_in_line":10}
 //   {"type":"eval","node":3,"iteration":500,"wall_ms":...,"test_loss":0.38,"test_accuracy":0.861}
-//   {"type":"event","node":3,"iteration":812,"wall_ms":...,"event":"neighbour_failed","detail":"..."}
+//   {"type":"event","node":3,"iteration":812,"wall_ms":...,"unix_ms":...,"event":"edge_dropped",
+//    "detail":"...","peer":5}
+//   {"type":"weights","node":3,"iteration":812,"wall_ms":...,"unix_ms":...,"row":"2:0.25,3:0.5,4:0.25"}
+//
+// "event" and "weights" lines carry unix_ms (the clock's Unix time in ms; the same clock as
+// wall_ms) so that lines of different nodes can be ordered. "peer" is present where an event
+// concerns one neighbour. A "weights" line gives node i's row of W(t) from `iteration` on (until the
+// next weights line): every nonzero entry including the diagonal, ids increasing, "%.17g".
 //
 // An "iter" line covers `iterations_in_line` iterations ending at `iteration` (the number of
 // completed iterations): loss and lr are means over them, times are per-iteration means (seconds),
@@ -20,6 +27,8 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/status.h"
@@ -52,7 +61,10 @@ class MetricsWriter {
   // Writes whatever has accumulated (end of run).
   void flush_iterations();
   void eval(std::uint64_t completed_iterations, double test_loss, double test_accuracy);
-  void event(std::uint64_t iteration, std::string_view event, std::string_view detail);
+  void event(std::uint64_t iteration, std::string_view event, std::string_view detail,
+             int peer = -1);
+  // Node i's row of W(iteration) as (column, weight) pairs in increasing column order.
+  void weights(std::uint64_t iteration, const std::vector<std::pair<int, double>>& row);
 
  private:
   MetricsWriter(std::FILE* file, bool owned, int node, std::uint64_t every, Clock& clock);
@@ -73,6 +85,10 @@ class MetricsWriter {
 std::string json_quote(std::string_view s);
 // A number as JSON (non-finite values become null).
 std::string json_number(double v);
+// "j:w,j:w,..." with %.17g weights (the "row" member of a weights line).
+std::string format_row(const std::vector<std::pair<int, double>>& row);
+// The inverse of format_row; InvalidArgument on anything malformed.
+Result<std::vector<std::pair<int, double>>> parse_row(std::string_view text);
 
 // A flat JSON object's members (numbers, strings, booleans, null) — enough to read metrics lines
 // back. InvalidArgument for anything else.

@@ -15,6 +15,8 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <set>
+#include <span>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -126,7 +128,83 @@ sgd::Dataset head_of(const sgd::Dataset& data, std::int64_t count) {
   return out;
 }
 
+// Whether every x is finite (a NaN or Inf from a neighbour is never mixed).
+bool all_finite(std::span<const float> x) {
+  bool ok = true;
+  for (float v : x) ok &= std::isfinite(v);
+  return ok;
+}
+
 }  // namespace
+
+bool mixing_is_symmetric(const topology::Topology& topology) {
+  for (int t = 0; t < topology.period(); ++t) {
+    const topology::SparseMatrix& w = topology.mixing_matrix(t);
+    for (int k = 0; k < w.outerSize(); ++k) {
+      for (topology::SparseMatrix::InnerIterator e(w, k); e; ++e) {
+        if (e.row() != e.col() && w.coeff(e.col(), e.row()) != e.value()) return false;
+      }
+    }
+  }
+  return true;
+}
+
+bool uses_metropolis_hastings(const topology::Topology& topology, int node) {
+  if (topology.is_time_varying() || topology.is_directed()) return false;
+  const topology::WeightScheme s = topology.weight_scheme();
+  if (s != topology::WeightScheme::kMetropolisHastings && s != topology::WeightScheme::kDefault) {
+    return false;
+  }
+  // The rule must reproduce the topology's row bit for bit when nothing failed.
+  const int d = topology.graph().degree(node);
+  double off = 0.0;
+  for (const topology::Neighbor& nb : topology.in_neighbors(node, 0)) {
+    const double w = topology::metropolis_hastings_weight(d, topology.graph().degree(nb.node));
+    if (w != nb.weight) return false;
+    off += w;
+  }
+  return 1.0 - off == topology.self_weight(node, 0);
+}
+
+RowWeights row_weights(const topology::Topology& topology, int node, std::int64_t iteration,
+                       bool metropolis_hastings, std::uint32_t planned_degree,
+                       const std::map<int, std::uint32_t>& used) {
+  RowWeights out;
+  if (metropolis_hastings) {
+    double off = 0.0;
+    for (const auto& [j, dj] : used) {
+      const double w = topology::metropolis_hastings_weight(static_cast<int>(planned_degree),
+                                                            static_cast<int>(dj));
+      out.neighbours.emplace_back(j, w);
+      off += w;
+    }
+    out.self = 1.0 - off;
+    return out;
+  }
+  out.self = topology.self_weight(node, iteration);
+  for (const topology::Neighbor& nb : topology.in_neighbors(node, iteration)) {
+    if (used.count(nb.node)) {
+      out.neighbours.emplace_back(nb.node, nb.weight);
+    } else {
+      out.self += nb.weight;
+    }
+  }
+  return out;
+}
+
+std::vector<std::pair<int, double>> RowWeights::row(int node) const {
+  std::vector<std::pair<int, double>> r;
+  bool self_added = false;
+  for (const auto& [j, w] : neighbours) {
+    if (!self_added && j > node) {
+      if (self != 0.0) r.emplace_back(node, self);
+      self_added = true;
+    }
+    if (w != 0.0) r.emplace_back(j, w);
+  }
+  if (!self_added && self != 0.0) r.emplace_back(node, self);
+  return r;
+}
 
 NodeResult run_node(const NodeOptions& options, const topology::Topology& topology,
                     const sgd::Problem& problem, sgd::Backend& backend,
@@ -265,12 +343,35 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
   std::uint64_t sent_before = exchange.bytes_sent(), received_before = exchange.bytes_received();
   auto interrupted = [&] { return stop.load(std::memory_order_relaxed); };
 
+  // Fault policy (node.h). Carry-on needs a symmetric W(t); Metropolis–Hastings rows are
+  // recomputed from the degrees both ends announce, other schemes move a dropped edge's weight
+  // onto the diagonal.
+  bool carry_on = cfg.fault().policy() != pb::Fault::FAIL_STOP;
+  if (carry_on && !mixing_is_symmetric(topology)) {
+    GOSSIP_LOG(kWarning) << "fault.policy CARRY_ON needs a symmetric W(t) (an undirected topology); "
+                         << (topology.name().empty() ? std::string("this topology") : topology.name())
+                         << " is directed, so this node fails stop (checkpoint, exit "
+                         << kExitNeighbourFailed << ") when a neighbour fails";
+    carry_on = false;
+  }
+  const bool mh = carry_on && uses_metropolis_hastings(topology, self);
+  std::set<int> dropped;                          // neighbours not exchanged with (until re-admitted)
+  std::vector<std::pair<int, double>> last_row;   // the row of W in the last weights line
+  bool row_logged = false;
+  const std::vector<int> everyone = all_neighbours(topology, self);
+
   for (std::uint64_t t = start; t < total; ++t) {
     const sgd::SamplerState before = sampler.state();
     if (interrupted()) return stop_now(t, before, kExitStopped, "stop requested (signal)");
     const std::int64_t it = static_cast<std::int64_t>(t);
     std::vector<topology::Neighbor> in = topology.in_neighbors(self, it);
     std::vector<topology::Neighbor> out = topology.out_neighbors(self, it);
+    if (carry_on) {
+      std::erase_if(in, [&](const topology::Neighbor& nb) { return dropped.count(nb.node) != 0; });
+      std::erase_if(out, [&](const topology::Neighbor& nb) { return dropped.count(nb.node) != 0; });
+    }
+    const auto planned = static_cast<std::uint32_t>(in.size());  // d_i(t)
+    exchange.set_iteration(t, planned);
     to.clear();
     for (const topology::Neighbor& nb : out) to.push_back(nb.node);
     from.clear();
@@ -287,29 +388,108 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
     stats.compute_s = std::chrono::duration<double>(t1 - t0).count();
     auto exchange_start = overlap ? t0 : t1;
     if (!overlap) pending = exchange.begin(t, send, to, from);
+    // A neighbour that is connected but still finishing iteration t-1 (held up by a failure
+    // elsewhere) is waited for longer; under fail-stop only the deadline counts, as before.
+    std::function<bool(int)> behind;
+    if (carry_on) {
+      behind = [&exchange, t](int peer) {
+        std::optional<std::uint64_t> at = exchange.peer_iteration(peer);
+        return at && *at < t;
+      };
+    }
     std::vector<NeighbourFailure> failures =
-        pending->wait(std::chrono::steady_clock::now() + deadline, interrupted);
+        pending->wait(std::chrono::steady_clock::now() + deadline, interrupted, behind);
     pending.reset();
+    // Why a neighbour's x_j^t cannot be mixed: it did not arrive whole, or it is not finite.
+    std::map<int, std::string> unusable;
+    for (const NeighbourFailure& f : failures) {
+      unusable.emplace(f.peer, f.status.to_string());
+    }
+    for (const topology::Neighbor& nb : in) {
+      if (!unusable.count(nb.node) && !all_finite(inbox_host[nb.node])) {
+        unusable.emplace(nb.node, "its iteration-" + std::to_string(t) +
+                                      " parameters contain NaN or Inf");
+      }
+    }
+    if (!unusable.empty() && interrupted()) {
+      if (Status s = sampler.restore(before); !s.is_ok()) return fail(kExitError, s);
+      return stop_now(t, before, kExitStopped, "stop requested (signal)");
+    }
+    std::map<int, std::uint32_t> used;  // neighbour -> its planned degree d_j(t)
+    if (!carry_on) {
+      if (!unusable.empty()) {
+        // The abandoned iteration's batch is drawn again on resume.
+        if (Status s = sampler.restore(before); !s.is_ok()) return fail(kExitError, s);
+        std::string why;
+        for (const auto& [peer, reason] : unusable) {
+          GOSSIP_LOG(kError) << "neighbour " << peer << " failed at iteration " << t << ": " << reason;
+          why += (why.empty() ? "" : "; ") + std::string("neighbour ") + std::to_string(peer) +
+                 ": " + reason;
+        }
+        return stop_now(t, before, kExitNeighbourFailed, why);
+      }
+      for (const topology::Neighbor& nb : in) used[nb.node] = 0;
+    } else {
+      // Verdict phase: the edge is used at t iff both ends have each other's x^t and both
+      // verdicts arrived; otherwise both ends drop it from t on.
+      std::vector<int> peers;
+      for (const topology::Neighbor& nb : in) {
+        peers.push_back(nb.node);
+        exchange.send_verdict(nb.node, {t, unusable.count(nb.node) == 0, planned});
+      }
+      std::map<int, Verdict> verdicts;
+      if (!peers.empty()) {
+        verdicts = exchange.wait_verdicts(t, peers, std::chrono::steady_clock::now() + deadline,
+                                          interrupted);
+      }
+      if (verdicts.size() < peers.size() && interrupted()) {
+        if (Status s = sampler.restore(before); !s.is_ok()) return fail(kExitError, s);
+        return stop_now(t, before, kExitStopped, "stop requested (signal)");
+      }
+      for (int j : peers) {
+        auto v = verdicts.find(j);
+        std::string reason;
+        if (auto u = unusable.find(j); u != unusable.end()) {
+          reason = "no usable parameters from it: " + u->second;
+        } else if (v == verdicts.end()) {
+          reason = "no verdict from it within the deadline";
+        } else if (!v->second.have_your_data) {
+          reason = "it did not get our parameters";
+        }
+        if (reason.empty()) {
+          used[j] = v->second.degree;
+          continue;
+        }
+        dropped.insert(j);
+        GOSSIP_LOG(kWarning) << "dropping the edge to node " << j << " from iteration " << t << ": "
+                             << reason;
+        metrics.event(t, "edge_dropped", "node " + std::to_string(j) + ": " + reason, j);
+      }
+      if (used.size() < peers.size()) {
+        GOSSIP_LOG(kWarning) << "active degree dropped to " << used.size() << " at iteration " << t;
+        if (std::all_of(everyone.begin(), everyone.end(),
+                        [&](int j) { return dropped.count(j) != 0; })) {
+          GOSSIP_LOG(kWarning) << "partitioned: no neighbours left at iteration " << t
+                               << "; training alone";
+          metrics.event(t, "partitioned", "no neighbours left; training alone");
+        }
+      }
+    }
     auto t2 = std::chrono::steady_clock::now();
     stats.wait_s = std::chrono::duration<double>(t2 - t1).count();
     stats.exchange_s = std::chrono::duration<double>(t2 - exchange_start).count();
-    if (!failures.empty()) {
-      // The abandoned iteration's batch is drawn again on resume.
-      if (Status s = sampler.restore(before); !s.is_ok()) return fail(kExitError, s);
-      if (interrupted()) return stop_now(t, before, kExitStopped, "stop requested (signal)");
-      std::string why;
-      for (const NeighbourFailure& f : failures) {
-        GOSSIP_LOG(kError) << "neighbour " << f.peer << " failed at iteration " << t << ": "
-                           << f.status.to_string();
-        why += (why.empty() ? "" : "; ") + std::string("neighbour ") + std::to_string(f.peer) +
-               ": " + f.status.to_string();
-      }
-      return stop_now(t, before, kExitNeighbourFailed, why);
-    }
     if (!on_host) {
-      for (const topology::Neighbor& nb : in) {
-        backend.copy_to_device(inbox_device[nb.node].data(), inbox_host[nb.node].data(), d);
+      for (const auto& [j, dj] : used) {
+        backend.copy_to_device(inbox_device[j].data(), inbox_host[j].data(), d);
       }
+    }
+    // W(t)'s row i, logged when it changed.
+    const RowWeights w = row_weights(topology, self, it, mh, planned, used);
+    std::vector<std::pair<int, double>> row = w.row(self);
+    if (!row_logged || row != last_row) {
+      metrics.weights(t, row);
+      last_row = std::move(row);
+      row_logged = true;
     }
     // u_t, then x_{t+1} = Σ_j W_ij x_j^t − γ_t u_t (terms in increasing j, self included).
     auto t3 = std::chrono::steady_clock::now();
@@ -317,15 +497,14 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
                         optimizer.state_size() > 0 ? state.data() : nullptr, update.data());
     const float gamma = static_cast<float>(optimizer.learning_rate(it));
     terms.clear();
-    const float self_weight = static_cast<float>(topology.self_weight(self, it));
+    const float self_weight = static_cast<float>(w.self);
     bool self_added = self_weight == 0.0f;
-    for (const topology::Neighbor& nb : in) {
-      if (!self_added && nb.node > self) {
+    for (const auto& [j, wj] : w.neighbours) {
+      if (!self_added && j > self) {
         terms.push_back({self_weight, x.data()});
         self_added = true;
       }
-      terms.push_back({static_cast<float>(nb.weight),
-                       on_host ? inbox_host[nb.node].data() : inbox_device[nb.node].data()});
+      terms.push_back({static_cast<float>(wj), on_host ? inbox_host[j].data() : inbox_device[j].data()});
     }
     if (!self_added) terms.push_back({self_weight, x.data()});
     if (!on_host) backend.synchronize();

@@ -107,6 +107,8 @@ int run_command(const RunOptions& o) {
   t.peer_timeout_ms = std::max<std::int64_t>(config.timeouts().deadline_ms(), 2 * t.heartbeat_interval_ms + 1);
   t.handshake_timeout_ms = std::min<std::int64_t>(5000, config.timeouts().connect_ms());
   t.degree = static_cast<std::uint32_t>(topo.in_neighbors(self, 0).size());
+  auto mailbox = std::make_shared<ControlMailbox>();
+  t.on_control = control_handler(mailbox);
   Result<std::unique_ptr<net::Transport>> transport = net::Transport::start(t);
   if (!transport.is_ok()) {
     GOSSIP_LOG(kError) << transport.status().to_string();
@@ -124,6 +126,16 @@ int run_command(const RunOptions& o) {
     // Short slices so that SIGTERM is honoured while neighbours are still starting.
     connected = (*transport)->wait_connected(
         peers, std::min(connect_deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(100)));
+  }
+  const bool carry_on = config.fault().policy() != pb::Fault::FAIL_STOP;
+  if (!connected && !g_stop.load() && carry_on) {
+    // Carry-on: start with whoever is there; the others are dropped in the first iteration's
+    // verdict phase and re-admitted when they connect.
+    std::vector<int> up = (*transport)->connected_peers();
+    GOSSIP_LOG(kWarning) << "only " << up.size() << " of " << peers.size()
+                         << " neighbours connected within timeouts.connect_ms="
+                         << config.timeouts().connect_ms() << "; starting anyway (fault.policy CARRY_ON)";
+    connected = true;
   }
   if (!connected) {
     std::vector<int> up = (*transport)->connected_peers();
@@ -156,7 +168,7 @@ int run_command(const RunOptions& o) {
   n.resume = o.resume;
   n.resume_at = o.resume_at;
   n.dump_params_dir = o.dump_params_dir;
-  std::unique_ptr<ParameterExchange> exchange = make_transport_exchange(**transport);
+  std::unique_ptr<ParameterExchange> exchange = make_transport_exchange(**transport, mailbox);
   NodeResult r = run_node(n, topo, *problem, **backend, *exchange, g_stop);
   (*transport)->shutdown();
   return r.exit_code;

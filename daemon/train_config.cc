@@ -174,6 +174,12 @@ std::vector<FieldError> collect_errors(const TrainConfig& c) {
   if (t.heartbeat_ms() > t.deadline_ms()) {
     e.push_back({"timeouts.heartbeat_ms", "must not exceed timeouts.deadline_ms"});
   }
+  if (c.fault().has_admit_margin() && c.fault().admit_margin() == 0) {
+    e.push_back({"fault.admit_margin", "must be > 0 iterations"});
+  }
+  if (c.fault().admit_margin() > 1000000) {
+    e.push_back({"fault.admit_margin", "must be at most 1000000 iterations"});
+  }
   return e;
 }
 
@@ -252,6 +258,9 @@ void fill_defaults(TrainConfig& c) {
   if (!t->has_connect_ms()) t->set_connect_ms(30000);
   if (!t->has_deadline_ms()) t->set_deadline_ms(10000);
   if (!t->has_heartbeat_ms()) t->set_heartbeat_ms(std::min<std::uint32_t>(1000, t->deadline_ms()));
+  pb::Fault* f = c.mutable_fault();
+  if (f->policy() == pb::Fault::POLICY_UNSPECIFIED) f->set_policy(pb::Fault::CARRY_ON);
+  if (!f->has_admit_margin()) f->set_admit_margin(2);
 }
 
 Status validate_train_config(const TrainConfig& config, const std::string& name,

@@ -172,8 +172,18 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   std::optional<pb::Hello> peer_hello(int peer) const;
   void set_local_state(std::uint32_t degree, std::uint64_t iteration);
   TransportStats stats() const;
+  void send_control(int peer, const pb::Control& control);
+  std::optional<std::uint64_t> peer_iteration(int peer) const;
+  std::uint64_t link_generation(int peer) const;
+  void skip_before(int peer, std::uint64_t iteration);
 
   // ---- io thread
+  std::uint64_t local_iteration() const {
+    std::lock_guard l(mu_);
+    return iteration_;
+  }
+  void on_heartbeat(int peer, const pb::Heartbeat& hb);
+  void note_peer_iteration(int peer, std::uint64_t iteration);
   const TransportOptions& options() const { return opts_; }
   std::uint64_t model_bytes() const { return model_bytes_; }
   asio::io_context& io() { return io_; }
@@ -238,6 +248,8 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   TransportStats stats_;
   std::set<int> connected_;
   std::map<int, pb::Hello> hellos_;
+  std::map<int, std::uint64_t> peer_iterations_;
+  std::map<int, std::uint64_t> generations_;
   std::uint32_t degree_ = 0;
   std::uint64_t iteration_ = 0;
   std::size_t live_sessions_ = 0;
@@ -350,6 +362,7 @@ class Session : public std::enable_shared_from_this<Session> {
         now - last_tx_ms_ >= t_.options().heartbeat_interval_ms) {
       pb::Heartbeat hb;
       hb.set_sender(static_cast<std::uint32_t>(t_.options().self.node_id));
+      hb.set_iteration(t_.local_iteration());
       enqueue({std::make_shared<const std::string>(encode_frame(FrameType::kHeartbeat, hb)), {},
                {}});
     }
@@ -556,17 +569,23 @@ class Session : public std::enable_shared_from_this<Session> {
           bad_frame(s);
           return;
         }
+        if (params_.chunk_index() == 0) t_.note_peer_iteration(peer_, params_.iteration());
         dispatch_params();
         return;
       }
       case FrameType::kHeartbeat: {
         pb::Heartbeat hb;
         Status s = parse_message(msg_, &hb);
+        if (s.is_ok() && hb.sender() != static_cast<std::uint32_t>(peer_)) {
+          s = corruption("Heartbeat from node " + std::to_string(hb.sender()) +
+                         " on the link to " + node_name(peer_));
+        }
         if (!s.is_ok()) {
           bad_frame(s);
           return;
         }
-        read_header();
+        t_.on_heartbeat(peer_, hb);
+        if (phase_ == Phase::kEstablished) read_header();
         return;
       }
       case FrameType::kGoodbye: {
@@ -993,6 +1012,8 @@ void Transport::Impl::on_established(const std::shared_ptr<Session>& s, int id,
     std::lock_guard l(mu_);
     connected_.insert(id);
     hellos_[id] = hello;
+    peer_iterations_[id] = hello.iteration();
+    generations_[id]++;
     stats_.connections_established++;
   }
   cv_.notify_all();
@@ -1023,6 +1044,7 @@ void Transport::Impl::on_session_closed(const std::shared_ptr<Session>& s, const
       std::lock_guard l(mu_);
       connected_.erase(id);
       hellos_.erase(id);
+      peer_iterations_.erase(id);
     }
     fail_peer(p, unavailable("link to " + node_name(id) + " lost: " + why.message()));
     if (p.we_dial) schedule_redial(p);
@@ -1427,6 +1449,58 @@ void Transport::Impl::set_local_state(std::uint32_t degree, std::uint64_t iterat
   iteration_ = iteration;
 }
 
+void Transport::Impl::note_peer_iteration(int peer, std::uint64_t iteration) {
+  std::lock_guard l(mu_);
+  if (connected_.count(peer)) {
+    auto& it = peer_iterations_[peer];
+    it = std::max(it, iteration);
+  }
+}
+
+void Transport::Impl::on_heartbeat(int peer, const pb::Heartbeat& hb) {
+  note_peer_iteration(peer, hb.iteration());
+  if (hb.has_control() && opts_.on_control) opts_.on_control(peer, hb.control());
+}
+
+void Transport::Impl::send_control(int peer, const pb::Control& control) {
+  GOSSIP_CHECK(peers_.count(peer)) << "control message to " << peer << ", not a neighbour";
+  pb::Heartbeat hb;
+  hb.set_sender(static_cast<std::uint32_t>(opts_.self.node_id));
+  hb.set_iteration(local_iteration());
+  *hb.mutable_control() = control;
+  auto frame = std::make_shared<const std::string>(encode_frame(FrameType::kHeartbeat, hb));
+  std::lock_guard l(mu_);
+  if (shut_down_) return;
+  asio::post(io_, [this, peer, frame] {
+    if (stopping_) return;
+    Peer& p = peers_.at(peer);
+    if (p.session) p.session->enqueue({frame, {}, {}});
+  });
+}
+
+std::optional<std::uint64_t> Transport::Impl::peer_iteration(int peer) const {
+  std::lock_guard l(mu_);
+  auto it = peer_iterations_.find(peer);
+  if (it == peer_iterations_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::uint64_t Transport::Impl::link_generation(int peer) const {
+  std::lock_guard l(mu_);
+  auto it = generations_.find(peer);
+  return it == generations_.end() ? 0 : it->second;
+}
+
+void Transport::Impl::skip_before(int peer, std::uint64_t iteration) {
+  GOSSIP_CHECK(peers_.count(peer)) << "skip_before for " << peer << ", not a neighbour";
+  std::lock_guard l(mu_);
+  if (shut_down_) return;
+  asio::post(io_, [this, peer, iteration] {
+    if (stopping_) return;
+    advance_floor(peers_.at(peer), iteration);
+  });
+}
+
 TransportStats Transport::Impl::stats() const {
   std::lock_guard l(mu_);
   return stats_;
@@ -1515,6 +1589,16 @@ void Transport::set_local_state(std::uint32_t degree, std::uint64_t iteration) {
   impl_->set_local_state(degree, iteration);
 }
 TransportStats Transport::stats() const { return impl_->stats(); }
+void Transport::send_control(int peer, const pb::Control& control) {
+  impl_->send_control(peer, control);
+}
+std::optional<std::uint64_t> Transport::peer_iteration(int peer) const {
+  return impl_->peer_iteration(peer);
+}
+std::uint64_t Transport::link_generation(int peer) const { return impl_->link_generation(peer); }
+void Transport::skip_before(int peer, std::uint64_t iteration) {
+  impl_->skip_before(peer, iteration);
+}
 void Transport::shutdown(std::int64_t flush_timeout_ms) { impl_->shutdown(flush_timeout_ms); }
 
 }  // namespace gossip::net

@@ -68,6 +68,9 @@ struct TransportOptions {
   // Announced in Hello for membership / fault handling (see set_local_state).
   std::uint32_t degree = 0;
   std::uint64_t iteration = 0;
+  // Control messages (pb::Control, carried in Heartbeat frames) from a connected neighbour, called
+  // on the io thread in arrival order; must not block. Unset: they are ignored.
+  std::function<void(int peer, const pb::Control& control)> on_control;
 };
 
 struct PeerFailure {
@@ -158,8 +161,23 @@ class Transport {
   // The Hello a connected neighbour sent (its degree, iteration and extras), if connected.
   std::optional<pb::Hello> peer_hello(int peer) const;
 
-  // Degree and iteration announced in Hellos of connections made from now on.
+  // Degree and iteration announced in Hellos of connections made from now on (and the iteration
+  // in every Heartbeat).
   void set_local_state(std::uint32_t degree, std::uint64_t iteration);
+
+  // Sends one control message to `peer` after what is already queued on the link. Dropped when
+  // there is no established link (control messages are only meaningful on a live one).
+  void send_control(int peer, const pb::Control& control);
+  // The latest iteration `peer` announced on its current link (Hello, then Heartbeats), if
+  // connected.
+  std::optional<std::uint64_t> peer_iteration(int peer) const;
+  // How many links to `peer` have been established so far (a new value: a new connection, e.g.
+  // from a restarted process).
+  std::uint64_t link_generation(int peer) const;
+  // Frames of `peer` for iterations below `iteration` are stale from now on (discarded): used
+  // when a dropped neighbour is re-admitted at a later iteration, so that nothing it sent before
+  // the gap can block or fill a receive.
+  void skip_before(int peer, std::uint64_t iteration);
 
   TransportStats stats() const;
 

@@ -2,8 +2,8 @@
 //  - exactness: `gossipd launch` of n nodes (ring n = 4 over TLS, exponential n = 8, one-peer
 //    exponential n = 8) ends with every node's parameters equal to gossip-sim's D-PSGD per-node
 //    parameters for the same topology file, data, shards, seeds and hyper-parameters;
-//  - fail-stop: SIGKILL one node mid-run; every other node exits with code 3 within the deadline
-//    plus a few seconds, each with a checkpoint;
+//  - fail-stop (fault.policy FAIL_STOP): SIGKILL one node mid-run; every other node exits with
+//    code 3 within the deadline plus a few seconds, each with a checkpoint;
 //  - resume: a corrupt newest checkpoint is skipped; `launch --resume` restarts every node at a
 //    common checkpoint and the run ends exactly where an uninterrupted one does;
 //  - SIGTERM to the launcher: forwarded, every node checkpoints and exits with code 4;
@@ -220,7 +220,7 @@ double metrics_iteration(const std::string& path) {
   return it;
 }
 
-TEST_CASE("kill -9 one node: the others fail-stop with code 3 and a checkpoint, then --resume "
+TEST_CASE("kill -9 one node under fault.policy FAIL_STOP: the others fail-stop with code 3 and a checkpoint, then --resume "
           "skips a corrupt checkpoint and finishes exactly like an uninterrupted run") {
   const int n = 4;
   TempDir dir;
@@ -233,7 +233,7 @@ TEST_CASE("kill -9 one node: the others fail-stop with code 3 and a checkpoint, 
   std::string work = dir.path + "/run", ckpt = dir.path + "/ckpt";
   std::string launch = "cd " + dir.path + " && exec timeout 120 " + bin("daemon/gossipd") + " launch " +
                        topo + " --config " + cfg + " --workdir " + work + " --insecure --set checkpoint.dir=" +
-                       ckpt;
+                       ckpt + " --set fault.policy=FAIL_STOP";
   pid_t launcher = spawn_shell(launch + " > " + dir.path + "/launch1.out 2>&1");
 
   // Wait until every node is past iteration 150, then SIGKILL node 1.

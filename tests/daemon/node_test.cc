@@ -1,7 +1,8 @@
 // The D-PSGD loop of gossipd (daemon/node.h) with n nodes as threads over the in-process exchange
 // hub: the final parameters of every node equal gossip-sim's D-PSGD per-node parameters; a resumed
-// run equals an uninterrupted one bit for bit; a dead neighbour makes every other node fail-stop
-// with kExitNeighbourFailed and a checkpoint.
+// run equals an uninterrupted one bit for bit; under fault.policy FAIL_STOP a dead neighbour makes
+// every other node fail-stop with kExitNeighbourFailed and a checkpoint (carry_on_test.cc: the
+// default policy).
 #include "daemon/node.h"
 
 #include <doctest/doctest.h>
@@ -159,11 +160,12 @@ TEST_CASE("a resumed run equals an uninterrupted one bit for bit") {
   }
 }
 
-TEST_CASE("fail-stop: a dead neighbour makes every other node checkpoint and exit with code 3") {
+TEST_CASE("fault.policy FAIL_STOP: a dead neighbour makes every other node checkpoint and exit with code 3") {
   const int n = 4;
   topology::Topology topo = make_topology(topology::GeneratorKind::kRing, n);
   TrainConfig config = small_config(30);
   config.mutable_timeouts()->set_deadline_ms(300);
+  config.mutable_fault()->set_policy(pb::Fault::FAIL_STOP);
   auto problem = sgd::make_problem(to_problem_config(config, n));
   REQUIRE(problem.is_ok());
   TempDir dir;
