@@ -191,24 +191,46 @@ loss() {
   done
 }
 
-# Adds (or with $3 = del, removes) "drop what comes from host $2" at host $1.
-cut_rule() {
-  local at=$1 from=$2 action=${3:-add}
-  local ns src
+# At host $1, adds ($2 = add) or removes ($2 = del) "drop what comes from host F" for every host F
+# in $3...: one `nft -a list` and one `nft -f` per host, so a group cut lands within a few
+# commands (and adding a rule that is already there does nothing).
+cut_rules() {
+  local at=$1 action=$2
+  shift 2
+  local ns existing src handles h from script=""
   ns=$(node_ns "$at")
-  src=$(addr "$from")
-  local handles
-  handles=$(ip netns exec "$ns" nft -a list chain inet "$table" cut |
-    awk -v s="$src" '$1 == "ip" && $2 == "saddr" && $3 == s {print $NF}')
-  if [[ $action == add ]]; then
-    [[ -n $handles ]] || ip netns exec "$ns" nft add rule inet "$table" cut ip saddr "$src" counter drop
-  else
-    local h
-    for h in $handles; do ip netns exec "$ns" nft delete rule inet "$table" cut handle "$h"; done
-  fi
+  existing=$(ip netns exec "$ns" nft -a list chain inet "$table" cut)
+  for from in "$@"; do
+    src=$(addr "$from")
+    handles=$(awk -v s="$src" '$1 == "ip" && $2 == "saddr" && $3 == s {print $NF}' <<<"$existing")
+    if [[ $action == add ]]; then
+      [[ -n $handles ]] || script+="add rule inet $table cut ip saddr $src counter drop"$'\n'
+    else
+      for h in $handles; do script+="delete rule inet $table cut handle $h"$'\n'; done
+    fi
+  done
+  [[ -z $script ]] || ip netns exec "$ns" nft -f - <<<"$script"
 }
 
 cut_or_heal() {
+  local action=$1 a_list=$2 b_list=$3
+  local as bs a b
+  as=$(expand "$a_list" | sort -un)
+  bs=$(expand "$b_list" | sort -un)
+  for a in $as; do need_node "$a"; done
+  for b in $bs; do need_node "$b"; done
+  for a in $as; do
+    for b in $bs; do
+      [[ $a == "$b" ]] && die "cannot cut host $a from itself"
+    done
+  done
+  # shellcheck disable=SC2086 # the lists are numbers, one per word
+  for a in $as; do cut_rules "$a" "$action" $bs; done
+  # shellcheck disable=SC2086
+  for b in $bs; do cut_rules "$b" "$action" $as; done
+}
+
+heal() {
   local action=$1 a_list=$2 b_list=$3
   local a b
   for a in $(expand "$a_list"); do need_node "$a"; done
