@@ -192,8 +192,8 @@ loss() {
 }
 
 # At host $1, adds ($2 = add) or removes ($2 = del) "drop what comes from host F" for every host F
-# in $3...: one `nft -a list` and one `nft -f` per host, so a group cut lands within a few
-# commands (and adding a rule that is already there does nothing).
+# in $3...: one `nft -a list` and one `nft -f` per host (adding a rule that is already there does
+# nothing). cut_or_heal runs this for all hosts in parallel.
 cut_rules() {
   local at=$1 action=$2
   shift 2
@@ -217,17 +217,25 @@ cut_or_heal() {
   local as bs a b
   as=$(expand "$a_list" | sort -un)
   bs=$(expand "$b_list" | sort -un)
-  for a in $as; do need_node "$a"; done
-  for b in $bs; do need_node "$b"; done
+  local have
+  have=$(ip netns list | awk '{print $1}')
+  for a in $as $bs; do
+    [[ $a =~ ^[0-9]+$ ]] || die "host index must be a number, got '$a'"
+    grep -qx -- "$(node_ns "$a")" <<<"$have" || die "no host $a (run: $0 up N; hosts are 0..N-1)"
+  done
   for a in $as; do
     for b in $bs; do
       [[ $a == "$b" ]] && die "cannot cut host $a from itself"
     done
   done
+  # Every host at once, so the partition starts (and ends) at nearly the same moment everywhere.
+  local pids=() pid failed=0
   # shellcheck disable=SC2086 # the lists are numbers, one per word
-  for a in $as; do cut_rules "$a" "$action" $bs; done
+  for a in $as; do cut_rules "$a" "$action" $bs & pids+=($!); done
   # shellcheck disable=SC2086
-  for b in $bs; do cut_rules "$b" "$action" $as; done
+  for b in $bs; do cut_rules "$b" "$action" $as & pids+=($!); done
+  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+  ((failed == 0)) || die "$action of the rules failed at some host (see above)"
 }
 
 heal() {
@@ -248,8 +256,12 @@ heal() {
   if (($# == 2)); then
     cut_or_heal del "$1" "$2"
   elif (($# == 0)); then
-    local i
-    for i in $(expand ""); do ip netns exec "$(node_ns "$i")" nft flush chain inet "$table" cut; done
+    local i pids=() pid failed=0
+    for i in $(expand ""); do
+      ip netns exec "$(node_ns "$i")" nft flush chain inet "$table" cut & pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+    ((failed == 0)) || die "heal failed at some host (see above)"
   else
     usage
   fi
