@@ -183,13 +183,51 @@ void for_each_character(const Group& grp, const GroupRow& row, Fn&& fn) {
   }
 }
 
+Result<SpectralReport> walsh_method(const SparseMatrix& w);  // (Z_2)^d, below
+
+// A necessary condition checked on the column-major W before any row-major copy: invariance gives
+// W(i + t, j + t) = W(i, j), so column t is column 0 moved by t; tested for the generators t = e_l
+// of the group. Rejects W that is not invariant (random graphs) in O(k nnz(column 0)).
+Status columns_translate(const SparseMatrix& w, const Group& grp) {
+  std::vector<std::pair<std::int64_t, double>> col0, moved, got;
+  for (SparseMatrix::InnerIterator it(w, 0); it; ++it)
+    if (it.value() != 0.0) col0.emplace_back(it.row(), it.value());
+  for (std::size_t l = 0; l < grp.orders.size(); ++l) {
+    const int m = grp.orders[l];
+    const std::int64_t t = grp.place[l];
+    if (m < 2) continue;
+    moved.clear();
+    for (auto [r, v] : col0) {
+      const std::int64_t digit = (r / t) % m;
+      moved.emplace_back(digit + 1 == m ? r - (m - 1) * t : r + t, v);
+    }
+    std::sort(moved.begin(), moved.end());
+    got.clear();
+    for (SparseMatrix::InnerIterator it(w, static_cast<Eigen::Index>(t)); it; ++it)
+      if (it.value() != 0.0) got.emplace_back(it.row(), it.value());
+    bool same = got.size() == moved.size();
+    for (std::size_t e = 0; same && e < got.size(); ++e)
+      same = got[e].first == moved[e].first &&
+             std::abs(got[e].second - moved[e].second) <=
+                 4 * kEps * std::max(std::abs(moved[e].second), 1e-300);
+    if (!same)
+      return invalid_argument("W is not invariant under the translation group (column " +
+                              std::to_string(t) + " is not column 0 translated)");
+  }
+  return Status::ok();
+}
+
 Result<SpectralReport> exact_method(const std::vector<const SparseMatrix*>& ws,
                                     const std::vector<int>& orders) {
   const std::int64_t n = ws.front()->rows();
   GOSSIP_ASSIGN_OR_RETURN(const Group grp, make_group(orders, n));
+  if (ws.size() == 1 && orders.size() > 1 &&
+      std::all_of(orders.begin(), orders.end(), [](int m) { return m == 2; }))
+    return walsh_method(*ws.front());
   std::vector<GroupRow> rows;
   bool symmetric = ws.size() == 1;
   std::size_t terms = 0;
+  for (const SparseMatrix* w : ws) GOSSIP_RETURN_IF_ERROR(columns_translate(*w, grp));
   for (const SparseMatrix* w : ws) {
     const RowMatrix r = *w;
     GOSSIP_ASSIGN_OR_RETURN(auto row, invariant_row(r, grp));
@@ -262,6 +300,104 @@ Result<SpectralReport> exact_method(const std::vector<const SparseMatrix*>& ws,
   return rep;
 }
 
+// ---------------------------------------------------------------- exact, (Z_2)^d: Walsh–Hadamard
+
+// W invariant under XOR translations of node ids: W(i, j) = w(i ^ j) (hypercube and every weighted
+// Cayley graph of (Z_2)^d). Such W is symmetric and its eigenvalues are the Walsh–Hadamard
+// transform lambda_k = sum_g w_g (-1)^popcount(k & g). We carry E_k = sum of w_g with k.g even and
+// O_k = sum with k.g odd through the fast transform (log2 n butterflies, O(n log n)), so that
+// 1 - lambda_k = 2 O_k and 1 + lambda_k = 2 E_k come out as sums of the weights themselves, with no
+// cancellation (row sums are 1). `w` is read by columns (CSC); XOR is its own inverse, so the
+// columns are translates of column 0 exactly when the rows are translates of row 0.
+struct WalshSpectrum {
+  std::vector<double> even, odd;  // E_k, O_k
+  bool exactly_symmetric = true;  // every entry equals w(i ^ j) bit for bit
+  std::size_t terms = 0;          // nonzeros in column 0
+};
+
+Result<WalshSpectrum> walsh_spectrum(const SparseMatrix& w) {
+  const std::int64_t n = w.rows();
+  if (n < 1 || (n & (n - 1)) != 0)
+    return invalid_argument("(Z_2)^d needs a power-of-two number of nodes, not " +
+                            std::to_string(n));
+  WalshSpectrum s;
+  s.even.assign(static_cast<std::size_t>(n), 0.0);
+  s.odd.assign(static_cast<std::size_t>(n), 0.0);
+  std::vector<double>& w0 = s.even;  // column 0, transformed in place below
+  for (SparseMatrix::InnerIterator it(w, 0); it; ++it)
+    if (it.value() != 0.0) {
+      w0[static_cast<std::size_t>(it.row())] = it.value();
+      ++s.terms;
+    }
+  for (std::int64_t j = 1; j < n; ++j) {
+    std::size_t count = 0;
+    for (SparseMatrix::InnerIterator it(w, j); it; ++it) {
+      if (it.value() == 0.0) continue;
+      ++count;
+      const double w0g = w0[static_cast<std::size_t>(it.row() ^ j)];
+      if (it.value() != w0g) {
+        if (std::abs(it.value() - w0g) > 4 * kEps * std::max(std::abs(w0g), 1e-300) || w0g == 0.0)
+          return invalid_argument("W is not invariant under the translation group (row " +
+                                  std::to_string(it.row()) + ", column " + std::to_string(j) + ")");
+        s.exactly_symmetric = false;
+      }
+    }
+    if (count != s.terms)
+      return invalid_argument("W is not invariant under the translation group (column " +
+                              std::to_string(j) + " has " + std::to_string(count) +
+                              " nonzeros, column 0 has " + std::to_string(s.terms) + ")");
+  }
+  // Butterfly on bit h: index x (bit clear) and y = x | h hold the partial sums for g_h = 0 and
+  // g_h = 1; afterwards x holds character bit k_h = 0 (parity unchanged) and y k_h = 1 (g_h = 1
+  // flips the parity).
+  double* e = s.even.data();
+  double* o = s.odd.data();
+  for (std::int64_t h = 1; h < n; h <<= 1)
+    for (std::int64_t base = 0; base < n; base += 2 * h)
+      for (std::int64_t x = base; x < base + h; ++x) {
+        const std::int64_t y = x + h;
+        const double ex = e[x], ox = o[x], ey = e[y], oy = o[y];
+        e[x] = ex + ey;
+        o[x] = ox + oy;
+        e[y] = ex + oy;
+        o[y] = ox + ey;
+      }
+  return s;
+}
+
+Result<SpectralReport> walsh_method(const SparseMatrix& w) {
+  GOSSIP_ASSIGN_OR_RETURN(const WalshSpectrum s, walsh_spectrum(w));
+  const std::int64_t n = w.rows();
+  int d = 0;
+  while ((std::int64_t{1} << d) < n) ++d;
+  SpectralReport rep;
+  rep.method = SpectralMethod::kExact;
+  rep.num_nodes = static_cast<int>(n);
+  rep.symmetric = s.exactly_symmetric;
+  rep.detail = "translation-invariant on (Z_2)^" + std::to_string(d) +
+               ", fast Walsh-Hadamard transform of " + std::to_string(s.terms) + " terms";
+  rep.residual = static_cast<double>(d + 1) * kEps;  // d + 1 rounded additions of positive terms
+  double min_omr = INFINITY, min_opr = INFINITY;
+  for (std::int64_t k = 1; k < n; ++k) {
+    min_omr = std::min(min_omr, 2.0 * s.odd[static_cast<std::size_t>(k)]);
+    min_opr = std::min(min_opr, 2.0 * s.even[static_cast<std::size_t>(k)]);
+  }
+  if (n == 1) min_omr = min_opr = 1.0;
+  const double gap = std::min(min_omr, min_opr);
+  rep.gap = gap;
+  rep.rho = 1.0 - gap;
+  rep.abs_lambda2 = rep.rho;  // eigenvalues are real; W is normal
+  if (rep.symmetric) {
+    rep.one_minus_lambda2 = min_omr;
+    rep.one_plus_lambda_n = min_opr;
+    rep.lambda2 = 1.0 - min_omr;
+    rep.lambda_n = min_opr - 1.0;
+  } else {
+    rep.lambda2 = rep.lambda_n = rep.one_minus_lambda2 = rep.one_plus_lambda_n = kNaN;
+  }
+  return rep;
+}
+
 // ---------------------------------------------------------------- Rayleigh refinements
 
 // v^T (I - W) v / v^T v = 1/2 sum_{i != j} W_ij (v_i - v_j)^2 / |v|^2 (W symmetric, exact row sums).
@@ -309,6 +445,256 @@ void fill_symmetric(SpectralReport& rep, double omr, double opr) {
   rep.abs_lambda2 = std::max(std::abs(rep.lambda2), std::abs(rep.lambda_n));
 }
 
+// ---------------------------------------------------------------- Lanczos (own, symmetric W)
+
+// Plain Lanczos on A = P W P, P = I - J (the all-ones direction projected out of every product),
+// for symmetric W stored as CSC (= CSR of W^T = W, so each product is a row-wise gather over the
+// raw arrays: no Eigen expression overhead, no scattered writes). Both ends of the spectrum of A on
+// 1-perp (lambda_2 and lambda_n of W) come out of one Krylov space. No reorthogonalisation and no
+// restarts: only three vectors are kept; the tridiagonal T_m is watched (Sturm bisection for its
+// extreme eigenvalues, inverse iteration for their eigenvectors s) and an end is converged when
+// Paige's bound beta_{m+1} |s_m| on the Ritz residual is below tolerance * ||A||. Loss of
+// orthogonality after an end has converged only adds copies of converged Ritz values (Paige 1976),
+// which leaves the extreme values intact; each end's Ritz vector is taken from T at the step where
+// that end converged, before copies appear. A second pass regenerates the Lanczos vectors bit for
+// bit (same code, same order) and accumulates the two Ritz vectors.
+class LanczosRun {
+ public:
+  LanczosRun(const SparseMatrix& w, const Eigen::VectorXd& start)
+      : n_(w.rows()), outer_(w.outerIndexPtr()), inner_(w.innerIndexPtr()), val_(w.valuePtr()),
+        v_(start), prev_(Eigen::VectorXd::Zero(n_)), u_(n_) {
+    v_.array() -= v_.mean();
+    v_ /= v_.norm();
+  }
+  const Eigen::VectorXd& v() const { return v_; }
+  // One step: returns (alpha_j, beta_{j+1}) and advances v to v_{j+1}.
+  std::pair<double, double> step() {
+    const Eigen::Index n = n_;
+    const double* v = v_.data();
+    const double* p = prev_.data();
+    double* u = u_.data();
+    const double b = beta_;
+    double sum_u = 0.0, dot_vu = 0.0, sum_v = 0.0;
+    for (Eigen::Index i = 0; i < n; ++i) {
+      double acc = -b * p[i];
+      for (int k = outer_[i]; k < outer_[i + 1]; ++k) acc += val_[k] * v[inner_[k]];
+      u[i] = acc;
+      sum_u += acc;
+      dot_vu += v[i] * acc;
+      sum_v += v[i];
+    }
+    // alpha = v . (P u) = v . u - mean(u) sum(v); then u <- P (u - alpha v), the projection taken
+    // last so that no component along 1 survives (projecting before subtracting alpha v would
+    // let the rounding-level mean of v grow by alpha / beta per step).
+    const double mean_u = sum_u / static_cast<double>(n);
+    const double alpha = dot_vu - mean_u * sum_v;
+    const double mean = mean_u - alpha * sum_v / static_cast<double>(n);
+    double norm2 = 0.0;
+    for (Eigen::Index i = 0; i < n; ++i) {
+      const double x = u[i] - mean - alpha * v[i];
+      u[i] = x;
+      norm2 += x * x;
+    }
+    const double beta = std::sqrt(norm2);
+    prev_.swap(v_);  // prev <- v_j
+    v_.swap(u_);     // v <- u (scaled below)
+    if (beta > 0.0) v_ /= beta;
+    beta_ = beta;
+    return {alpha, beta};
+  }
+
+ private:
+  Eigen::Index n_;
+  const int* outer_;
+  const int* inner_;
+  const double* val_;
+  Eigen::VectorXd v_, prev_, u_;
+  double beta_ = 0.0;
+};
+
+// Number of eigenvalues of the symmetric tridiagonal (a, b) (b[j] couples j and j + 1) below x.
+int sturm_count(const std::vector<double>& a, const std::vector<double>& b, int m, double x) {
+  int count = 0;
+  double q = 1.0;
+  for (int j = 0; j < m; ++j) {
+    const double bb = j > 0 ? b[j - 1] * b[j - 1] : 0.0;
+    q = a[j] - x - (j > 0 ? bb / q : 0.0);
+    if (q == 0.0) q = -kEps * (std::abs(a[j]) + std::abs(x) + 1e-300);
+    if (q < 0) ++count;
+  }
+  return count;
+}
+
+// The k-th smallest eigenvalue (0-based) of the leading m x m block, by bisection.
+double tridiagonal_eigenvalue(const std::vector<double>& a, const std::vector<double>& b, int m,
+                              int k) {
+  double lo = INFINITY, hi = -INFINITY;
+  for (int j = 0; j < m; ++j) {
+    const double r = (j > 0 ? std::abs(b[j - 1]) : 0.0) + (j + 1 < m ? std::abs(b[j]) : 0.0);
+    lo = std::min(lo, a[j] - r);
+    hi = std::max(hi, a[j] + r);
+  }
+  for (int it = 0; it < 200 && hi - lo > 2 * kEps * std::max(std::abs(lo), std::abs(hi)) + 1e-300;
+       ++it) {
+    const double mid = 0.5 * (lo + hi);
+    if (mid <= lo || mid >= hi) break;
+    if (sturm_count(a, b, m, mid) > k) hi = mid; else lo = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
+// Unit eigenvector of the leading m x m block for the eigenvalue theta: two steps of inverse
+// iteration, Gaussian elimination with partial pivoting on the tridiagonal (as LAPACK dgttrf).
+std::vector<double> tridiagonal_eigenvector(const std::vector<double>& a,
+                                            const std::vector<double>& b, int m, double theta) {
+  std::vector<double> x(static_cast<std::size_t>(m), 1.0);
+  if (m == 1) return x;
+  double scale = 0.0;
+  for (int j = 0; j < m; ++j) scale = std::max(scale, std::abs(a[j]) + (j + 1 < m ? std::abs(b[j]) : 0));
+  const double tiny = kEps * std::max(scale, 1e-300);
+  // Factor T - theta I = L U; U has diagonal d, superdiagonals e1, e2; L multipliers l, swaps piv.
+  std::vector<double> d(m), e1(m, 0.0), e2(m, 0.0), l(m, 0.0);
+  std::vector<char> piv(m, 0);
+  for (int j = 0; j < m; ++j) d[j] = a[j] - theta;
+  for (int j = 0; j + 1 < m; ++j) e1[j] = b[j];
+  std::vector<double> sub(b.begin(), b.begin() + (m - 1));  // subdiagonal
+  for (int j = 0; j + 1 < m; ++j) {
+    if (std::abs(d[j]) >= std::abs(sub[j])) {
+      if (d[j] == 0.0) d[j] = tiny;
+      l[j] = sub[j] / d[j];
+      d[j + 1] -= l[j] * e1[j];
+    } else {
+      piv[j] = 1;
+      l[j] = d[j] / sub[j];
+      d[j] = sub[j];
+      const double t = e1[j];
+      e1[j] = d[j + 1];
+      d[j + 1] = t - l[j] * d[j + 1];
+      if (j + 2 < m) {
+        e2[j] = e1[j + 1];
+        e1[j + 1] = -l[j] * e2[j];
+      }
+    }
+  }
+  if (d[m - 1] == 0.0) d[m - 1] = tiny;
+  for (int iter = 0; iter < 3; ++iter) {
+    for (int j = 0; j + 1 < m; ++j) {  // forward: apply L^-1 with the swaps
+      if (piv[j]) std::swap(x[j], x[j + 1]);
+      x[j + 1] -= l[j] * x[j];
+    }
+    for (int j = m - 1; j >= 0; --j) {  // back: U^-1
+      double s = x[j];
+      if (j + 1 < m) s -= e1[j] * x[j + 1];
+      if (j + 2 < m) s -= e2[j] * x[j + 2];
+      x[j] = s / d[j];
+    }
+    double norm = 0.0;
+    for (double v : x) norm = std::max(norm, std::abs(v));
+    for (double& v : x) v /= norm;
+  }
+  double norm2 = 0.0;
+  for (double v : x) norm2 += v * v;
+  const double inv = 1.0 / std::sqrt(norm2);
+  for (double& v : x) v *= inv;
+  return x;
+}
+
+}  // namespace
+
+Result<SymmetricExtremes> symmetric_extremes(const SparseMatrix& w, double tolerance,
+                                             int max_steps, const Eigen::VectorXd* start) {
+  const Eigen::Index n = w.rows();
+  if (n < 3) return invalid_argument("Lanczos needs at least 3 nodes; use the dense method");
+  GOSSIP_CHECK(w.isCompressed()) << "symmetric_extremes needs a compressed matrix";
+  Eigen::VectorXd x0(n);
+  if (start != nullptr && start->size() == n) {
+    x0 = *start;
+    x0.array() -= x0.mean();
+  }
+  if (start == nullptr || start->size() != n || !(x0.norm() > 0.0) || !x0.allFinite()) {
+    Rng rng(0x5eed);
+    for (Eigen::Index i = 0; i < n; ++i) x0[i] = rng.uniform(-1.0, 1.0);
+  }
+  // Pass 1: the tridiagonal T (alpha on the diagonal, beta off it). The Lanczos vectors are not
+  // kept: regenerating them costs one more product each, storing them (fresh memory, page faults)
+  // measured slower even at n = 10^4.
+  std::vector<double> alpha, beta;
+  LanczosRun run(w, x0);
+  struct End {
+    bool done = false;
+    int m = 0;
+    double theta = 0.0, bound = INFINITY;
+    std::vector<double> s;
+  } top, bottom;
+  const int limit = static_cast<int>(std::min<Eigen::Index>(max_steps, std::max<Eigen::Index>(n, 8) * 4));
+  int next_check = std::min(8, limit);
+  int m = 0;
+  bool breakdown = false;
+  while (m < limit && !(top.done && bottom.done)) {
+    const auto [a, b] = run.step();
+    alpha.push_back(a);
+    beta.push_back(b);
+    ++m;
+    // Invariant subspace (Krylov space exhausted): T's eigenvalues are exact eigenvalues of A.
+    breakdown = !(b > 1e-13 * std::max({std::abs(a), m > 1 ? beta[m - 2] : 0.0, 1e-300}));
+    if (m < next_check && !breakdown && m < limit) continue;
+    next_check = m + std::max(8, m / 16);
+    double scale = 0.0;
+    for (End* e : {&top, &bottom}) {
+      if (e->done) continue;
+      e->theta = tridiagonal_eigenvalue(alpha, beta, m, e == &top ? m - 1 : 0);
+      e->s = tridiagonal_eigenvector(alpha, beta, m, e->theta);
+      e->bound = b * std::abs(e->s[static_cast<std::size_t>(m - 1)]);
+    }
+    scale = std::max({std::abs(top.theta), std::abs(bottom.theta), 1e-300});
+    for (End* e : {&top, &bottom})
+      if (!e->done && (e->bound <= tolerance * scale || breakdown)) {
+        e->done = true;
+        e->m = m;
+      }
+    if (breakdown) break;
+  }
+  if (!(top.done && bottom.done))
+    return internal_error("Lanczos did not converge in " + std::to_string(m) +
+                          " steps (Ritz values " + std::to_string(top.theta) + ", " +
+                          std::to_string(bottom.theta) + ", residual bounds " +
+                          std::to_string(top.bound) + ", " + std::to_string(bottom.bound) +
+                          ", tolerance " +
+                          std::to_string(tolerance) + "); try --method dense for small n");
+  // Pass 2: regenerate v_1 .. v_M and accumulate the Ritz vectors V s.
+  SymmetricExtremes out;
+  out.lambda2 = top.theta;
+  out.lambda_n = bottom.theta;
+  out.steps = m;
+  out.u = Eigen::VectorXd::Zero(n);
+  out.v = Eigen::VectorXd::Zero(n);
+  const int last = std::max(top.m, bottom.m);
+  LanczosRun again(w, x0);
+  for (int j = 0; j < last; ++j) {
+    if (j < top.m) out.u += top.s[static_cast<std::size_t>(j)] * again.v();
+    if (j < bottom.m) out.v += bottom.s[static_cast<std::size_t>(j)] * again.v();
+    if (j + 1 < last) again.step();
+  }
+  out.applications = m + last - 1;
+  for (Eigen::VectorXd* y : {&out.u, &out.v}) {
+    y->array() -= y->mean();
+    *y /= y->norm();
+  }
+  // True residuals ||P W P y - theta y||.
+  Eigen::VectorXd wy(n);
+  double res = 0.0;
+  for (int e = 0; e < 2; ++e) {
+    const Eigen::VectorXd& y = e == 0 ? out.u : out.v;
+    const double theta = e == 0 ? out.lambda2 : out.lambda_n;
+    wy.noalias() = w.transpose() * y;  // W symmetric: a gather product
+    wy.array() -= wy.mean();
+    res = std::max(res, (wy - theta * y).norm());
+  }
+  out.residual = res;
+  return out;
+}
+
+namespace {
 // ---------------------------------------------------------------- dense
 
 Eigen::MatrixXd dense_product(const std::vector<const SparseMatrix*>& ws) {
@@ -371,32 +757,6 @@ Result<SpectralReport> dense_method(const std::vector<const SparseMatrix*>& ws) 
 }
 
 // ---------------------------------------------------------------- Lanczos (Spectra)
-
-// x -> W x + (park - 1) mean(x) 1 for symmetric doubly-stochastic W: the all-ones eigenvalue 1
-// moves to `park`, outside the end of the spectrum being computed, so lambda_2 (park = -2) or
-// lambda_n (park = +2) is the extreme eigenvalue. (Parking it at 0 instead fails when 0 is itself
-// extreme, as for lazy W: Lanczos then drifts towards the all-ones vector.)
-class DeflatedSymOp {
- public:
-  using Scalar = double;
-  // `park`: the eigenvalue the all-ones direction gets; put it beyond the end being computed.
-  DeflatedSymOp(const SparseMatrix& w, double park) : w_(w), park_(park) {}
-  Eigen::Index rows() const { return w_.rows(); }
-  Eigen::Index cols() const { return w_.cols(); }
-  void perform_op(const double* x_in, double* y_out) const {
-    Eigen::Map<const Eigen::VectorXd> x(x_in, rows());
-    Eigen::Map<Eigen::VectorXd> y(y_out, rows());
-    // W is symmetric, so W x = W^T x, and W^T of a column-major matrix is a row-major (gather)
-    // product: no scattered writes. W maps 1-perp to itself (doubly stochastic), so adding
-    // (park - 1) mean(x) 1 changes only the eigenvalue of the all-ones vector, from 1 to park.
-    y.noalias() = w_.transpose() * x;
-    y.array() += (park_ - 1.0) * x.mean();
-  }
-
- private:
-  const SparseMatrix& w_;
-  double park_;
-};
 
 // x -> M^T M x with M = (W(p-1) ... W(0)) - J for doubly-stochastic W(t).
 class GramOp {
@@ -462,24 +822,24 @@ Result<SpectralReport> lanczos_method(const std::vector<const SparseMatrix*>& ws
   rep.symmetric = ws.size() == 1 && is_symmetric(*ws.front());
   if (rep.symmetric) {
     const SparseMatrix& w = *ws.front();
-    // One solve per end, each with the all-ones direction parked beyond the other end.
-    DeflatedSymOp op_top(w, -2.0), op_bottom(w, 2.0);
-    GOSSIP_ASSIGN_OR_RETURN(auto top,
-                            run_lanczos(op_top, Spectra::SortRule::LargestAlge, 1, o, rep));
-    GOSSIP_ASSIGN_OR_RETURN(auto bottom,
-                            run_lanczos(op_bottom, Spectra::SortRule::SmallestAlge, 1, o, rep));
-    const double vals[2] = {top.first[0], bottom.first[0]};
-    const Eigen::VectorXd v2 = deflate(top.second.col(0)), vn = deflate(bottom.second.col(0));
-    Eigen::VectorXd y(n);
-    op_top.perform_op(v2.data(), y.data());
-    double residual = (y - vals[0] * v2).norm() / v2.norm();
-    op_bottom.perform_op(vn.data(), y.data());
-    residual = std::max(residual, (y - vals[1] * vn).norm() / vn.norm());
-    if (!(residual < 1e-6))
+    SparseMatrix compressed;
+    const SparseMatrix* wc = &w;
+    if (!w.isCompressed()) {
+      compressed = w;
+      compressed.makeCompressed();
+      wc = &compressed;
+    }
+    GOSSIP_ASSIGN_OR_RETURN(const SymmetricExtremes ex,
+                            symmetric_extremes(*wc, o.tolerance, o.max_iterations));
+    if (!(ex.residual < 1e-6))
       return internal_error("Lanczos converged to a poor eigenpair (residual " +
-                            std::to_string(residual) + "); try --method dense");
-    rep.residual = residual;
-    fill_symmetric(rep, one_minus_rayleigh(w, v2), one_plus_rayleigh(w, vn));
+                            std::to_string(ex.residual) + "); try --method dense");
+    rep.residual = ex.residual;
+    rep.iterations = ex.steps;
+    rep.detail = "Lanczos on P W P, P = I - J (both ends from one Krylov space, no restarts; " +
+                 std::to_string(ex.steps) + " steps, " + std::to_string(ex.applications) +
+                 " products with W)";
+    fill_symmetric(rep, one_minus_rayleigh(w, ex.u), one_plus_rayleigh(w, ex.v));
     return rep;
   }
   GramOp op(ws);

@@ -39,7 +39,9 @@ struct SpectralOptions {
   // of the Ritz vectors, whose error is quadratic in the residual, so 1e-10 already gives rho to
   // ~1e-14 (measured on random 4-regular graphs of 1e5 nodes); tighter costs restarts.
   double tolerance = 1e-10;
-  int max_iterations = 20000;   // Lanczos restarts
+  // Lanczos: most steps of the plain Lanczos recurrence (symmetric W), or restarts of Spectra's
+  // solver (non-symmetric W and time-varying schedules, on M^T M).
+  int max_iterations = 20000;
   std::vector<int> symmetry;    // translation group hint for kExact (Topology::symmetry_group())
 };
 
@@ -81,6 +83,23 @@ struct GroupSpectrum {
   std::vector<double> one_plus_re;       // 1 + Re lambda_k, cancellation-free
 };
 Result<GroupSpectrum> group_spectrum(const SparseMatrix& w, const std::vector<int>& orders);
+
+// lambda_2 and lambda_n of a symmetric doubly-stochastic W (the extreme eigenvalues of P W P on
+// 1-perp, P = I - J) with unit eigenvectors u, v orthogonal to 1, by the plain (unrestarted,
+// unreorthogonalised) Lanczos recurrence: both ends from one Krylov space, three vectors of memory,
+// a second pass to form the Ritz vectors. Converged when the Ritz residual bound is below
+// tolerance * max(|lambda_2|, |lambda_n|); `residual` is the true max ||P W P y - theta y||, ||y|| = 1.
+// `start` (optional): a start vector, e.g. u + v of a nearby W (warm start). `w` must be compressed.
+struct SymmetricExtremes {
+  double lambda2 = 0.0, lambda_n = 0.0;
+  Eigen::VectorXd u, v;
+  double residual = 0.0;
+  int steps = 0;          // Lanczos steps (dimension of the Krylov space)
+  int applications = 0;   // products with W, both passes
+};
+Result<SymmetricExtremes> symmetric_extremes(const SparseMatrix& w, double tolerance = 1e-10,
+                                             int max_steps = 20000,
+                                             const Eigen::VectorXd* start = nullptr);
 
 // Extreme eigenvalues of a symmetric Laplacian-like matrix L = I - W restricted to 1-perp:
 // lambda_{n-1}(L) (smallest nonzero) and lambda_1(L) (largest). Used by best-constant weights.

@@ -32,6 +32,14 @@ std::vector<int> generator_symmetry(const GeneratorSpec& spec, int n) {
   }
 }
 
+// A one-element schedule that takes w's storage (swap): a braced list, push_back or std::move
+// would copy it, Eigen 3.4's SparseMatrix having no move constructor.
+std::vector<SparseMatrix> single(SparseMatrix& w) {
+  std::vector<SparseMatrix> v(1);
+  v[0].swap(w);
+  return v;
+}
+
 }  // namespace
 
 std::string NodeAddress::to_string() const {
@@ -115,11 +123,12 @@ Result<Topology> Topology::generate(const GeneratorSpec& spec, WeightScheme sche
   }
   if (scheme == WeightScheme::kOptimized) {
     GOSSIP_ASSIGN_OR_RETURN(auto opt, optimize_weights(t.graph_));
-    t.set_mixing({std::move(opt.weights)});
+    t.set_mixing(single(opt.weights));
     return t;
   }
-  GOSSIP_ASSIGN_OR_RETURN(auto w, compute_weights(t.graph_, scheme));
-  t.set_mixing({std::move(w)});
+  SparseMatrix w;
+  GOSSIP_RETURN_IF_ERROR(compute_weights_into(t.graph_, scheme, w));
+  t.set_mixing(single(w));
   return t;
 }
 
@@ -141,13 +150,14 @@ Result<Topology> Topology::from_parts(std::string name, Graph graph,
   t.scheme_ = scheme;
   t.symmetry_ = std::move(symmetry);
   weights.makeCompressed();
-  t.set_mixing({std::move(weights)});
+  t.set_mixing(single(weights));
   return t;
 }
 
 void Topology::set_mixing(std::vector<SparseMatrix> mixing) {
   mixing_ = std::move(mixing);
   mixing_rows_.clear();
+  mixing_rows_.reserve(mixing_.size());  // growth would copy the matrices
   for (const auto& w : mixing_) {
     mixing_rows_.emplace_back(w);
     mixing_rows_.back().makeCompressed();

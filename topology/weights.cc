@@ -30,25 +30,47 @@ constexpr SchemeName kSchemeNames[] = {
 using Triplet = Eigen::Triplet<double>;
 
 // Builds W from off-diagonal weights per arc (weight of arc j -> i goes to W(i, j)) and puts
-// 1 - (row sum) on the diagonal.
+// 1 - (row sum) on the diagonal. Writes the compressed column-major arrays directly (column j holds
+// the out-neighbours of j and j itself, ascending): no triplets, no sort, no per-entry allocation.
 SparseMatrix from_row_weights(const Graph& g, const auto& weight_of /* (i, j) -> W_ij */) {
   const int n = g.num_nodes();
-  std::vector<Triplet> t;
-  t.reserve(static_cast<std::size_t>(g.num_edges()) * (g.is_directed() ? 1 : 2) + n);
+  std::vector<double> diag(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) {
     double off = 0.0;
-    for (int j : g.in_neighbors(i)) {
-      const double w = weight_of(i, j);
-      off += w;
-      t.emplace_back(i, j, w);
-    }
-    t.emplace_back(i, i, 1.0 - off);
+    for (int j : g.in_neighbors(i)) off += weight_of(i, j);  // summed in ascending j, as always
+    diag[i] = 1.0 - off;
   }
+  std::int64_t nnz = n;
+  for (int j = 0; j < n; ++j) nnz += g.out_degree(j);
   SparseMatrix w(n, n);
-  w.setFromTriplets(t.begin(), t.end());
-  w.makeCompressed();
+  w.resizeNonZeros(static_cast<Eigen::Index>(nnz));
+  int* outer = w.outerIndexPtr();
+  int* inner = w.innerIndexPtr();
+  double* value = w.valuePtr();
+  std::int64_t k = 0;
+  for (int j = 0; j < n; ++j) {
+    outer[j] = static_cast<int>(k);
+    bool diag_done = false;
+    for (int i : g.out_neighbors(j)) {
+      if (!diag_done && i > j) {
+        inner[k] = j;
+        value[k++] = diag[j];
+        diag_done = true;
+      }
+      inner[k] = i;
+      value[k++] = weight_of(i, j);
+    }
+    if (!diag_done) {
+      inner[k] = j;
+      value[k++] = diag[j];
+    }
+  }
+  outer[n] = static_cast<int>(k);
   return w;
 }
+
+// out <- w without a copy (Eigen 3.4's SparseMatrix has no move constructor or move assignment).
+void take(SparseMatrix& out, SparseMatrix w) { out.swap(w); }
 
 }  // namespace
 
@@ -117,7 +139,7 @@ SparseMatrix weights_from_edge_values(const Graph& graph, std::span<const double
   return w;
 }
 
-Result<SparseMatrix> compute_weights(const Graph& g, WeightScheme scheme) {
+Status compute_weights_into(const Graph& g, WeightScheme scheme, SparseMatrix& out) {
   if (scheme == WeightScheme::kDefault)
     scheme = g.is_directed() ? WeightScheme::kUniform : WeightScheme::kMetropolisHastings;
   const bool symmetric_only = scheme != WeightScheme::kUniform &&
@@ -129,13 +151,15 @@ Result<SparseMatrix> compute_weights(const Graph& g, WeightScheme scheme) {
   switch (scheme) {
     case WeightScheme::kMetropolisHastings:
     case WeightScheme::kLazyMetropolisHastings: {
-      auto w = from_row_weights(
-          g, [&](int i, int j) { return metropolis_hastings_weight(g.degree(i), g.degree(j)); });
-      return scheme == WeightScheme::kLazyMetropolisHastings ? lazy(w) : w;
+      take(out, from_row_weights(
+          g, [&](int i, int j) { return metropolis_hastings_weight(g.degree(i), g.degree(j)); }));
+      if (scheme == WeightScheme::kLazyMetropolisHastings) take(out, lazy(out));
+      return Status::ok();
     }
     case WeightScheme::kMaxDegree: {
       const double w = 1.0 / (1.0 + g.max_degree());
-      return from_row_weights(g, [w](int, int) { return w; });
+      take(out, from_row_weights(g, [w](int, int) { return w; }));
+      return Status::ok();
     }
     case WeightScheme::kUniform:
     case WeightScheme::kLazyUniform: {
@@ -144,13 +168,17 @@ Result<SparseMatrix> compute_weights(const Graph& g, WeightScheme scheme) {
                                 std::to_string(g.min_degree()) + ".." +
                                 std::to_string(g.max_degree()) +
                                 "); use metropolis_hastings or max_degree");
-      auto w = from_row_weights(g, [&](int i, int) { return 1.0 / (1.0 + g.in_degree(i)); });
-      return scheme == WeightScheme::kLazyUniform ? lazy(w) : w;
+      take(out, from_row_weights(g, [&](int i, int) { return 1.0 / (1.0 + g.in_degree(i)); }));
+      if (scheme == WeightScheme::kLazyUniform) take(out, lazy(out));
+      return Status::ok();
     }
     case WeightScheme::kBestConstant: {
       // L = D - A; W = I - alpha L with alpha = 2 / (lambda_1(L) + lambda_{n-1}(L)).
       const int n = g.num_nodes();
-      if (n == 1) return from_row_weights(g, [](int, int) { return 0.0; });
+      if (n == 1) {
+        take(out, from_row_weights(g, [](int, int) { return 0.0; }));
+        return Status::ok();
+      }
       std::vector<Triplet> t;
       for (int i = 0; i < n; ++i) {
         t.emplace_back(i, i, g.degree(i));
@@ -163,7 +191,8 @@ Result<SparseMatrix> compute_weights(const Graph& g, WeightScheme scheme) {
       if (!(small > 1e-12))
         return invalid_argument("best_constant weights need a connected graph");
       const double alpha = 2.0 / (small + large);
-      return from_row_weights(g, [alpha](int, int) { return alpha; });
+      take(out, from_row_weights(g, [alpha](int, int) { return alpha; }));
+      return Status::ok();
     }
     case WeightScheme::kExplicit:
       return invalid_argument("explicit weights come from the topology file, not a scheme");
@@ -173,6 +202,12 @@ Result<SparseMatrix> compute_weights(const Graph& g, WeightScheme scheme) {
       break;
   }
   return invalid_argument("unknown weight scheme");
+}
+
+Result<SparseMatrix> compute_weights(const Graph& g, WeightScheme scheme) {
+  SparseMatrix w;
+  GOSSIP_RETURN_IF_ERROR(compute_weights_into(g, scheme, w));
+  return w;
 }
 
 }  // namespace gossip::topology

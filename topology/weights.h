@@ -53,6 +53,9 @@ LocalWeights local_metropolis_hastings(int self_degree, std::span<const int> nei
 // Symmetric schemes on directed graphs: InvalidArgument. Best-constant solves for the Laplacian's
 // extreme eigenvalues (spectral.h) and so costs an eigen-solve.
 Result<SparseMatrix> compute_weights(const Graph& graph, WeightScheme scheme);
+// The same into `out`, without the copies a Result<SparseMatrix> costs (Eigen 3.4's SparseMatrix
+// has no move constructor, so every "move" of one copies it): what Topology::generate uses.
+Status compute_weights_into(const Graph& graph, WeightScheme scheme, SparseMatrix& out);
 
 // The Laplacian-form W = I - sum_e w_e (e_i - e_j)(e_i - e_j)^T of an undirected graph, with
 // edge_weights in the order of graph.edges().
