@@ -14,6 +14,7 @@
 #include <asio/ssl.hpp>
 
 #include "common/status.h"
+#include "net/coalescing_stream.h"
 
 namespace gossip::net {
 
@@ -32,8 +33,10 @@ Status check_private_key_permissions(const std::string& path);
 Result<std::shared_ptr<asio::ssl::context>> make_tls_context(const TlsConfig& config);
 
 // The stream every TLS link uses (transport.cc names no asio::ssl type itself), and its TCP socket.
-using TlsStream = asio::ssl::stream<asio::ip::tcp::socket>;
-inline asio::ip::tcp::socket& tls_socket(TlsStream& stream) { return stream.next_layer(); }
+// TLS records go through a CoalescingStream, which batches the record-sized writes and reads of
+// asio::ssl::stream into large system calls (see coalescing_stream.h).
+using TlsStream = asio::ssl::stream<CoalescingStream>;
+inline asio::ip::tcp::socket& tls_socket(TlsStream& stream) { return stream.next_layer().socket(); }
 
 struct CertIdentity {
   int node_id = -1;

@@ -1,0 +1,266 @@
+// CoalescingStream: the TCP stream under asio::ssl::stream on TLS links (net::TlsStream).
+//
+// asio::ssl::stream moves at most one TLS record (<= 17 KiB) per call to its next layer: every
+// 16 KiB of payload costs one send(2), and every <= 17 KiB received one recv(2). On loopback the
+// system calls, not AES-GCM, bound the rate. This layer batches both:
+//
+// - Writes: async_write_some copies the bytes into a buffer and hands them to a single background
+//   asio::async_write, which sends everything buffered while it ran in one go; bulk records wait
+//   to be sent until kBatch bytes are buffered or the writer pauses for one turn of the
+//   io_context (so that batching happens even when the kernel takes every send). A write of a full
+//   TLS record (>= kFullRecord bytes: bulk data) completes as soon as it is buffered, so the TLS
+//   engine encrypts the next record while the previous ones are being sent, as long as no more
+//   than `write_buffer` bytes wait. Any shorter write (a handshake message, a frame header, the
+//   tail of a payload, a Goodbye) completes only when it, and so everything before it, has been
+//   handed to the kernel: whoever then shuts the socket down (the transport half-closes after its
+//   Goodbye) or closes it loses nothing that it was told was written. Order is preserved (one
+//   byte queue, one background writer); the first write error is sticky and fails the waiting
+//   write and every later one.
+// - Reads: async_read_some is served from a read-ahead buffer that is refilled with one
+//   async_read_some of up to `read_chunk` bytes from the socket.
+//
+// One read and one write may be outstanding at a time (the Asio stream contract, which
+// asio::ssl::stream keeps). Single-threaded: all operations and handlers run on the executor of
+// the socket's io_context (one thread in the transport). The buffers and the socket live in a
+// shared state that the background operations keep alive, so the stream may be destroyed with a
+// write still being flushed (the destructor closes the socket; the flush then fails quietly).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include <asio/buffer.hpp>
+#include <asio/compose.hpp>
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/post.hpp>
+#include <asio/write.hpp>
+
+namespace gossip::net {
+
+class CoalescingStream {
+ public:
+  using socket_type = asio::ip::tcp::socket;
+  using executor_type = socket_type::executor_type;
+  using lowest_layer_type = socket_type::lowest_layer_type;
+
+  // A TLS 1.3 record carrying the most plaintext a record may carry (2^14 bytes) with AES-GCM or
+  // ChaCha20-Poly1305: 5 header + 16384 + 1 content type + 16 tag. Writes at least this long
+  // complete once buffered; shorter ones once sent.
+  static constexpr std::size_t kFullRecord = 16384 + 5 + 1 + 16;
+  static constexpr std::size_t kDefaultReadChunk = 256 * 1024;
+  static constexpr std::size_t kDefaultWriteBuffer = 1024 * 1024;
+  // Bulk records are sent once this many are buffered, or when the writer pauses for one turn
+  // of the io_context, whichever comes first.
+  static constexpr std::size_t kBatch = 256 * 1024;
+
+  explicit CoalescingStream(asio::io_context& io, std::size_t read_chunk = kDefaultReadChunk,
+                            std::size_t write_buffer = kDefaultWriteBuffer)
+      : st_(std::make_shared<State>(io, read_chunk, write_buffer)) {}
+  CoalescingStream(CoalescingStream&&) noexcept = default;
+  CoalescingStream& operator=(CoalescingStream&&) noexcept = default;
+  CoalescingStream(const CoalescingStream&) = delete;
+  CoalescingStream& operator=(const CoalescingStream&) = delete;
+  ~CoalescingStream() {
+    if (st_) {
+      asio::error_code ignored;
+      st_->sock.close(ignored);
+    }
+  }
+
+  executor_type get_executor() { return st_->sock.get_executor(); }
+  socket_type& socket() { return st_->sock; }
+  lowest_layer_type& lowest_layer() { return st_->sock.lowest_layer(); }
+  const lowest_layer_type& lowest_layer() const { return st_->sock.lowest_layer(); }
+
+  // Bytes accepted by async_write_some and not yet handed to the kernel.
+  std::size_t unsent() const { return static_cast<std::size_t>(st_->accepted - st_->sent); }
+  // System calls made so far (for tests and benchmarks).
+  std::uint64_t socket_writes() const { return st_->socket_writes; }
+  std::uint64_t socket_reads() const { return st_->socket_reads; }
+
+  template <typename MutableBufferSequence, typename ReadToken>
+  auto async_read_some(const MutableBufferSequence& buffers, ReadToken&& token) {
+    return asio::async_compose<ReadToken, void(asio::error_code, std::size_t)>(
+        ReadOp<MutableBufferSequence>{st_, buffers}, token, st_->sock);
+  }
+
+  template <typename ConstBufferSequence, typename WriteToken>
+  auto async_write_some(const ConstBufferSequence& buffers, WriteToken&& token) {
+    return asio::async_compose<WriteToken, void(asio::error_code, std::size_t)>(
+        WriteOp<ConstBufferSequence>{st_, buffers}, token, st_->sock);
+  }
+
+ private:
+  // The one write waiting for the background writer: runs when `sent` reaches `target` or the
+  // writer fails.
+  struct Waiter {
+    std::uint64_t target = 0;
+    virtual ~Waiter() = default;
+    virtual void fire(const asio::error_code& ec) = 0;
+  };
+
+  struct State {
+    State(asio::io_context& io, std::size_t read_chunk, std::size_t write_buffer)
+        : sock(io), rbuf(read_chunk), cap(write_buffer) {
+      pending.reserve(write_buffer + kFullRecord);
+      flight.reserve(write_buffer + kFullRecord);
+    }
+    socket_type sock;
+    // Read-ahead: rbuf[rpos, rend) is received and not yet read.
+    std::vector<std::uint8_t> rbuf;
+    std::size_t rpos = 0, rend = 0;
+    // Write-behind: `flight` is being sent by the background writer, `pending` waits for it.
+    std::size_t cap;
+    std::vector<std::uint8_t> pending, flight;
+    bool flushing = false;
+    bool flush_posted = false;
+    std::uint64_t accepted_at_post = 0;
+    std::uint64_t accepted = 0;  // bytes taken by async_write_some
+    std::uint64_t sent = 0;      // bytes the kernel took
+    asio::error_code write_error;  // sticky
+    std::unique_ptr<Waiter> waiter;
+    std::uint64_t socket_writes = 0, socket_reads = 0;
+  };
+
+  static void start_flush(const std::shared_ptr<State>& st) {
+    st->flight.swap(st->pending);
+    st->flushing = true;
+    st->socket_writes++;  // counts the flushes; async_write may need more than one send(2)
+    asio::async_write(st->sock, asio::buffer(st->flight),
+                      [st](const asio::error_code& ec, std::size_t n) {
+                        st->flushing = false;
+                        st->sent += n;
+                        st->flight.clear();
+                        if (ec) {
+                          if (!st->write_error) st->write_error = ec;
+                          st->pending.clear();
+                        } else if (!st->pending.empty()) {
+                          if (st->waiter || st->pending.size() >= kBatch) {
+                            start_flush(st);
+                          } else {
+                            post_flush(st);
+                          }
+                        }
+                        if (st->waiter && (st->write_error || st->sent >= st->waiter->target)) {
+                          std::unique_ptr<Waiter> w = std::move(st->waiter);
+                          w->fire(st->write_error);
+                        }
+                      });
+  }
+
+  // Sends the buffered bulk records once the writer adds none for a turn of the io_context or a
+  // batch is full. (Each TLS record takes one turn: asio::ssl::stream posts between records.)
+  static void post_flush(const std::shared_ptr<State>& st) {
+    if (st->flush_posted) return;
+    st->flush_posted = true;
+    st->accepted_at_post = st->accepted;
+    asio::post(st->sock.get_executor(), [st] {
+      st->flush_posted = false;
+      if (st->flushing || st->pending.empty() || st->write_error) return;
+      if (st->accepted == st->accepted_at_post || st->pending.size() >= kBatch) {
+        start_flush(st);
+      } else {
+        post_flush(st);
+      }
+    });
+  }
+
+  template <typename Buffers>
+  struct ReadOp {
+    std::shared_ptr<State> st;
+    Buffers buffers;
+    bool started = false;
+
+    template <typename Self>
+    void operator()(Self& self, asio::error_code ec = {}, std::size_t n = 0) {
+      State& s = *st;
+      if (!started) {
+        started = true;
+        if (s.rpos == s.rend && asio::buffer_size(buffers) != 0) {
+          s.socket_reads++;
+          s.sock.async_read_some(asio::buffer(s.rbuf), std::move(self));
+          return;
+        }
+        // Data already buffered (or nothing asked): complete, but never inside the initiation.
+        asio::post(s.sock.get_executor(), std::move(self));
+        return;
+      }
+      if (s.rpos == s.rend) {  // back from the socket
+        s.rpos = 0;
+        s.rend = n;
+        if (n == 0) {
+          self.complete(ec, 0);
+          return;
+        }
+      }
+      const std::size_t copied =
+          asio::buffer_copy(buffers, asio::buffer(s.rbuf.data() + s.rpos, s.rend - s.rpos));
+      s.rpos += copied;
+      self.complete(asio::error_code(), copied);
+    }
+  };
+
+  template <typename Self>
+  struct WaiterFor final : Waiter {
+    explicit WaiterFor(Self&& s) : self(std::move(s)) {}
+    Self self;
+    void fire(const asio::error_code& ec) override { self(ec, 0); }
+  };
+
+  template <typename Buffers>
+  struct WriteOp {
+    std::shared_ptr<State> st;
+    Buffers buffers;
+    std::size_t size = 0;
+    int phase = 0;  // 0: initiation, 1: complete now, 2: woken by the writer
+
+    template <typename Self>
+    void operator()(Self& self, asio::error_code ec = {}, std::size_t = 0) {
+      State& s = *st;
+      if (phase == 0) {
+        size = asio::buffer_size(buffers);
+        phase = 1;
+        if (!s.write_error && size != 0) {
+          const std::size_t at = s.pending.size();
+          s.pending.resize(at + size);
+          asio::buffer_copy(asio::buffer(s.pending.data() + at, size), buffers);
+          s.accepted += size;
+          if (!s.flushing) {
+            if (size < kFullRecord || s.pending.size() >= kBatch) {
+              start_flush(st);
+            } else {
+              post_flush(st);
+            }
+          }
+          // Bulk records may run up to `cap` bytes ahead of the kernel; anything else waits
+          // until it has been sent.
+          const std::uint64_t target =
+              size >= kFullRecord ? (s.accepted > s.cap ? s.accepted - s.cap : 0) : s.accepted;
+          if (s.sent < target) {
+            phase = 2;
+            auto w = std::make_unique<WaiterFor<Self>>(std::move(self));
+            w->target = target;
+            s.waiter = std::move(w);
+            return;
+          }
+        }
+        asio::post(s.sock.get_executor(), std::move(self));
+        return;
+      }
+      ec = s.write_error;  // phase 1 or 2: the sticky error, if any, wins
+      if (ec) {
+        self.complete(ec, 0);
+      } else {
+        self.complete(ec, size);
+      }
+    }
+  };
+
+  std::shared_ptr<State> st_;
+};
+
+}  // namespace gossip::net

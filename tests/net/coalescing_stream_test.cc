@@ -1,0 +1,395 @@
+// CoalescingStream (net/coalescing_stream.h), the layer under asio::ssl::stream on TLS links, on
+// real loopback sockets in one io_context: bytes arrive exactly and in order whatever the mix of
+// write and read sizes, a short write completes only once everything before it is in the kernel
+// (so a shutdown right after it loses nothing), bulk writes never run more than the buffer ahead,
+// errors are reported and sticky, and TLS 1.3 over it moves large buffers both ways byte-exact.
+#include "net/coalescing_stream.h"
+
+#include <doctest/doctest.h>
+
+#include <asio.hpp>
+#include <asio/ssl.hpp>
+#include <cstring>
+#include <functional>
+#include <random>
+
+#include "net/tls.h"
+#include "net_test_util.h"
+
+namespace gossip::net {
+namespace {
+
+using asio::ip::tcp;
+
+std::vector<std::uint8_t> pattern(std::size_t n, std::uint32_t seed) {
+  std::vector<std::uint8_t> v(n);
+  std::mt19937 rng(seed);
+  for (auto& b : v) b = static_cast<std::uint8_t>(rng());
+  return v;
+}
+
+// Connects `a` (a CoalescingStream's socket or a plain socket) to `b` over loopback.
+void connect_pair(asio::io_context& io, tcp::socket& a, tcp::socket& b) {
+  tcp::acceptor acc(io, {asio::ip::address_v4::loopback(), 0});
+  a.connect(acc.local_endpoint());
+  acc.accept(b);
+}
+
+// Small kernel buffers so that sends are partial and the background writer has to queue.
+void small_buffers(tcp::socket& s) {
+  s.set_option(asio::socket_base::send_buffer_size(16 * 1024));
+  s.set_option(asio::socket_base::receive_buffer_size(16 * 1024));
+}
+
+// Reads `r` to EOF in pieces of random size (1 byte .. 200 KiB) into `out`.
+template <typename Stream>
+void read_to_eof(Stream& r, std::vector<std::uint8_t>& out, std::mt19937& rng,
+                 std::function<void(const asio::error_code&)> done) {
+  const std::size_t n = std::uniform_int_distribution<std::size_t>(1, 200 * 1024)(rng);
+  auto buf = std::make_shared<std::vector<std::uint8_t>>(n);
+  r.async_read_some(asio::buffer(*buf), [&r, &out, &rng, buf, done](const asio::error_code& ec,
+                                                                    std::size_t got) {
+    out.insert(out.end(), buf->begin(), buf->begin() + static_cast<std::ptrdiff_t>(got));
+    if (ec) {
+      done(ec);
+      return;
+    }
+    read_to_eof(r, out, rng, done);
+  });
+}
+
+TEST_CASE("coalescing stream: interleaved small and large writes arrive byte-exact and in order") {
+  for (std::size_t cap : {std::size_t{64 * 1024}, CoalescingStream::kDefaultWriteBuffer}) {
+    CAPTURE(cap);
+    asio::io_context io;
+    CoalescingStream w(io, CoalescingStream::kDefaultReadChunk, cap);
+    tcp::socket r(io);
+    connect_pair(io, w.socket(), r);
+    small_buffers(w.socket());
+    small_buffers(r);
+    // Sizes around the full-record threshold, tiny frames and large blocks.
+    const std::size_t sizes[] = {1,     7,     100,   CoalescingStream::kFullRecord - 1,
+                                 CoalescingStream::kFullRecord,   CoalescingStream::kFullRecord + 1,
+                                 65536, 300000, 1 << 20};
+    std::mt19937 rng(7);
+    std::vector<std::size_t> plan;
+    std::size_t total = 0;
+    while (total < (12u << 20)) {
+      plan.push_back(sizes[rng() % std::size(sizes)]);
+      total += plan.back();
+    }
+    const auto data = pattern(total + 1, 1);
+    std::size_t off = 0, k = 0, violations = 0;
+    std::function<void()> next = [&] {
+      if (k == plan.size()) {
+        // The last byte as a short write: once it completes, all is in the kernel (a bulk
+        // record completes while it may still be buffered) and the socket may be shut down.
+        w.async_write_some(asio::buffer(data.data() + off, 1),
+                           [&](const asio::error_code& ec, std::size_t) {
+                             REQUIRE_FALSE(ec);
+                             CHECK(w.unsent() == 0);
+                             w.socket().shutdown(tcp::socket::shutdown_send);
+                           });
+        return;
+      }
+      const std::size_t n = plan[k++];
+      w.async_write_some(asio::buffer(data.data() + off, n),
+                         [&, n](const asio::error_code& ec, std::size_t got) {
+                           REQUIRE_FALSE(ec);
+                           REQUIRE(got == n);  // every write is taken whole
+                           off += n;
+                           if (n < CoalescingStream::kFullRecord && w.unsent() != 0) ++violations;
+                           if (w.unsent() > cap) ++violations;
+                           next();
+                         });
+    };
+    next();
+    std::vector<std::uint8_t> got;
+    asio::error_code end;
+    read_to_eof(r, got, rng, [&](const asio::error_code& ec) { end = ec; });
+    io.run();
+    CHECK(end == asio::error::eof);
+    CHECK(violations == 0);
+    REQUIRE(got.size() == data.size());
+    CHECK(got == data);
+    // Coalescing happened: fewer socket writes than writes.
+    CHECK(w.socket_writes() < plan.size());
+  }
+}
+
+TEST_CASE("coalescing stream: reads of any size return exactly the bytes sent") {
+  asio::io_context io;
+  tcp::socket w(io);
+  CoalescingStream r(io, 64 * 1024);
+  connect_pair(io, w, r.socket());
+  const auto data = pattern(8u << 20, 2);
+  asio::async_write(w, asio::buffer(data), [&](const asio::error_code& ec, std::size_t) {
+    REQUIRE_FALSE(ec);
+    w.shutdown(tcp::socket::shutdown_send);
+  });
+  std::mt19937 rng(3);
+  std::vector<std::uint8_t> got;
+  asio::error_code end;
+  read_to_eof(r, got, rng, [&](const asio::error_code& ec) { end = ec; });
+  io.run();
+  CHECK(end == asio::error::eof);
+  REQUIRE(got.size() == data.size());
+  CHECK(got == data);
+  // Far fewer socket reads than the ~80 reads of 100 KiB average the test asked for would need
+  // with a 17 KiB engine buffer is not asserted (timing); but every read was served.
+  CHECK(r.socket_reads() >= 1);
+  // An empty read completes at once with nothing.
+  bool empty_done = false;
+  r.async_read_some(asio::mutable_buffer(), [&](const asio::error_code&, std::size_t n) {
+    CHECK(n == 0);
+    empty_done = true;
+  });
+  io.restart();
+  io.run();
+  CHECK(empty_done);
+}
+
+TEST_CASE("coalescing stream: a short write after bulk completes only when all is sent") {
+  // The transport half-closes right after its Goodbye (a short write) completes; nothing written
+  // before may be lost. The reader starts late so the kernel buffers fill and bulk writes queue.
+  asio::io_context io;
+  CoalescingStream w(io, CoalescingStream::kDefaultReadChunk, 256 * 1024);
+  tcp::socket r(io);
+  connect_pair(io, w.socket(), r);
+  small_buffers(w.socket());
+  small_buffers(r);
+  const std::size_t rec = CoalescingStream::kFullRecord;
+  const std::size_t records = 200;  // ~3.3 MB
+  const auto data = pattern(records * rec + 10, 4);
+  std::size_t k = 0;
+  std::size_t max_unsent = 0;
+  bool goodbye_done = false;
+  std::function<void()> next = [&] {
+    if (k < records) {
+      w.async_write_some(asio::buffer(data.data() + k * rec, rec),
+                         [&](const asio::error_code& ec, std::size_t) {
+                           REQUIRE_FALSE(ec);
+                           max_unsent = std::max(max_unsent, w.unsent());
+                           ++k;
+                           next();
+                         });
+      return;
+    }
+    asio::async_write(w, asio::buffer(data.data() + records * rec, 10),
+                      [&](const asio::error_code& ec, std::size_t n) {
+                        REQUIRE_FALSE(ec);
+                        CHECK(n == 10);
+                        CHECK(w.unsent() == 0);
+                        goodbye_done = true;
+                        w.socket().shutdown(tcp::socket::shutdown_send);
+                      });
+  };
+  next();
+  std::mt19937 rng(5);
+  std::vector<std::uint8_t> got;
+  asio::error_code end;
+  asio::steady_timer later(io, std::chrono::milliseconds(100));
+  later.async_wait([&](const asio::error_code&) {
+    read_to_eof(r, got, rng, [&](const asio::error_code& ec) { end = ec; });
+  });
+  io.run();
+  CHECK(goodbye_done);
+  CHECK(max_unsent > 0);            // bulk writes did run ahead of the kernel ...
+  CHECK(max_unsent <= 256 * 1024);  // ... but never more than the buffer
+  CHECK(end == asio::error::eof);
+  REQUIRE(got.size() == data.size());
+  CHECK(got == data);
+}
+
+TEST_CASE("coalescing stream: a peer that closes mid-stream fails writes, and the error sticks") {
+  asio::io_context io;
+  CoalescingStream w(io, CoalescingStream::kDefaultReadChunk, 128 * 1024);
+  tcp::socket r(io);
+  connect_pair(io, w.socket(), r);
+  small_buffers(w.socket());
+  const auto block = pattern(CoalescingStream::kFullRecord, 6);
+  asio::error_code first;
+  std::size_t writes = 0;
+  std::function<void()> next = [&] {
+    w.async_write_some(asio::buffer(block), [&](const asio::error_code& ec, std::size_t n) {
+      if (ec) {
+        CHECK(n == 0);
+        first = ec;
+        return;
+      }
+      ++writes;
+      REQUIRE(writes < 100000);
+      next();
+    });
+  };
+  next();
+  // The peer goes away with data unread (the writer is stuck by then): its kernel resets the
+  // connection.
+  asio::steady_timer t(io, std::chrono::milliseconds(100));
+  t.async_wait([&](const asio::error_code&) {
+    CHECK(writes > 0);
+    CHECK_FALSE(first);
+    r.close();
+  });
+  io.run();
+  REQUIRE(first);
+  CHECK((first == asio::error::broken_pipe || first == asio::error::connection_reset));
+  // Every later write fails at once with the same error; nothing is taken.
+  asio::error_code again;
+  std::size_t taken = 1;
+  w.async_write_some(asio::buffer(block, 10), [&](const asio::error_code& ec, std::size_t n) {
+    again = ec;
+    taken = n;
+  });
+  io.restart();
+  io.run();
+  CHECK(again == first);
+  CHECK(taken == 0);
+}
+
+TEST_CASE("coalescing stream: reads deliver what arrived before the close, then EOF") {
+  asio::io_context io;
+  tcp::socket w(io);
+  CoalescingStream r(io);
+  connect_pair(io, w, r.socket());
+  const auto data = pattern(100000, 8);
+  asio::write(w, asio::buffer(data));
+  w.close();
+  std::mt19937 rng(9);
+  std::vector<std::uint8_t> got;
+  asio::error_code end;
+  read_to_eof(r, got, rng, [&](const asio::error_code& ec) { end = ec; });
+  io.run();
+  CHECK(end == asio::error::eof);
+  CHECK(got == data);
+}
+
+TEST_CASE("coalescing stream: closing the socket fails the pending read and write") {
+  asio::io_context io;
+  CoalescingStream s(io, CoalescingStream::kDefaultReadChunk, 64 * 1024);
+  tcp::socket peer(io);
+  connect_pair(io, s.socket(), peer);
+  small_buffers(s.socket());
+  small_buffers(peer);
+  asio::error_code read_ec, write_ec;
+  bool read_done = false, write_done = false;
+  std::vector<std::uint8_t> in(1000);
+  s.async_read_some(asio::buffer(in), [&](const asio::error_code& ec, std::size_t n) {
+    read_ec = ec;
+    CHECK(n == 0);
+    read_done = true;
+  });
+  // The peer never reads: a 4 MB write must end up waiting for the kernel.
+  const auto data = pattern(4u << 20, 10);
+  asio::async_write(s, asio::buffer(data), [&](const asio::error_code& ec, std::size_t) {
+    write_ec = ec;
+    write_done = true;
+  });
+  asio::steady_timer t(io, std::chrono::milliseconds(100));
+  t.async_wait([&](const asio::error_code&) {
+    CHECK_FALSE(write_done);
+    CHECK(s.unsent() > 0);
+    s.socket().close();
+  });
+  io.run();
+  CHECK(read_done);
+  CHECK(read_ec == asio::error::operation_aborted);
+  CHECK(write_done);
+  CHECK(write_ec == asio::error::operation_aborted);
+}
+
+TEST_CASE("coalescing stream: destroyed with a flush in flight, nothing leaks or dangles") {
+  asio::io_context io;
+  tcp::socket peer(io);
+  bool completed = false;
+  {
+    auto s = std::make_unique<CoalescingStream>(io);
+    connect_pair(io, s->socket(), peer);
+    small_buffers(s->socket());
+    small_buffers(peer);
+    const auto block = pattern(CoalescingStream::kFullRecord, 11);
+    // Full records complete at once while the peer reads nothing; the flush stays pending.
+    for (int i = 0; i < 20; ++i) {
+      s->async_write_some(asio::buffer(block), [&](const asio::error_code&, std::size_t) {
+        completed = true;
+      });
+      io.poll();
+    }
+    CHECK(s->unsent() > 0);
+  }
+  io.run();  // the aborted flush runs with the stream gone (ASan checks the rest)
+  CHECK(completed);
+}
+
+TEST_CASE("TLS over the coalescing stream: 16 MiB both ways at once arrive byte-exact") {
+  const std::string dir = testing::cert_dir();
+  REQUIRE(!dir.empty());
+  auto ctx1 = make_tls_context(testing::tls_for(dir, 1));
+  auto ctx2 = make_tls_context(testing::tls_for(dir, 2));
+  REQUIRE(ctx1.is_ok());
+  REQUIRE(ctx2.is_ok());
+  asio::io_context io;
+  TlsStream a(io, **ctx1), b(io, **ctx2);
+  connect_pair(io, tls_socket(a), tls_socket(b));
+  int handshakes = 0;
+  a.async_handshake(asio::ssl::stream_base::client, [&](const asio::error_code& ec) {
+    REQUIRE_FALSE(ec);
+    ++handshakes;
+  });
+  b.async_handshake(asio::ssl::stream_base::server, [&](const asio::error_code& ec) {
+    REQUIRE_FALSE(ec);
+    ++handshakes;
+  });
+  io.run();
+  REQUIRE(handshakes == 2);
+  // A frame-like mix: a short header, then a large payload as two buffers; repeated.
+  const auto ab = pattern(16u << 20, 12), ba = pattern(16u << 20, 13);
+  std::vector<std::uint8_t> at_b(ab.size()), at_a(ba.size());
+  auto send = [](TlsStream& s, const std::vector<std::uint8_t>& d) {
+    auto pos = std::make_shared<std::size_t>(0);
+    auto step = std::make_shared<std::function<void()>>();
+    *step = [&s, &d, pos, step] {
+      if (*pos == d.size()) return;
+      const std::size_t head = std::min<std::size_t>(40, d.size() - *pos);
+      const std::size_t body = std::min<std::size_t>(3 * 1000 * 1000 + 4, d.size() - *pos - head);
+      std::array<asio::const_buffer, 2> bufs{asio::buffer(d.data() + *pos, head),
+                                            asio::buffer(d.data() + *pos + head, body)};
+      asio::async_write(s, bufs, [pos, step, n = head + body](const asio::error_code& ec,
+                                                              std::size_t got) {
+        REQUIRE_FALSE(ec);
+        REQUIRE(got == n);
+        *pos += n;
+        (*step)();
+      });
+    };
+    (*step)();
+    return step;
+  };
+  auto keep1 = send(a, ab);
+  auto keep2 = send(b, ba);
+  std::size_t done = 0;
+  asio::async_read(b, asio::buffer(at_b), [&](const asio::error_code& ec, std::size_t n) {
+    REQUIRE_FALSE(ec);
+    CHECK(n == ab.size());
+    ++done;
+  });
+  asio::async_read(a, asio::buffer(at_a), [&](const asio::error_code& ec, std::size_t n) {
+    REQUIRE_FALSE(ec);
+    CHECK(n == ba.size());
+    ++done;
+  });
+  io.restart();
+  io.run();
+  *keep1 = nullptr;
+  *keep2 = nullptr;
+  CHECK(done == 2);
+  CHECK(at_b == ab);
+  CHECK(at_a == ba);
+  // Batching: far fewer socket reads and writes than the ~1030 TLS records each way (one each
+  // without this layer; about 80 with it).
+  CHECK(a.next_layer().socket_writes() < 300);
+  CHECK(b.next_layer().socket_reads() < 300);
+}
+
+}  // namespace
+}  // namespace gossip::net
