@@ -7,6 +7,9 @@
 //  - resume: a corrupt newest checkpoint is skipped; `launch --resume` restarts every node at a
 //    common checkpoint and the run ends exactly where an uninterrupted one does;
 //  - SIGTERM to the launcher: forwarded, every node checkpoints and exits with code 4;
+//  - carry-on (the default fault policy): SIGKILL one of 8 nodes; the others finish every
+//    iteration with exit 0, every logged W(t) is symmetric and doubly stochastic, pure gossip
+//    reaches consensus;
 //  - bad input: a bad config is exit code 2 with file:line:col.
 #include <doctest/doctest.h>
 #include <netinet/in.h>
@@ -22,6 +25,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -29,6 +34,8 @@
 #include "daemon/checkpoint.h"
 #include "daemon/exit_codes.h"
 #include "daemon/metrics.h"
+#include "daemon/node.h"
+#include "topology/topology_file.h"
 
 extern char** environ;
 
@@ -302,6 +309,163 @@ TEST_CASE("kill -9 one node under fault.policy FAIL_STOP: the others fail-stop w
   double diff = compare_with_sim(work + "/final", dir.path + "/sim", n);
   MESSAGE("resumed run: max |gossipd - gossip-sim| = " << diff);
   CHECK(diff <= 1e-5);
+}
+
+// The rows of W in force at every iteration from each node's "weights" lines.
+std::map<int, std::vector<std::pair<std::uint64_t, std::vector<std::pair<int, double>>>>> logged_rows(
+    const std::string& work, int n) {
+  std::map<int, std::vector<std::pair<std::uint64_t, std::vector<std::pair<int, double>>>>> rows;
+  for (int i = 0; i < n; ++i) {
+    std::ifstream in(work + "/node-" + std::to_string(i) + "/metrics.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      auto m = parse_flat_json(line);
+      if (!m.is_ok() || (*m)["type"].text != "weights") continue;
+      auto row = parse_row((*m)["row"].text);
+      REQUIRE_MESSAGE(row.is_ok(), line);
+      rows[i].emplace_back(static_cast<std::uint64_t>((*m)["iteration"].number), *row);
+    }
+  }
+  return rows;
+}
+
+TEST_CASE("kill -9 one of 8 gossipd processes: the others carry on, finish with exit 0, every "
+          "logged W is symmetric and doubly stochastic, and pure gossip reaches consensus") {
+  const int n = 8, victim_id = 3;
+  const std::uint64_t iterations = 1500;
+  TempDir dir;
+  std::string topo_path = dir.path + "/kring.pbtxt";
+  std::ofstream(topo_path) << "name: \"kring8\"\ngenerator { kind: K_RING nodes: 8 k: 2 host: \"127.0.0.1\" "
+                              "base_port: " << free_base_port(n) << " }\n";
+  // Pure gossip: lr 1e-30 (sgd refuses 0), so x_{t+1} = W(t) x_t in float32.
+  std::string cfg_text =
+      "seed: 3\nmodel { kind: LOGISTIC }\n"
+      "data { dataset: SYNTHETIC_LOGISTIC num_examples: 512 dim: 10 test_examples: 64 }\n"
+      "batch_size: 4\noptimizer { kind: SGD lr: 1e-30 }\niterations: " + std::to_string(iterations) +
+      "\nmetrics_every: 50\ncheckpoint { every: 0 }\n"
+      "timeouts { connect_ms: 20000 deadline_ms: 3000 heartbeat_ms: 100 }\n";
+  std::string cfg = dir.path + "/train.pbtxt";
+  std::ofstream(cfg) << cfg_text;
+  std::string work = dir.path + "/run", ckpt = dir.path + "/ckpt";
+  // Distinct random x_0 per node through iteration-0 checkpoints (then `launch --resume`).
+  auto config = parse_train_config(cfg_text, "train.pbtxt");
+  REQUIRE(config.is_ok());
+  fill_defaults(*config);
+  auto topo = topology::load_topology(topo_path);
+  REQUIRE_MESSAGE(topo.is_ok(), topo.status().to_string());
+  auto problem = sgd::make_problem(to_problem_config(*config, n));
+  REQUIRE(problem.is_ok());
+  std::vector<std::vector<float>> x0;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0, 1);
+  for (int i = 0; i < n; ++i) {
+    Checkpoint c;
+    c.node = static_cast<std::uint32_t>(i);
+    c.topology_fingerprint = topo->fingerprint();
+    c.config_fingerprint = config_fingerprint(*config);
+    sgd::SamplerState ss = problem->sampler(i, 4).state();
+    c.sampler.rng_state = ss.epoch_rng_state;
+    c.sampler.epoch = ss.epoch;
+    c.sampler.position = ss.position;
+    c.sampler.batches = ss.batches;
+    c.params.resize(problem->spec.num_params());
+    for (float& v : c.params) v = normal(rng);
+    x0.push_back(c.params);
+    REQUIRE(write_checkpoint(Env::system(), ckpt + "/node-" + std::to_string(i), c, 2).is_ok());
+  }
+  pid_t launcher = spawn_shell("cd " + dir.path + " && exec timeout 60 " + bin("daemon/gossipd") + " launch " +
+                               topo_path + " --config " + cfg + " --workdir " + work +
+                               " --insecure --resume --set checkpoint.dir=" + ckpt + " > " + dir.path +
+                               "/launch.out 2>&1");
+  auto t0 = std::chrono::steady_clock::now();
+  while (metrics_iteration(work + "/node-0/metrics.jsonl") < 200) {
+    REQUIRE_MESSAGE(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30),
+                    read_text(dir.path + "/launch.out"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  pid_t victim = std::stoi(read_text(work + "/node-" + std::to_string(victim_id) + "/pid"));
+  REQUIRE(::kill(victim, SIGKILL) == 0);
+  auto killed_at = std::chrono::steady_clock::now();
+  wait_exit(launcher);
+  MESSAGE("survivors finished " << std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count()
+                                << " s after the SIGKILL");
+  std::string out = read_text(dir.path + "/launch.out");
+  INFO(out);
+  std::string summary = read_text(work + "/summary.json");
+  std::vector<int> alive;
+  for (int i = 0; i < n; ++i) {
+    if (i == victim_id) continue;
+    alive.push_back(i);
+    CHECK_MESSAGE(summary.find("{\"node\":" + std::to_string(i) + ",\"exit_code\":0,") != std::string::npos,
+                  summary);
+  }
+  // Every iteration's W, over the survivors and the victim while anyone still mixes it, is
+  // symmetric and doubly stochastic; the victim's neighbours dropped it.
+  auto rows = logged_rows(work, n);
+  std::uint64_t drop_at = iterations;
+  for (int i : alive) {
+    REQUIRE(!rows[i].empty());
+    CHECK(rows[i].front().first == 0);
+    if (topo->graph().has_arc(victim_id, i)) {
+      bool dropped = false;
+      for (const auto& [t, row] : rows[i]) {
+        bool has = std::any_of(row.begin(), row.end(), [&](const auto& e) { return e.first == victim_id; });
+        if (!has && !dropped) {
+          dropped = true;
+          drop_at = std::min(drop_at, t);
+        }
+        CHECK_MESSAGE(!(dropped && has), "node " << i << " mixes the victim again at " << t);
+      }
+      CHECK(dropped);
+    }
+  }
+  MESSAGE("the victim's edges dropped from iteration " << drop_at);
+  for (std::uint64_t t = 0; t < iterations; ++t) {
+    std::map<int, const std::vector<std::pair<int, double>>*> w;
+    bool victim_mixed = false;
+    for (int i : alive) {
+      for (const auto& [it, row] : rows[i]) {
+        if (it <= t) w[i] = &row;
+      }
+      for (const auto& e : *w[i]) victim_mixed |= e.first == victim_id;
+    }
+    if (victim_mixed) {
+      for (const auto& [it, row] : rows[victim_id]) {
+        if (it <= t) w[victim_id] = &row;
+      }
+      REQUIRE(w.count(victim_id));
+    }
+    std::map<std::pair<int, int>, double> entries;
+    for (const auto& [i, row] : w) {
+      double sum = 0;
+      for (const auto& [j, v] : *row) {
+        REQUIRE_MESSAGE(w.count(j), "iteration " << t << ": node " << i << " mixes node " << j);
+        entries[{i, j}] = v;
+        sum += v;
+      }
+      REQUIRE_MESSAGE(std::fabs(sum - 1) < 1e-12, "iteration " << t << " row " << i);
+    }
+    for (const auto& [ij, v] : entries) {
+      auto m = entries.find({ij.second, ij.first});
+      REQUIRE_MESSAGE((m != entries.end() && m->second == v), "iteration " << t << ": W not symmetric at "
+                                                                            << ij.first << "," << ij.second);
+    }
+  }
+  // Consensus: every survivor ends at the same point, inside the hull of the starting points.
+  std::vector<std::vector<float>> fin;
+  for (int i : alive) fin.push_back(read_f32(work + "/final/node_" + std::to_string(i) + ".f32"));
+  double spread0 = 0, spread = 0;
+  for (std::size_t k = 0; k < x0[0].size(); ++k) {
+    float lo = x0[0][k], hi = x0[0][k], flo = fin[0][k], fhi = fin[0][k];
+    for (int i = 0; i < n; ++i) lo = std::min(lo, x0[i][k]), hi = std::max(hi, x0[i][k]);
+    for (const auto& f : fin) flo = std::min(flo, f[k]), fhi = std::max(fhi, f[k]);
+    spread0 = std::max(spread0, static_cast<double>(hi - lo));
+    spread = std::max(spread, static_cast<double>(fhi - flo));
+    CHECK(flo >= lo - 1e-5f);
+    CHECK(fhi <= hi + 1e-5f);
+  }
+  MESSAGE("max spread between nodes: " << spread0 << " at the start, " << spread << " at the end");
+  CHECK(spread0 > 1.0);
+  CHECK(spread < 1e-4);
 }
 
 TEST_CASE("SIGTERM to the launcher is forwarded: every node checkpoints and exits with code 4") {
