@@ -6,10 +6,14 @@
 //  2. the mixing step's achieved bandwidth (one read of X and one write of the output, 8·d·n
 //     bytes per call) against std::memcpy of the same buffer (also one read and one write).
 // Figures only, no assertions. Single-threaded on both sides (the simulator's backend runs one
-// thread; numpy gets OPENBLAS_NUM_THREADS=1, OMP_NUM_THREADS=1).
+// thread; numpy gets OPENBLAS_NUM_THREADS=1, OMP_NUM_THREADS=1). Both sides are timed with their
+// own thread's CPU time by default (the machine is shared: wall time would count other jobs'
+// turns on the core), or both with the wall clock (--wall).
 //
-//   build-sim/bench/sim_bench [--nodes 64,256,1024] [--dim 1000] [--batch 8] [--seconds 2]
+//   build-sim/bench/sim_bench [--nodes 64,256,1024] [--dim 1000] [--batch 8] [--seconds 2] [--wall]
 #include <CLI/CLI.hpp>
+
+#include <time.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -29,6 +33,25 @@ using namespace gossip;
 using namespace gossip::sim;
 
 constexpr int kExamplesPerNode = 32;
+
+// Seconds this thread has run (CLOCK_THREAD_CPUTIME_ID) or wall seconds (--wall). On a machine
+// shared with other jobs, thread CPU time leaves out the time the scheduler gave to someone else.
+bool g_wall = false;
+
+double now_s() {
+  timespec ts{};
+  clock_gettime(g_wall ? CLOCK_MONOTONIC : CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+class Timer {
+ public:
+  Timer() : start_(now_s()) {}
+  double elapsed_seconds() const { return now_s() - start_; }
+
+ private:
+  double start_;
+};
 
 // Node-iterations per second of the Simulator, best of `repeats` timed runs.
 double simulator_rate(int n, int dim, int batch, const std::string& topo_name, double seconds) {
@@ -56,7 +79,7 @@ double simulator_rate(int n, int dim, int batch, const std::string& topo_name, d
   rc.iterations = 3;
   rc.eval_every = rc.iterations;
   auto probe = Simulator::create(*problem, &*topo, rc);
-  Stopwatch w;
+  Timer w;
   if (!probe.is_ok() || !(*probe)->run().is_ok()) return -1;
   const double per_iteration = w.elapsed_seconds() / 3;
   rc.iterations = std::max<std::int64_t>(5, static_cast<std::int64_t>(seconds / per_iteration));
@@ -65,9 +88,11 @@ double simulator_rate(int n, int dim, int batch, const std::string& topo_name, d
   for (int repeat = 0; repeat < 2; ++repeat) {
     auto sim = Simulator::create(*problem, &*topo, rc);
     if (!sim.is_ok()) return -1;
+    Timer run;
     auto trace = (*sim)->run();
+    const double elapsed = run.elapsed_seconds();
     if (!trace.is_ok()) return -1;
-    best = std::max(best, static_cast<double>(rc.iterations) * n / trace->wall_s);
+    best = std::max(best, static_cast<double>(rc.iterations) * n / elapsed);
   }
   return best;
 }
@@ -81,7 +106,7 @@ double numpy_rate(const std::string& script, int n, int dim, int batch, const st
       "/usr/bin/python3 " + script + " --nodes " + std::to_string(n) + " --dim " +
       std::to_string(dim) + " --batch " + std::to_string(batch) + " --examples-per-node " +
       std::to_string(kExamplesPerNode) + " --topology " + topo + " --iterations " +
-      std::to_string(iterations) + " 2>&1";
+      std::to_string(iterations) + (g_wall ? " --wall" : "") + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) return -1;
   char line[512];
@@ -97,7 +122,7 @@ double numpy_rate(const std::string& script, int n, int dim, int batch, const st
 template <typename Fn>
 double best_calls_per_s(Fn fn, double seconds) {
   fn();
-  Stopwatch w;
+  Timer w;
   int calls = 0;
   while (w.elapsed_seconds() < 0.05) {
     fn();
@@ -106,7 +131,7 @@ double best_calls_per_s(Fn fn, double seconds) {
   const int per_round = std::max(1, static_cast<int>(calls * seconds / 5 / 0.05));
   double best = 0;
   for (int r = 0; r < 5; ++r) {
-    Stopwatch round;
+    Timer round;
     for (int k = 0; k < per_round; ++k) fn();
     best = std::max(best, per_round / round.elapsed_seconds());
   }
@@ -115,7 +140,8 @@ double best_calls_per_s(Fn fn, double seconds) {
 
 void bench_mixing(const std::vector<int>& nodes, int dim, double seconds) {
   std::printf("\n== mixing X <- X W^T (pure gossip), d = %d, GB/s counting one read of X and one "
-              "write (8*d*n bytes per call)\n", dim);
+              "write (8*d*n bytes per call), per %s second; copy = std::memcpy of X (the same "
+              "4*d*n bytes) into a second d x n buffer\n", dim, g_wall ? "wall" : "thread CPU");
   std::printf("%7s %12s %10s %10s %10s %8s\n", "nodes", "topology", "MiB", "mix GB/s",
               "copy GB/s", "mix/copy");
   for (int n : nodes) {
@@ -152,11 +178,14 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batch, "Mini-batch per node")->capture_default_str();
   app.add_option("--seconds", seconds, "Seconds per measurement")->capture_default_str();
   app.add_flag("!--no-reference", reference, "Skip the numpy reference");
+  app.add_flag("--wall", g_wall,
+               "Time with the wall clock instead of each side's thread CPU time (both sides)");
   app.add_option("--reference-script", script, "numpy reference")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   std::printf("== D-PSGD on synthetic least squares, d = %d, batch %d, %d examples per node, "
-              "1 thread (node-iterations/s, higher is better)\n", dim, batch, kExamplesPerNode);
+              "1 thread (node-iterations per %s second, higher is better)\n", dim, batch,
+              kExamplesPerNode, g_wall ? "wall" : "thread CPU");
   std::printf("%7s %12s %14s %14s %8s\n", "nodes", "topology", "gossip-sim", "numpy", "ratio");
   for (int n : nodes) {
     for (const char* topo : {"ring", "exponential"}) {

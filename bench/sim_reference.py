@@ -7,7 +7,8 @@ with W the Metropolis-Hastings ring (weights 1/3) or the static exponential grap
 from i - 2^k, k < ceil(log2 n), weights 1/(tau+1)). Written the way a numpy user would: all nodes
 at once (batched einsum for the gradients, scipy.sparse for the mixing), float32 throughout.
 
-Prints one line: "node_iterations_per_s <value>".
+Timed with this thread's CPU time (time.thread_time; --wall: time.perf_counter), as sim_bench
+times its own side. Prints one line: "node_iterations_per_s <value>".
 """
 import argparse
 import math
@@ -38,6 +39,8 @@ def main():
     ap.add_argument("--examples-per-node", type=int, default=32)
     ap.add_argument("--topology", choices=["ring", "exponential"], default="ring")
     ap.add_argument("--iterations", type=int, default=50)
+    ap.add_argument("--wall", action="store_true",
+                    help="time with the wall clock instead of this thread's CPU time")
     a = ap.parse_args()
     n, d, b, m = a.nodes, a.dim, a.batch, a.examples_per_node
     rng = np.random.default_rng(1)
@@ -57,11 +60,12 @@ def main():
         grad = np.einsum("nbd,nb->nd", a_batch, residual) / np.float32(b)
         x = w @ x - lr * grad                                  # gossip + local step
 
+    clock = time.perf_counter if a.wall else time.thread_time
     iteration()  # warm-up
-    start = time.perf_counter()
+    start = clock()
     for _ in range(a.iterations):
         iteration()
-    elapsed = time.perf_counter() - start
+    elapsed = clock() - start
     assert np.isfinite(x).all()
     print(f"node_iterations_per_s {a.iterations * n / elapsed:.6g}")
 

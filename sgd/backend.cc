@@ -28,6 +28,12 @@ Result<Device> parse_device(std::string_view name) {
                           "' (expected auto, cpu or cuda)");
 }
 
+double Model::loss_and_grad_rows(const float* params, const Dataset& data,
+                                 std::span<const std::int64_t> indices, float* grad) {
+  gather(data, indices, rows_scratch_);
+  return loss_and_grad(params, rows_scratch_, grad);
+}
+
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
     if (data_ && release_) release_(data_);

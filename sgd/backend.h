@@ -60,6 +60,17 @@ class Model {
 
   // Mean data loss and accuracy over all of `data` (in chunks; no gradient).
   virtual EvalResult evaluate(const float* params, const Dataset& data) = 0;
+
+  // loss_and_grad over the examples `indices` of `data` (host memory), in that order, without the
+  // caller gathering a Batch: bit for bit what gather(data, indices, b) followed by
+  // loss_and_grad(params, b, grad) returns. The cpu backend reads the rows of the linear models
+  // (least_squares, logistic) in place; everything else gathers into a scratch batch owned by the
+  // model (this default).
+  virtual double loss_and_grad_rows(const float* params, const Dataset& data,
+                                    std::span<const std::int64_t> indices, float* grad);
+
+ private:
+  Batch rows_scratch_;  // loss_and_grad_rows' default gather
 };
 
 // A float buffer in a backend's memory (RAII, move-only).

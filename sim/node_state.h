@@ -52,7 +52,8 @@ class MixingPlan {
 
 // out = X·Wᵀ − γ·U, i.e. out.col(i) = Σ_j W_ij X.col(j) − γ U.col(i); `update` may be null (pure
 // gossip, out = X·Wᵀ). `out` must alias neither input; it is resized. Cache-blocked over rows so
-// that each column of X is read from memory once per call.
+// that each column of X is read from memory once per call; register-tiled (64 rows of one output
+// node in registers across all of its terms).
 void mix(const MixingPlan& plan, const StateMatrix& x, float gamma, const StateMatrix* update,
          StateMatrix& out);
 

@@ -4,6 +4,7 @@
 #include "sim/simulator.h"
 
 #include <bit>
+#include <span>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -55,6 +56,17 @@ std::shared_ptr<const sgd::Dataset> head(const std::shared_ptr<const sgd::Datase
     out->targets.assign(data->targets.begin(), data->targets.begin() + limit);
   }
   return out;
+}
+
+// Asks the cache hierarchy for the example rows `indices` of `data` (into L2), one request per
+// 64-byte line. Only a hint: no effect on any result.
+void prefetch_rows(const sgd::Dataset& data, std::span<const std::int64_t> indices) {
+  const std::size_t bytes = static_cast<std::size_t>(data.dim) * sizeof(float);
+  for (std::int64_t i : indices) {
+    if (i < 0 || i >= data.num_examples) continue;  // loss_and_grad_rows reports it
+    const char* row = reinterpret_cast<const char*>(data.features.data() + i * data.dim);
+    for (std::size_t off = 0; off < bytes; off += 64) __builtin_prefetch(row + off, 0, 2);
+  }
 }
 
 }  // namespace
@@ -160,8 +172,8 @@ void Simulator::step(std::int64_t t) {
   if (config_.algorithm == Algorithm::kCpsgd) {
     std::fill(grad_sum_.begin(), grad_sum_.end(), 0.0);
     for (int i = 0; i < n; ++i) {
-      sgd::gather(train, samplers_[i].next(), batch_);
-      batch_loss_sum_ += model_->loss_and_grad(x_.data(), batch_, grad_.data());
+      batch_loss_sum_ +=
+          model_->loss_and_grad_rows(x_.data(), train, samplers_[i].next(), grad_.data());
       ++batch_loss_count_;
       for (std::size_t k = 0; k < dim_; ++k) grad_sum_[k] += grad_[k];
     }
@@ -172,11 +184,19 @@ void Simulator::step(std::int64_t t) {
     compute_steps_ += 1;
     return;
   }
-  // D-PSGD: every node's gradient and direction at its own x_i^t.
+  // D-PSGD: every node's gradient and direction at its own x_i^t. Node i + 1's batch is drawn
+  // before node i's gradient and its rows are prefetched, so that their memory latency overlaps
+  // node i's arithmetic (each node's sampler is its own stream: drawing early changes no draw).
+  std::span<const std::int64_t> next_batch = samplers_[0].next();
+  prefetch_rows(train, next_batch);
   for (int i = 0; i < n; ++i) {
     float* xi = x_.col(i).data();
-    sgd::gather(train, samplers_[i].next(), batch_);
-    batch_loss_sum_ += model_->loss_and_grad(xi, batch_, grad_.data());
+    const std::span<const std::int64_t> batch = next_batch;
+    if (i + 1 < n) {
+      next_batch = samplers_[i + 1].next();
+      prefetch_rows(train, next_batch);
+    }
+    batch_loss_sum_ += model_->loss_and_grad_rows(xi, train, batch, grad_.data());
     ++batch_loss_count_;
     optimizer_->direction(*backend_, xi, grad_.data(),
                           momentum ? velocity_.col(i).data() : nullptr, u_.col(i).data());

@@ -116,7 +116,6 @@ class Simulator {
   std::unique_ptr<sgd::Optimizer> optimizer_;
   std::vector<MixingPlan> plans_;  // one per W(t) of the period
   std::vector<sgd::BatchSampler> samplers_;
-  sgd::Batch batch_;
   std::shared_ptr<const sgd::Dataset> eval_train_, eval_test_;
   StateMatrix x_, next_, u_, velocity_;  // d × n (C-PSGD: d × 1 except x_ for params())
   std::vector<float> grad_;

@@ -27,7 +27,7 @@ constexpr std::size_t kParallelMin = std::size_t{1} << 16;
 
 class CpuModel final : public Model {
  public:
-  explicit CpuModel(ModelSpec spec) : spec_(std::move(spec)) {}
+  explicit CpuModel(ModelSpec spec) : spec_(std::move(spec)), linear_(is_linear(spec_)) {}
   const ModelSpec& spec() const override { return spec_; }
 
   double loss_and_grad(const float* params, const Batch& batch, float* grad) override {
@@ -35,10 +35,47 @@ class CpuModel final : public Model {
     const bool regression = spec_.kind == ModelKind::kLeastSquares;
     GOSSIP_CHECK_EQ(regression ? batch.targets.size() : batch.labels.size(),
                     static_cast<std::size_t>(batch.rows));
+    if (linear_) {
+      rows_.resize(batch.rows);
+      for (int j = 0; j < batch.rows; ++j) {
+        rows_[j] = batch.features.data() + static_cast<std::size_t>(j) * batch.dim;
+      }
+      return cpu::linear_loss_and_grad(spec_, params, rows_.data(),
+                                       regression ? nullptr : batch.labels.data(),
+                                       regression ? batch.targets.data() : nullptr, batch.rows,
+                                       grad);
+    }
     return cpu::loss_and_grad<float>(spec_, params, batch.features.data(),
                                      regression ? nullptr : batch.labels.data(),
                                      regression ? batch.targets.data() : nullptr, batch.rows, grad,
                                      ws_);
+  }
+
+  // The linear models read the rows in place (the same kernel as loss_and_grad, so the same
+  // bits); the others gather (Model's default).
+  double loss_and_grad_rows(const float* params, const Dataset& data,
+                            std::span<const std::int64_t> indices, float* grad) override {
+    if (!linear_) return Model::loss_and_grad_rows(params, data, indices, grad);
+    GOSSIP_CHECK_EQ(data.dim, spec_.input_dim);
+    const bool regression = spec_.kind == ModelKind::kLeastSquares;
+    const std::size_t b = indices.size();
+    rows_.resize(b);
+    labels_.resize(regression ? 0 : b);
+    targets_.resize(regression ? b : 0);
+    for (std::size_t j = 0; j < b; ++j) {
+      const std::int64_t i = indices[j];
+      GOSSIP_CHECK(i >= 0 && i < data.num_examples) << "example index " << i;
+      rows_[j] = data.features.data() + i * data.dim;
+      if (regression) {
+        targets_[j] = data.targets[i];
+      } else {
+        labels_[j] = data.labels[i];
+      }
+    }
+    return cpu::linear_loss_and_grad(spec_, params, rows_.data(),
+                                     regression ? nullptr : labels_.data(),
+                                     regression ? targets_.data() : nullptr,
+                                     static_cast<int>(b), grad);
   }
 
   EvalResult evaluate(const float* params, const Dataset& data) override {
@@ -69,7 +106,11 @@ class CpuModel final : public Model {
 
  private:
   ModelSpec spec_;
+  bool linear_;  // least_squares / logistic: cpu::linear_loss_and_grad instead of Eigen GEMVs
   Workspace<float> ws_;
+  std::vector<const float*> rows_;  // linear models: the batch's example rows
+  std::vector<std::int32_t> labels_;
+  std::vector<float> targets_;
 };
 
 class CpuBackend final : public Backend {

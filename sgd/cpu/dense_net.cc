@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "common/check.h"
+#include "sgd/cpu/simd16.h"
 
 namespace gossip::sgd::cpu {
 namespace {
@@ -167,6 +168,119 @@ void loss_sum_and_correct(const ModelSpec& spec, const T* params, const T* x,
   }
   *loss_sum = sum;
   *correct = right;
+}
+
+bool is_linear(const ModelSpec& spec) {
+  return spec.hidden.empty() && spec.output_dim() == 1 &&
+         (spec.output_loss() == OutputLoss::kSquared ||
+          spec.output_loss() == OutputLoss::kBinaryLogistic);
+}
+
+namespace {
+
+constexpr int kLanes = 16;  // accumulation lanes of a dot product (part of the rounding)
+
+// z[r] = Σ_k rows[r][k]·w[k] for R rows at once (R independent FMA chains; the rounding of a row
+// does not depend on R): lane l accumulates k ≡ l (mod 16) over the full groups, the tail k goes
+// into lane k − m16, then lanes are summed pairwise (8, 4, 2, 1).
+template <int R>
+void dot_rows(const float* const* rows, const float* w, int m, float* z) {
+  F16 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = F16::zero();
+  const int m_full = m / kLanes * kLanes;
+  for (int k0 = 0; k0 < m_full; k0 += kLanes) {
+    const F16 wv = F16::load(w + k0);
+    for (int r = 0; r < R; ++r) acc[r] = F16::fma(F16::load(rows[r] + k0), wv, acc[r]);
+  }
+  for (int r = 0; r < R; ++r) {
+    float lane[kLanes];
+    acc[r].store(lane);
+    for (int k = m_full; k < m; ++k) {
+      lane[k - m_full] = std::fma(rows[r][k], w[k], lane[k - m_full]);
+    }
+    for (int s = kLanes / 2; s > 0; s /= 2) {
+      for (int l = 0; l < s; ++l) lane[l] = lane[l] + lane[l + s];
+    }
+    z[r] = lane[0];
+  }
+}
+
+}  // namespace
+
+float linear_loss_and_grad(const ModelSpec& spec, const float* params, const float* const* rows,
+                           const std::int32_t* labels, const float* targets, int batch,
+                           float* grad) {
+  GOSSIP_CHECK_GT(batch, 0);
+  GOSSIP_CHECK(is_linear(spec));
+  const int m = spec.input_dim;
+  const OutputLoss kind = spec.output_loss();
+  const float* w = params + spec.weight_offset(0);
+  const float bias = params[spec.bias_offset(0)];
+  // Forward: z_j = w·x_j + b; per-example loss and dLoss/dz.
+  constexpr int kMaxStack = 256;
+  float z_stack[kMaxStack], dz_stack[kMaxStack];
+  std::vector<float> heap;
+  float* z = z_stack;
+  float* dz = dz_stack;
+  if (batch > kMaxStack) {
+    heap.resize(2 * static_cast<std::size_t>(batch));
+    z = heap.data();
+    dz = heap.data() + batch;
+  }
+  int j = 0;
+  for (; j + 8 <= batch; j += 8) dot_rows<8>(rows + j, w, m, z + j);
+  for (; j + 4 <= batch; j += 4) dot_rows<4>(rows + j, w, m, z + j);
+  for (; j < batch; ++j) dot_rows<1>(rows + j, w, m, z + j);
+  float loss = 0;
+  for (j = 0; j < batch; ++j) {
+    const float zj = z[j] + bias;
+    loss += output_loss<float>(kind, &zj, 1, labels ? labels[j] : 0, targets ? targets[j] : 0.0f,
+                               &dz[j]);
+  }
+  const float inv_b = 1.0f / static_cast<float>(batch);
+  loss *= inv_b;
+  for (j = 0; j < batch; ++j) dz[j] *= inv_b;
+
+  // Backward: dw_k = Σ_j δ_j x_jk in row order, db = Σ_j δ_j.
+  float* dw = grad + spec.weight_offset(0);
+  constexpr int kGradTile = 64;  // gradient entries held in four registers while the rows stream by
+  const int m_full = m / kGradTile * kGradTile;
+  for (int k0 = 0; k0 < m_full; k0 += kGradTile) {
+    const float* x0 = rows[0] + k0;
+    F16 a0 = F16::mul(dz[0], F16::load(x0));
+    F16 a1 = F16::mul(dz[0], F16::load(x0 + 16));
+    F16 a2 = F16::mul(dz[0], F16::load(x0 + 32));
+    F16 a3 = F16::mul(dz[0], F16::load(x0 + 48));
+    for (j = 1; j < batch; ++j) {
+      const float dj = dz[j];
+      const float* x = rows[j] + k0;
+      a0 = F16::fma(dj, F16::load(x), a0);
+      a1 = F16::fma(dj, F16::load(x + 16), a1);
+      a2 = F16::fma(dj, F16::load(x + 32), a2);
+      a3 = F16::fma(dj, F16::load(x + 48), a3);
+    }
+    a0.store(dw + k0);
+    a1.store(dw + k0 + 16);
+    a2.store(dw + k0 + 32);
+    a3.store(dw + k0 + 48);
+  }
+  for (int k = m_full; k < m; ++k) {
+    float acc = dz[0] * rows[0][k];
+    for (j = 1; j < batch; ++j) acc = std::fma(dz[j], rows[j][k], acc);
+    dw[k] = acc;
+  }
+  float db = dz[0];
+  for (j = 1; j < batch; ++j) db += dz[j];
+  grad[spec.bias_offset(0)] = db;
+
+  if (spec.l2 > 0) {
+    const float l2 = spec.l2;
+    float sq;
+    dot_rows<1>(&w, w, m, &sq);
+    for (int k = 0; k < m; ++k) dw[k] = std::fma(l2, w[k], dw[k]);
+    loss += 0.5f * l2 * sq;
+  }
+  return loss;
 }
 
 template float loss_and_grad<float>(const ModelSpec&, const float*, const float*,

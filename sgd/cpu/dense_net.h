@@ -38,4 +38,17 @@ void loss_sum_and_correct(const ModelSpec& spec, const T* params, const T* x,
                           const std::int32_t* labels, const T* targets, int batch, Workspace<T>& ws,
                           double* loss_sum, std::int64_t* correct);
 
+// The linear models with one output (least_squares, logistic: layer sizes {m, 1}), what the cpu
+// backend trains them with: the same loss and gradient as loss_and_grad<float>, read from B example
+// rows given by pointer (rows of a gathered batch, or rows of a data set in place), so a batch and
+// its rows read in place give identical bits. The summation order is fixed here, independent of
+// the instruction set: each dot product accumulates in 16 interleaved lanes (lane k mod 16, fused
+// multiply-adds), reduced pairwise (8, 4, 2, 1); each gradient entry sums the rows in order
+// (acc = δ_0·x_0k, acc = fma(δ_j, x_jk, acc)); the bias gradient and the loss sum rows in order.
+// `labels` (logistic) or `targets` (least_squares) hold B entries; the other may be null.
+bool is_linear(const ModelSpec& spec);
+float linear_loss_and_grad(const ModelSpec& spec, const float* params, const float* const* rows,
+                           const std::int32_t* labels, const float* targets, int batch,
+                           float* grad);
+
 }  // namespace gossip::sgd::cpu

@@ -76,24 +76,45 @@ TEST_CASE("mix equals X·Wᵀ − γU computed densely in double") {
 TEST_CASE("mix is bit-identical to sgd::Backend::mix with terms in increasing node order") {
   auto backend = sgd::make_backend(sgd::Device::kCpu, 1);
   REQUIRE(backend.is_ok());
-  const int n = 16;
-  const Eigen::Index d = 3001;
-  const auto topo = generated(topology::GeneratorKind::kExponential, n);
-  auto plan = MixingPlan::from_matrix(topo.mixing_matrix());
-  REQUIRE(plan.is_ok());
-  const StateMatrix x = random_state(d, n, 1);
-  const StateMatrix u = random_state(d, n, 2);
-  StateMatrix out;
-  mix(*plan, x, 0.1f, &u, out);
-  std::vector<float> node(d);
-  for (int i = 0; i < n; ++i) {
-    std::vector<sgd::MixTerm> terms;
-    for (int q = plan->row_begin()[i]; q < plan->row_begin()[i + 1]; ++q) {
-      terms.push_back({plan->weight()[q], x.col(plan->column()[q]).data()});
+  Rng rng(5);
+  struct Case {
+    Eigen::SparseMatrix<double> w;
+    Eigen::Index d;
+  };
+  // Exponential graphs (7 and 9 terms per node, several row blocks with partial tiles for
+  // n = 200), a ring, and random non-symmetric doubly stochastic matrices (terms that wrap).
+  std::vector<Case> cases;
+  cases.push_back({generated(topology::GeneratorKind::kExponential, 16).mixing_matrix(), 3001});
+  cases.push_back({generated(topology::GeneratorKind::kExponential, 200).mixing_matrix(), 1000});
+  cases.push_back({generated(topology::GeneratorKind::kRing, 5).mixing_matrix(), 64});
+  cases.push_back({random_doubly_stochastic(9, 4, rng), 130});
+  cases.push_back({random_doubly_stochastic(33, 6, rng), 17});
+  int compared = 0;
+  for (const Case& c : cases) {
+    auto plan = MixingPlan::from_matrix(c.w);
+    REQUIRE(plan.is_ok());
+    const int n = plan->num_nodes();
+    const Eigen::Index d = c.d;
+    const StateMatrix x = random_state(d, n, 1 + d);
+    const StateMatrix u = random_state(d, n, 2 + d);
+    for (bool with_update : {true, false}) {
+      StateMatrix out;
+      mix(*plan, x, 0.1f, with_update ? &u : nullptr, out);
+      std::vector<float> node(d);
+      for (int i = 0; i < n; ++i) {
+        std::vector<sgd::MixTerm> terms;
+        for (int q = plan->row_begin()[i]; q < plan->row_begin()[i + 1]; ++q) {
+          terms.push_back({plan->weight()[q], x.col(plan->column()[q]).data()});
+        }
+        (*backend)->mix(node.data(), terms, with_update ? 0.1f : 0.0f,
+                        with_update ? u.col(i).data() : nullptr, static_cast<std::size_t>(d));
+        INFO("n " << n << " d " << d << " node " << i << " update " << with_update);
+        CHECK(std::memcmp(node.data(), out.col(i).data(), d * sizeof(float)) == 0);
+        ++compared;
+      }
     }
-    (*backend)->mix(node.data(), terms, 0.1f, u.col(i).data(), static_cast<std::size_t>(d));
-    CHECK(std::memcmp(node.data(), out.col(i).data(), d * sizeof(float)) == 0);
   }
+  CHECK(compared == 2 * (16 + 200 + 5 + 9 + 33));
 }
 
 TEST_CASE("pure gossip preserves the average for every doubly stochastic W") {
