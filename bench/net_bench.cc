@@ -7,9 +7,11 @@
 // Cases: 2 processes, one-way (node 0 -> node 1) and both ways at once, for each size; an n-process
 // ring where every node sends its buffer to both neighbours and receives theirs each iteration.
 // Rates are payload bytes per second per direction (GB/s = 1e9 B/s), measured at the receivers
-// from the end of a warm-up iteration to the end of the last one. Also prints CRC32C and zlib
+// from the end of a warm-up iteration to the end of the last one, and the CPU time all node
+// processes spent per GB received over the same span. Also prints CRC32C and zlib
 // crc32 speed, since the checksum sits on the data path.
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -34,6 +36,18 @@ using namespace gossip::net;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+// CPU seconds (user + system, all threads) this process has used so far.
+double cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+// CPU seconds and payload bytes received by all nodes of the last run_cluster, over the timed
+// iterations: CPU cost per GB, which a loaded machine disturbs far less than the rates.
+double g_cpu = 0, g_bytes = 0;
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -130,7 +144,8 @@ struct Node {
 std::string g_certs;
 
 // Runs in a child process: `iterations` + 1 exchanges; writes the receive rate (GB/s per
-// incoming link, mean over links) to `fd`, or -1 on failure.
+// incoming link, mean over links), or -1 on failure, then the CPU seconds and the payload bytes
+// received over the timed iterations, to `fd`.
 void child(const std::vector<Node>& nodes, int me, bool insecure, std::uint64_t floats,
            int iterations, int fd) {
   set_log_level(LogLevel::kError);
@@ -150,7 +165,7 @@ void child(const std::vector<Node>& nodes, int me, bool insecure, std::uint64_t 
   for (auto [j, _] : nb) o.neighbours.push_back({j, "127.0.0.1", nodes[j].port});
   o.peer_timeout_ms = 60000;
   o.heartbeat_interval_ms = 1000;
-  double result = -1;
+  double result = -1, cpu = 0, bytes = 0;
   {
     auto t = Transport::start(o);
     if (t.is_ok()) {
@@ -159,9 +174,13 @@ void child(const std::vector<Node>& nodes, int me, bool insecure, std::uint64_t 
       std::vector<RecvSpec> specs;
       for (std::size_t k = 0; k < n.in.size(); ++k) specs.push_back({n.in[k], bufs[k]});
       Clock::time_point start;
+      double cpu0 = 0;
       bool ok = true;
       for (int it = 0; it <= iterations && ok; ++it) {
-        if (it == 1) start = Clock::now();
+        if (it == 1) {
+          start = Clock::now();
+          cpu0 = cpu_seconds();
+        }
         auto ex = (*t)->exchange(it, x, n.out, specs);
         const auto t0 = Clock::now();
         ExchangeResult r = ex->wait(deadline_in_ms(120000));
@@ -174,6 +193,11 @@ void child(const std::vector<Node>& nodes, int me, bool insecure, std::uint64_t 
           ok = false;
         }
       }
+      if (ok) {
+        cpu = cpu_seconds() - cpu0;
+        bytes = static_cast<double>(iterations) * static_cast<double>(floats) * 4 *
+                static_cast<double>(n.in.size());
+      }
       if (ok && !n.in.empty()) {
         result = static_cast<double>(iterations) * static_cast<double>(floats) * 4 /
                  seconds_since(start) / 1e9;
@@ -185,7 +209,8 @@ void child(const std::vector<Node>& nodes, int me, bool insecure, std::uint64_t 
       std::fprintf(stderr, "node %d: %s\n", me, t.status().to_string().c_str());
     }
   }
-  (void)!::write(fd, &result, sizeof(result));
+  const double out[3] = {result, cpu, bytes};
+  (void)!::write(fd, out, sizeof(out));  // one write below PIPE_BUF: atomic
 }
 
 // Forks one process per node; returns the mean receive rate over receiving nodes (GB/s per link).
@@ -208,9 +233,13 @@ double run_cluster(std::vector<Node> nodes, bool insecure, std::uint64_t bytes, 
   double sum = 0;
   int receivers = 0;
   bool failed = false;
+  g_cpu = g_bytes = 0;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
-    double r = -1;
-    if (::read(fds[0], &r, sizeof(r)) != sizeof(r) || r < 0) failed = true;
+    double in[3] = {-1, 0, 0};
+    if (::read(fds[0], in, sizeof(in)) != sizeof(in) || in[0] < 0) failed = true;
+    const double r = in[0];
+    g_cpu += in[1];
+    g_bytes += in[2];
     if (r > 0) {
       sum += r;
       receivers++;
@@ -277,13 +306,14 @@ int main(int argc, char** argv) {
   std::printf("iperf3 single stream, loopback: one-way %.2f GB/s (%.1f Gbit/s); both ways %.2f "
               "GB/s per direction\n",
               ip1, ip1 * 8, ip2);
-  std::printf("\n%-26s %-9s %10s %12s %9s\n", "case", "mode", "gossip", "iperf3", "ratio");
+  std::printf("\n%-26s %-9s %10s %12s %9s %10s\n", "case", "mode", "gossip", "iperf3", "ratio",
+              "CPU s/GB");
   auto row = [](const std::string& name, const std::string& mode, double g, double ref) {
     if (g < 0) {
       std::printf("%-26s %-9s %10s %12.2f %9s\n", name.c_str(), mode.c_str(), "FAILED", ref, "-");
     } else {
-      std::printf("%-26s %-9s %10.2f %12.2f %8.0f%%\n", name.c_str(), mode.c_str(), g, ref,
-                  100 * g / ref);
+      std::printf("%-26s %-9s %10.2f %12.2f %8.0f%% %10.2f\n", name.c_str(), mode.c_str(), g, ref,
+                  100 * g / ref, g_bytes > 0 ? g_cpu / (g_bytes / 1e9) : 0.0);
     }
     std::fflush(stdout);
   };
@@ -314,7 +344,9 @@ int main(int argc, char** argv) {
     row(std::to_string(ring_nodes) + "-proc ring " + std::to_string(ring_mb) + " MB (sum)", mode,
         per_link < 0 ? -1 : per_link * links, 2 * ip2);
   }
-  std::printf("\nring: sum over all %d links of the per-link receive rate, against the sum of "
+  std::printf("\nCPU s/GB: CPU seconds (user + system) of all node processes per GB received, "
+              "over the timed iterations; less disturbed by other load than the rates.\n");
+  std::printf("ring: sum over all %d links of the per-link receive rate, against the sum of "
               "iperf3's two directions.\n",
               ring_nodes == 2 ? 2 : 2 * ring_nodes);
   std::system(("rm -rf " + g_certs).c_str());
