@@ -5,6 +5,8 @@
 // fail at start with a message naming the file; a neighbour's bad certificate must be refused at
 // the handshake (counted in stats, no link), while the same set-up with good certificates
 // connects (the control that shows each case fails for its reason).
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -162,6 +164,52 @@ TEST_CASE("own certificate expired: refused at start naming the file and the dat
   std::string date(line);
   date = date.substr(date.find('=') + 1, 19);
   expect_own_refused(tls(certs().expired, 1), me(1), {pem, "expired on " + date + " UTC"});
+}
+
+// Re-signs node `id`'s certificate of the good set with CA 1, valid from tomorrow for a day.
+std::string not_yet_valid(const TempDir& into, int id) {
+  auto read_cert = [](const std::string& f) {
+    FILE* fp = std::fopen(f.c_str(), "r");
+    REQUIRE(fp != nullptr);
+    X509* x = PEM_read_X509(fp, nullptr, nullptr, nullptr);
+    std::fclose(fp);
+    REQUIRE(x != nullptr);
+    return x;
+  };
+  auto read_key = [](const std::string& f) {
+    FILE* fp = std::fopen(f.c_str(), "r");
+    REQUIRE(fp != nullptr);
+    EVP_PKEY* k = PEM_read_PrivateKey(fp, nullptr, nullptr, nullptr);
+    std::fclose(fp);
+    REQUIRE(k != nullptr);
+    return k;
+  };
+  const std::string n = certs().good + "/node-" + std::to_string(id);
+  X509* orig = read_cert(n + ".pem");
+  X509* ca = read_cert(certs().good + "/ca.pem");
+  EVP_PKEY* ca_key = read_key(certs().good + "/ca.key");
+  X509* x = X509_dup(orig);
+  REQUIRE(X509_gmtime_adj(X509_getm_notBefore(x), 86400) != nullptr);
+  REQUIRE(X509_gmtime_adj(X509_getm_notAfter(x), 2 * 86400) != nullptr);
+  REQUIRE(X509_set_issuer_name(x, X509_get_subject_name(ca)) == 1);
+  REQUIRE(X509_sign(x, ca_key, EVP_sha256()) > 0);
+  const std::string out = into.path + "/future.pem";
+  FILE* fp = std::fopen(out.c_str(), "w");
+  REQUIRE(fp != nullptr);
+  REQUIRE(PEM_write_X509(fp, x) == 1);
+  std::fclose(fp);
+  X509_free(x);
+  X509_free(orig);
+  X509_free(ca);
+  EVP_PKEY_free(ca_key);
+  return out;
+}
+
+TEST_CASE("own certificate not yet valid: refused at start naming the file and the clock") {
+  TempDir d;
+  auto c = tls(certs().good, 1);
+  c.cert_file = not_yet_valid(d, 1);
+  expect_own_refused(c, me(1), {c.cert_file, "not valid before", "clock"});
 }
 
 TEST_CASE("own certificate signed by another CA: refused at start naming the files") {
