@@ -506,13 +506,25 @@ def check_mixing(c, rejoined=()):
         if k == 0 and rows[0][0] != 0:
             raise Failed(f"node {i}: first weights line at iteration {rows[0][0]}, expected 0")
 
+    def start(inc):
+        """First iteration of this incarnation in the mixing: a restarted node may log rows (alone)
+        from its checkpoint's iteration, before the iteration its previous incarnation died in."""
+        prev = [o for o in incs if o[0] == inc[0] and o[1] == inc[1] - 1]
+        return max(inc[3][0][0], prev[0][4] + 1) if prev and prev[0][2] else inc[3][0][0]
+
     def span(inc):
         """Iterations [first, last] in which this incarnation applied its rows."""
-        later = [o[3][0][0] for o in incs if o[0] == inc[0] and o[1] > inc[1]]
+        later = [start(o) for o in incs if o[0] == inc[0] and o[1] > inc[1]]
         last = min([c.iterations - 1] + [t - 1 for t in later])
         if inc[2]:
             last = min(last, inc[4])  # it was in iteration L when killed
-        return inc[3][0][0], last
+        return start(inc), last
+
+    for inc in incs:  # rows of a restarted node from before it rejoined the timeline: alone
+        for t, row in inc[3]:
+            if t < start(inc) and set(row) != {inc[0]}:
+                raise Failed(f"restarted node {inc[0]} mixes with {sorted(set(row) - {inc[0]})} at iteration {t}, "
+                             f"before the iteration its previous incarnation died in")
 
     # U_k: the last iteration at which any other incarnation's row lists killed incarnation k
     # (within k's own span: after a restart the rows list the new incarnation).
@@ -522,7 +534,7 @@ def check_mixing(c, rejoined=()):
             continue
         k = inc[0]
         k_first, k_last = span(inc)
-        k_end = min([c.iterations - 1] + [o[3][0][0] - 1 for o in incs if o[0] == k and o[1] > inc[1]])
+        k_end = min([c.iterations - 1] + [start(o) - 1 for o in incs if o[0] == k and o[1] > inc[1]])
         u = -1
         for other in incs:
             if other[0] == k:
@@ -539,7 +551,7 @@ def check_mixing(c, rejoined=()):
                     u = max(u, hi)
         last_use[(k, inc[1])] = u
 
-    breakpoints = {t for inc in incs for t, _ in inc[3]}
+    breakpoints = {t for inc in incs for t, _ in inc[3]} | {start(inc) for inc in incs}
     for inc in incs:
         if inc[2]:
             u = last_use[(inc[0], inc[1])]
@@ -561,7 +573,7 @@ def check_mixing(c, rejoined=()):
         # The current incarnation of each node at t: the newest one whose first row is at or before t.
         current = {}
         for inc in incs:
-            if inc[3][0][0] <= t:
+            if start(inc) <= t:
                 if inc[0] not in current or inc[1] > current[inc[0]][1]:
                     current[inc[0]] = inc
         rows = {i: row_at(inc, t) for i, inc in current.items()}
@@ -1066,7 +1078,8 @@ def scenario_selftest(args, workdir, rng):
     """The W(t) checker on synthetic logs. Accepted: a correct drop of node 0 (killed in iteration
     101, dropped by all its neighbours from 102, Metropolis-Hastings from the new degrees), a node
     killed between its verdicts (one neighbour used its last parameters, the others did not), a
-    second death re-weighted in two steps, a correct rejoin. Caught: one end dropping a iteration
+    second death re-weighted in two steps, a correct rejoin (also one where the restarted node
+    trained alone from its older checkpoint first). Caught: one end dropping a iteration
     late (using parameters the dead node never sent), a row summing to 1 + 1e-9, a survivor that
     never drops the dead node, W_ij != W_ji, symmetric doubly stochastic weights that are not
     Metropolis-Hastings, a transitional W kept 10 iterations, a node without weights lines, a late
@@ -1171,9 +1184,15 @@ def scenario_selftest(args, workdir, rng):
             r.log_rows(admit + 1, back, only=changed[-1:])
     if check_mixing(run(rejoin), rejoined=[0]) < 3:
         raise Failed("selftest: fewer than 3 distinct W checked in the rejoin run")
+    def rejoin_alone(r, after, changed):  # restarted from its checkpoint at 50, alone until 200
+        rejoin(r, after, changed)
+        r.metrics[0][1].lines.insert(0, {"type": "weights", "node": 0, "iteration": 50, "unix_ms": 0,
+                                         "row": "0:1"})
+    if check_mixing(run(rejoin_alone), rejoined=[0]) < 3:
+        raise Failed("selftest: fewer than 3 distinct W checked in the rejoin-alone run")
     expect_fail("a neighbour re-admitting a rejoined node an iteration late",
                 run(lambda r, a, c: rejoin(r, a, c, late_one=True)), rejoined=[0])
-    return None, {"detail": "checker self-test: 4 good runs accepted, 8 bad ones caught"}
+    return None, {"detail": "checker self-test: 5 good runs accepted, 8 bad ones caught"}
 
 
 SCENARIOS = {
