@@ -17,6 +17,7 @@
 #include <map>
 #include <set>
 #include <span>
+#include <thread>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -359,10 +360,101 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
   std::vector<std::pair<int, double>> last_row;   // the row of W in the last weights line
   bool row_logged = false;
   const std::vector<int> everyone = all_neighbours(topology, self);
+  auto is_neighbour = [&](int j) { return std::binary_search(everyone.begin(), everyone.end(), j); };
+
+  // Re-admission (node.h): neighbour -> first iteration the edge is used again (agreed), and our
+  // outstanding proposals (t_a, when sent). Both ends take the larger t_a when proposals cross.
+  const std::uint64_t margin = std::max<std::uint32_t>(cfg.fault().admit_margin(), 1);
+  std::map<int, std::uint64_t> admit_at;
+  std::map<int, std::pair<std::uint64_t, std::chrono::steady_clock::time_point>> proposed;
+  auto agree = [&](int j, std::uint64_t t_a) {
+    auto [pos, fresh] = admit_at.emplace(j, t_a);
+    if (!fresh) pos->second = std::max(pos->second, t_a);
+  };
+  auto handle_admissions = [&](std::uint64_t t) {
+    for (const Admission& a : exchange.take_admissions()) {
+      if (!is_neighbour(a.peer)) continue;
+      if (a.kind == Admission::kAdmit) {
+        const bool ok = a.iteration >= t;  // we have not started t_a yet
+        if (ok) agree(a.peer, a.iteration);
+        exchange.send_admission(a.peer, {Admission::kAccept, self, a.iteration, ok, t});
+      } else {
+        auto p = proposed.find(a.peer);
+        if (p == proposed.end() || p->second.first != a.iteration) continue;  // stale answer
+        proposed.erase(p);
+        if (a.accepted && a.iteration >= t) agree(a.peer, a.iteration);
+      }
+    }
+    for (auto e = admit_at.begin(); e != admit_at.end();) {
+      if (e->second > t) {
+        ++e;
+        continue;
+      }
+      const int j = e->first;
+      if (e->second == t && dropped.count(j)) {
+        dropped.erase(j);
+        exchange.skip_before(j, t);  // nothing it sent before the gap may fill a receive
+        GOSSIP_LOG(kInfo) << "edge to node " << j << " re-admitted from iteration " << t;
+        metrics.event(t, "edge_admitted", "node " + std::to_string(j) + " from iteration " + std::to_string(t), j);
+      }
+      e = admit_at.erase(e);
+    }
+    // The lower id proposes (again when unanswered for a deadline, or once its t_a passed).
+    const auto now = std::chrono::steady_clock::now();
+    for (int j : everyone) {
+      if (j < self || !dropped.count(j) || admit_at.count(j) || !exchange.link_up(j)) continue;
+      auto p = proposed.find(j);
+      if (p != proposed.end() && p->second.first > t && now - p->second.second < deadline) continue;
+      const std::uint64_t t_a = std::max(t, exchange.peer_iteration(j).value_or(0)) + margin;
+      proposed[j] = {t_a, now};
+      exchange.send_admission(j, {Admission::kAdmit, self, t_a, false, t});
+    }
+  };
+
+  // A restarted node (resumed from a checkpoint while its neighbours are ahead) proposes a common
+  // t_a to every neighbour, jumps to it, and at t_a takes the average of the x_j^{t_a} of those
+  // that accepted before sending its own.
+  std::optional<std::uint64_t> rejoin_at;
+  if (carry_on && start > 0 && (options.resume || options.resume_at) && start < total) {
+    std::uint64_t ahead = 0;
+    for (int j : everyone) ahead = std::max(ahead, exchange.peer_iteration(j).value_or(0));
+    if (ahead > start) {
+      const std::uint64_t t_a = ahead + margin;
+      const auto now = std::chrono::steady_clock::now();
+      for (int j : everyone) {
+        dropped.insert(j);
+        if (!exchange.link_up(j)) continue;
+        proposed[j] = {t_a, now};
+        exchange.send_admission(j, {Admission::kAdmit, self, t_a, false, start});
+      }
+      // Answers (and crossing proposals) arrive within the deadline.
+      const auto until = now + deadline;
+      while (!proposed.empty() && std::chrono::steady_clock::now() < until && !interrupted()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        for (const Admission& a : exchange.take_admissions()) {
+          if (!is_neighbour(a.peer)) continue;
+          if (a.kind == Admission::kAdmit) {
+            agree(a.peer, std::max(a.iteration, t_a));
+            exchange.send_admission(a.peer, {Admission::kAccept, self, a.iteration, true, start});
+          } else if (auto p = proposed.find(a.peer); p != proposed.end() && p->second.first == a.iteration) {
+            proposed.erase(p);
+            if (a.accepted) agree(a.peer, a.iteration);
+          }
+        }
+      }
+      GOSSIP_LOG(kInfo) << "rejoining: checkpoint at iteration " << start << ", neighbours at up to "
+                        << ahead << "; jumping to iteration " << t_a << " (" << admit_at.size()
+                        << " of " << everyone.size() << " neighbours accepted)";
+      start = t_a;
+      if (start < total) rejoin_at = t_a;
+      result.iterations_done = start;
+    }
+  }
 
   for (std::uint64_t t = start; t < total; ++t) {
     const sgd::SamplerState before = sampler.state();
     if (interrupted()) return stop_now(t, before, kExitStopped, "stop requested (signal)");
+    if (carry_on) handle_admissions(t);
     const std::int64_t it = static_cast<std::int64_t>(t);
     std::vector<topology::Neighbor> in = topology.in_neighbors(self, it);
     std::vector<topology::Neighbor> out = topology.out_neighbors(self, it);
@@ -377,6 +469,41 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
     from.clear();
     for (const topology::Neighbor& nb : in) from.push_back({nb.node, inbox_host[nb.node]});
     std::span<const float> send(on_host ? x.data() : x_host.data(), d);
+
+    // Rejoin iteration: first the neighbours' x_j^t, then x_t := their average is what we send.
+    std::map<int, std::string> unusable;  // why a neighbour's x_j^t cannot be mixed
+    if (rejoin_at && t == *rejoin_at && !from.empty()) {
+      std::unique_ptr<PendingExchange> first = exchange.begin(t, send, {}, from);
+      for (const NeighbourFailure& f : first->wait(std::chrono::steady_clock::now() + deadline, interrupted,
+                                                   [&exchange, t](int peer) {
+                                                     auto at = exchange.peer_iteration(peer);
+                                                     return at && *at < t;
+                                                   })) {
+        unusable.emplace(f.peer, f.status.to_string());
+      }
+      first.reset();
+      std::vector<double> sum(d, 0.0);
+      int count = 0;
+      for (const Inbox& in_box : from) {
+        if (unusable.count(in_box.peer)) continue;
+        if (!all_finite(in_box.buffer)) {
+          unusable.emplace(in_box.peer, "its iteration-" + std::to_string(t) + " parameters contain NaN or Inf");
+          continue;
+        }
+        for (std::size_t k = 0; k < d; ++k) sum[k] += in_box.buffer[k];
+        ++count;
+      }
+      if (count > 0) {
+        std::vector<float> avg(d);
+        for (std::size_t k = 0; k < d; ++k) avg[k] = static_cast<float>(sum[k] / count);
+        backend.copy_to_device(x.data(), avg.data(), d);
+        backend.synchronize();
+        if (!on_host) std::copy(avg.begin(), avg.end(), x_host.begin());
+        GOSSIP_LOG(kInfo) << "rejoined at iteration " << t << ": x := average of " << count << " neighbours";
+        metrics.event(t, "rejoined", "x := average of " + std::to_string(count) + " neighbours' parameters");
+      }
+      from.clear();  // received already
+    }
 
     IterationStats stats;
     auto t0 = std::chrono::steady_clock::now();
@@ -401,7 +528,6 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
         pending->wait(std::chrono::steady_clock::now() + deadline, interrupted, behind);
     pending.reset();
     // Why a neighbour's x_j^t cannot be mixed: it did not arrive whole, or it is not finite.
-    std::map<int, std::string> unusable;
     for (const NeighbourFailure& f : failures) {
       unusable.emplace(f.peer, f.status.to_string());
     }

@@ -1,8 +1,9 @@
 // The carry-on fault policy (daemon/node.h) with n nodes as threads over the in-process exchange
 // hub: the weight rule (equal to the topology's Metropolis–Hastings W without failures, closed
 // forms after a drop, symmetric and doubly stochastic), the verdict phase (a lost buffer, a NaN or
-// an Inf payload drops the edge on both ends from the same iteration), and pure gossip through a
-// dead node converging to the survivors' average.
+// an Inf payload drops the edge on both ends from the same iteration; the live link brings it
+// back through Admit/Accept at the same iteration on both ends), and pure gossip through a dead
+// node converging to the survivors' average.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -269,11 +270,12 @@ void check_logged_rows(const ClusterResult& r, const std::vector<int>& alive, st
   }
 }
 
-// (iteration, peer) of every edge_dropped event of node i.
-std::vector<std::pair<int, int>> drops_of(const ClusterResult& r, int i) {
+// (iteration, peer) of every edge_dropped (or other) event of node i.
+std::vector<std::pair<int, int>> drops_of(const ClusterResult& r, int i,
+                                          const std::string& event = "edge_dropped") {
   std::vector<std::pair<int, int>> d;
   for (const auto& m : r.lines[i]) {
-    if (m.at("type").text == "event" && m.at("event").text == "edge_dropped") {
+    if (m.at("type").text == "event" && m.at("event").text == event) {
       CHECK(m.count("unix_ms") == 1);
       d.emplace_back(static_cast<int>(m.at("iteration").number), static_cast<int>(m.at("peer").number));
     }
@@ -281,10 +283,10 @@ std::vector<std::pair<int, int>> drops_of(const ClusterResult& r, int i) {
   return d;
 }
 
-TEST_CASE("verdicts: a lost buffer, a NaN and an Inf payload drop the edge on both ends from the same iteration") {
+TEST_CASE("verdicts: a lost buffer, a NaN and an Inf payload drop the edge on both ends from the same iteration, and it is re-admitted on both ends at the same later iteration") {
   const int n = 6;
   topology::Topology topo = make(topology::GeneratorKind::kRing, n);
-  TrainConfig config = config_with(20, 0.1);
+  TrainConfig config = config_with(30, 0.1);
   auto problem = sgd::make_problem(to_problem_config(config, n));
   REQUIRE(problem.is_ok());
   TempDir dir;
@@ -295,7 +297,7 @@ TEST_CASE("verdicts: a lost buffer, a NaN and an Inf payload drop the edge on bo
   ClusterResult r = run_cluster(topo, *problem, config, dir.path, hub, {}, false);
   for (int i = 0; i < n; ++i) {
     REQUIRE_MESSAGE(r.results[i].exit_code == kExitOk, r.results[i].message);
-    CHECK(r.results[i].iterations_done == 20);
+    CHECK(r.results[i].iterations_done == 30);
     for (float v : r.params[i]) REQUIRE(std::isfinite(v));
   }
   using P = std::vector<std::pair<int, int>>;
@@ -308,16 +310,27 @@ TEST_CASE("verdicts: a lost buffer, a NaN and an Inf payload drop the edge on bo
   CHECK(drops_of(r, 1) == P{{8, 0}});
   CHECK(drops_of(r, 5) == P{{11, 4}});
   CHECK(drops_of(r, 4) == P{{11, 5}});
-  check_logged_rows(r, {0, 1, 2, 3, 4, 5}, 20);
-  // After the drops the ring is three pairs (1-2, 3-4, 5-0): rows with weight 1/2 on each side.
+  check_logged_rows(r, {0, 1, 2, 3, 4, 5}, 30);
+  // The links stayed up, so each edge is re-admitted a few iterations later, at the same
+  // iteration on both ends, and the run ends on the whole ring again (MH weights 1/3).
+  auto admitted = [&](int i, int j) {
+    for (auto [t, peer] : drops_of(r, i, "edge_admitted")) {
+      if (peer == j) return t;
+    }
+    return -1;
+  };
+  for (auto [i, j, dropped_at] : {std::tuple{2, 3, 5}, std::tuple{0, 1, 8}, std::tuple{4, 5, 11}}) {
+    MESSAGE("edge " << i << "-" << j << " dropped at " << dropped_at << ", re-admitted at " << admitted(i, j));
+    CHECK(admitted(i, j) > dropped_at);
+    CHECK(admitted(i, j) == admitted(j, i));
+  }
   for (int i = 0; i < n; ++i) {
     Row last;
     for (const auto& m : r.lines[i]) {
       if (m.at("type").text == "weights") last = *parse_row(m.at("row").text);
     }
-    REQUIRE(last.size() == 2);
-    CHECK(last[0].second == 0.5);
-    CHECK(last[1].second == 0.5);
+    REQUIRE(last.size() == 3);
+    for (const auto& [j, w] : last) CHECK(w == doctest::Approx(1.0 / 3).epsilon(1e-15));
   }
 }
 
