@@ -7,13 +7,12 @@
 #include "topology/optimize.h"
 
 #include <Eigen/Dense>
-#include <Spectra/SymEigsSolver.h>
 
 #include <algorithm>
 #include <cmath>
 
 #include "common/clock.h"
-#include "common/random.h"
+#include "topology/spectral.h"
 
 namespace gossip::topology {
 namespace {
@@ -21,25 +20,6 @@ namespace {
 struct Extremes {
   double lambda2 = 0.0, lambda_n = 0.0;
   Eigen::VectorXd u, v;  // unit eigenvectors, orthogonal to 1
-};
-
-class DeflatedOp {
- public:
-  using Scalar = double;
-  // `park`: the eigenvalue the all-ones direction gets; put it beyond the end being computed.
-  DeflatedOp(const SparseMatrix& w, double park) : w_(w), park_(park) {}
-  Eigen::Index rows() const { return w_.rows(); }
-  Eigen::Index cols() const { return w_.cols(); }
-  void perform_op(const double* x_in, double* y_out) const {
-    Eigen::Map<const Eigen::VectorXd> x(x_in, rows());
-    Eigen::Map<Eigen::VectorXd> y(y_out, rows());
-    y.noalias() = w_.transpose() * x;  // W symmetric; see DeflatedSymOp in spectral.cc
-    y.array() += (park_ - 1.0) * x.mean();
-  }
-
- private:
-  const SparseMatrix& w_;
-  double park_;
 };
 
 Result<Extremes> extremes(const SparseMatrix& w, bool dense, const Extremes* warm) {
@@ -56,27 +36,16 @@ Result<Extremes> extremes(const SparseMatrix& w, bool dense, const Extremes* war
     e.v = es.eigenvectors().col(0);
     return e;
   }
-  Rng rng(0x5eed);
-  for (int end = 0; end < 2; ++end) {
-    DeflatedOp op(w, end == 0 ? -2.0 : 2.0);
-    Spectra::SymEigsSolver<DeflatedOp> eigs(op, 1, std::min(n, 24));
-    Eigen::VectorXd start(n);
-    if (warm) {
-      start = end == 0 ? warm->u : warm->v;
-    } else {
-      for (int i = 0; i < n; ++i) start[i] = rng.uniform(-1.0, 1.0);
-    }
-    start.array() -= start.mean();  // stay in 1-perp (see spectral.cc)
-    eigs.init(start.data());
-    eigs.compute(end == 0 ? Spectra::SortRule::LargestAlge : Spectra::SortRule::SmallestAlge,
-                 5000, 1e-10, Spectra::SortRule::LargestAlge);
-    if (eigs.info() != Spectra::CompInfo::Successful)
-      return internal_error("Lanczos did not converge while optimizing weights");
-    (end == 0 ? e.lambda2 : e.lambda_n) = eigs.eigenvalues()[0];
-    Eigen::VectorXd vec = eigs.eigenvectors().col(0);
-    vec.array() -= vec.mean();
-    (end == 0 ? e.u : e.v) = vec;
-  }
+  // Both ends from one unrestarted Lanczos run (spectral.h), warm-started from u + v of the
+  // previous iterate, whose W differs by one small step.
+  Eigen::VectorXd start;
+  if (warm) start = warm->u + warm->v;
+  auto r = symmetric_extremes(w, 1e-10, 20000, warm ? &start : nullptr);
+  if (!r.is_ok()) return internal_error("while optimizing weights: " + r.status().message());
+  e.lambda2 = r->lambda2;
+  e.lambda_n = r->lambda_n;
+  e.u = std::move(r->u);
+  e.v = std::move(r->v);
   return e;
 }
 

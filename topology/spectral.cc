@@ -932,6 +932,21 @@ Result<SpectralReport> analyze(const Topology& topology, SpectralOptions options
 
 Result<GroupSpectrum> group_spectrum(const SparseMatrix& w, const std::vector<int>& orders) {
   GOSSIP_ASSIGN_OR_RETURN(const Group grp, make_group(orders, w.rows()));
+  if (orders.size() > 1 && std::all_of(orders.begin(), orders.end(), [](int m) { return m == 2; })) {
+    GOSSIP_ASSIGN_OR_RETURN(const WalshSpectrum ws, walsh_spectrum(w));
+    GroupSpectrum s;
+    s.one_minus_re.resize(ws.odd.size());
+    s.one_plus_re.resize(ws.odd.size());
+    s.re.resize(ws.odd.size());
+    s.im.assign(ws.odd.size(), 0.0);
+    for (std::size_t k = 0; k < ws.odd.size(); ++k) {
+      s.one_minus_re[k] = 2.0 * ws.odd[k];
+      s.one_plus_re[k] = 2.0 * ws.even[k];
+      s.re[k] = ws.even[k] - ws.odd[k];
+    }
+    return s;
+  }
+  GOSSIP_RETURN_IF_ERROR(columns_translate(w, grp));
   const RowMatrix r = w;
   GOSSIP_ASSIGN_OR_RETURN(const auto row, invariant_row(r, grp));
   GroupSpectrum s;

@@ -3,6 +3,7 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <bit>
 #include <charconv>
 #include <cstring>
@@ -123,12 +124,14 @@ Result<Topology> Topology::generate(const GeneratorSpec& spec, WeightScheme sche
   }
   if (scheme == WeightScheme::kOptimized) {
     GOSSIP_ASSIGN_OR_RETURN(auto opt, optimize_weights(t.graph_));
-    t.set_mixing(single(opt.weights));
+    t.set_mixing(single(opt.weights), /*symmetric=*/true);  // weights_from_edge_values
     return t;
   }
   SparseMatrix w;
   GOSSIP_RETURN_IF_ERROR(compute_weights_into(t.graph_, scheme, w));
-  t.set_mixing(single(w));
+  // Every scheme gives W_ij = W_ji bit for bit on an undirected graph (symmetric formulas; uniform
+  // only on regular graphs); tests/topology/topology_test.cc checks the row copy against Eigen's.
+  t.set_mixing(single(w), /*symmetric=*/!t.graph_.is_directed());
   return t;
 }
 
@@ -154,11 +157,20 @@ Result<Topology> Topology::from_parts(std::string name, Graph graph,
   return t;
 }
 
-void Topology::set_mixing(std::vector<SparseMatrix> mixing) {
+void Topology::set_mixing(std::vector<SparseMatrix> mixing, bool symmetric) {
   mixing_ = std::move(mixing);
   mixing_rows_.clear();
   mixing_rows_.reserve(mixing_.size());  // growth would copy the matrices
   for (const auto& w : mixing_) {
+    if (symmetric && w.isCompressed()) {
+      // W = W^T: the compressed columns of W are its compressed rows.
+      auto& r = mixing_rows_.emplace_back(w.rows(), w.cols());
+      r.resizeNonZeros(w.nonZeros());
+      std::copy(w.outerIndexPtr(), w.outerIndexPtr() + w.outerSize() + 1, r.outerIndexPtr());
+      std::copy(w.innerIndexPtr(), w.innerIndexPtr() + w.nonZeros(), r.innerIndexPtr());
+      std::copy(w.valuePtr(), w.valuePtr() + w.nonZeros(), r.valuePtr());
+      continue;
+    }
     mixing_rows_.emplace_back(w);
     mixing_rows_.back().makeCompressed();
   }

@@ -84,7 +84,9 @@ class Topology {
   std::string fingerprint() const;
 
  private:
-  void set_mixing(std::vector<SparseMatrix> mixing);
+  // `symmetric`: every W(t) is exactly symmetric (generated undirected topologies), so the
+  // row-major copy is a plain copy of the column-major arrays instead of a transpose.
+  void set_mixing(std::vector<SparseMatrix> mixing, bool symmetric = false);
 
   std::string name_;
   Graph graph_;

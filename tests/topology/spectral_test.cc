@@ -3,6 +3,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "tests/topology/test_util.h"
 
 namespace gossip::topology {
@@ -179,6 +181,129 @@ TEST_CASE("non-symmetric W: dense and Lanczos ||W - J||_2 agree with a Jacobi SV
     CHECK(std::abs(run(t, SpectralMethod::kDense).rho - ref) < 1e-12);
     CHECK(std::abs(run(t, SpectralMethod::kLanczos).rho - ref) < 1e-9);
   }
+}
+
+// W(i, j) = w(i ^ j) for a random symmetric generating set of (Z_2)^d with random weights: a
+// weighted Cayley graph, not a hypercube, so only the group structure is shared with the generator.
+SparseMatrix random_xor_invariant(int d, std::uint64_t seed) {
+  const int n = 1 << d;
+  std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  auto next = [&x] {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+  };
+  std::vector<double> w(static_cast<std::size_t>(n), 0.0);
+  double total = 0.0;
+  for (int k = 0; k < d + 4; ++k) {  // the d unit vectors (so it generates: connected), 4 more
+    const int g = k < d ? 1 << k : 1 + static_cast<int>(next() % static_cast<std::uint64_t>(n - 1));
+    const double v = 0.02 + 0.1 * static_cast<double>(next() % 1000) / 1000.0;
+    if (w[g] == 0.0) total += v, w[g] = v;
+  }
+  w[0] = 1.0 - total;  // row sums exactly 1 up to rounding in this one subtraction
+  std::vector<Eigen::Triplet<double>> t;
+  for (int i = 0; i < n; ++i)
+    for (int g = 0; g < n; ++g)
+      if (w[g] != 0.0) t.emplace_back(i, i ^ g, w[g]);
+  SparseMatrix m(n, n);
+  m.setFromTriplets(t.begin(), t.end());
+  m.makeCompressed();
+  return m;
+}
+
+TEST_CASE("Walsh-Hadamard exact method equals the dense eigensolver on (Z_2)^d, d = 6..8") {
+  for (int d : {6, 7, 8}) {
+    CAPTURE(d);
+    std::vector<SparseMatrix> ws;
+    ws.push_back(generated(GeneratorKind::kHypercube, 1 << d).mixing_matrix());
+    ws.push_back(random_xor_invariant(d, 11 + d));
+    ws.push_back(random_xor_invariant(d, 23 + d));
+    for (const auto& w : ws) {
+      SpectralOptions exact;
+      exact.method = SpectralMethod::kExact;
+      exact.symmetry.assign(static_cast<std::size_t>(d), 2);
+      auto ex = analyze_matrix(w, exact);
+      REQUIRE_MESSAGE(ex.is_ok(), ex.status().to_string());
+      CHECK(ex->detail.find("Walsh-Hadamard") != std::string::npos);
+      SpectralOptions dense;
+      dense.method = SpectralMethod::kDense;
+      const auto de = *analyze_matrix(w, dense);
+      CHECK(std::abs(ex->lambda2 - de.lambda2) < 1e-13);
+      CHECK(std::abs(ex->lambda_n - de.lambda_n) < 1e-13);
+      CHECK(rel_err(ex->gap, de.gap) < 1e-12);
+      // The whole spectrum, sorted, against Eigen's.
+      auto gs = group_spectrum(w, exact.symmetry);
+      REQUIRE(gs.is_ok());
+      std::vector<double> ours = gs->re;
+      std::sort(ours.begin(), ours.end());
+      Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es((Eigen::MatrixXd(w)));
+      double worst = 0.0;
+      for (int k = 0; k < (1 << d); ++k) worst = std::max(worst, std::abs(ours[k] - es.eigenvalues()[k]));
+      CHECK(worst < 1e-13);
+    }
+  }
+}
+
+TEST_CASE("Walsh-Hadamard method refuses a W that is not XOR-invariant") {
+  SparseMatrix w = random_xor_invariant(6, 5);
+  // Move weight between two entries of row/column 3 symmetrically: still doubly stochastic and
+  // symmetric, no longer invariant.
+  const int i = 3, j = 3 ^ 1;
+  const double eps = 1e-3;
+  w.coeffRef(i, i) += eps;
+  w.coeffRef(j, j) += eps;
+  w.coeffRef(i, j) -= eps;
+  w.coeffRef(j, i) -= eps;
+  w.makeCompressed();
+  SpectralOptions exact;
+  exact.method = SpectralMethod::kExact;
+  exact.symmetry.assign(6, 2);
+  CHECK_FALSE(analyze_matrix(w, exact).is_ok());
+  CHECK_FALSE(group_spectrum(w, exact.symmetry).is_ok());
+  exact.method = SpectralMethod::kAuto;  // falls back to dense, still right
+  SpectralOptions dense;
+  dense.method = SpectralMethod::kDense;
+  CHECK(std::abs(analyze_matrix(w, exact)->rho - analyze_matrix(w, dense)->rho) < 1e-14);
+}
+
+TEST_CASE("Lanczos (one Krylov space, no restarts) equals dense to 1e-12 on random regular graphs") {
+  for (std::uint64_t seed : {1u, 7u}) {
+    for (int degree : {3, 4, 8}) {
+      CAPTURE(seed);
+      CAPTURE(degree);
+      GeneratorSpec rr{.kind = GeneratorKind::kRandomRegular, .nodes = 1200, .degree = degree,
+                       .seed = seed};
+      const auto t = testing::must(Topology::generate(rr, WeightScheme::kMetropolisHastings));
+      const auto de = run(t, SpectralMethod::kDense);
+      const auto la = run(t, SpectralMethod::kLanczos);
+      CHECK(rel_err(la.rho, de.rho) < 1e-12);
+      CHECK(std::abs(la.lambda2 - de.lambda2) < 1e-12);
+      CHECK(std::abs(la.lambda_n - de.lambda_n) < 1e-12);
+      CHECK(la.residual < 1e-8);
+      // The direct entry point, warm-started from its own answer, converges at once to the same.
+      auto ex = symmetric_extremes(t.mixing_matrix());
+      REQUIRE(ex.is_ok());
+      CHECK(std::abs(ex->u.sum()) < 1e-10);  // eigenvectors orthogonal to 1, unit length
+      CHECK(std::abs(ex->u.norm() - 1.0) < 1e-12);
+      const Eigen::VectorXd warm = ex->u + ex->v;
+      auto again = symmetric_extremes(t.mixing_matrix(), 1e-10, 20000, &warm);
+      REQUIRE(again.is_ok());
+      CHECK(std::abs(again->lambda2 - ex->lambda2) < 1e-12);
+      CHECK(again->steps <= ex->steps);
+    }
+  }
+}
+
+TEST_CASE("Lanczos keeps the all-ones direction out when it would be the extreme one (lazy W)") {
+  // Lazy W has spectrum in [0, 1]; P W P has eigenvalue 0 on the ones vector, below lambda_n.
+  GeneratorSpec s{.kind = GeneratorKind::kRandomRegular, .nodes = 900, .degree = 4, .seed = 3};
+  const auto t = testing::must(Topology::generate(s, WeightScheme::kLazyMetropolisHastings));
+  const auto de = run(t, SpectralMethod::kDense);
+  const auto la = run(t, SpectralMethod::kLanczos);
+  CHECK(de.lambda_n > 0.1);
+  CHECK(std::abs(la.lambda_n - de.lambda_n) < 1e-12);
+  CHECK(std::abs(la.lambda2 - de.lambda2) < 1e-12);
 }
 
 TEST_CASE("group_spectrum is the DFT of the first row and rejects non-invariant W") {

@@ -82,5 +82,36 @@ TEST_CASE("generate refuses what cannot work") {
   CHECK_FALSE(Topology::generate(o, WeightScheme::kMetropolisHastings).is_ok());
 }
 
+TEST_CASE("row-major copy equals Eigen's conversion for every scheme on undirected generators") {
+  using RowMatrix = Eigen::SparseMatrix<double, Eigen::RowMajor>;
+  for (auto scheme : {WeightScheme::kMetropolisHastings, WeightScheme::kMaxDegree,
+                      WeightScheme::kLazyMetropolisHastings, WeightScheme::kBestConstant,
+                      WeightScheme::kOptimized}) {
+    for (auto spec : {GeneratorSpec{.kind = GeneratorKind::kErdosRenyi, .nodes = 30, .p = 0.3, .seed = 2},
+                      GeneratorSpec{.kind = GeneratorKind::kGrid, .rows = 3, .cols = 5}}) {
+      auto t = Topology::generate(spec, scheme);
+      if (!t.is_ok()) continue;  // e.g. best-constant with a negative self weight is fine to skip
+      const RowMatrix want = t->mixing_matrix();
+      const RowMatrix& got = t->mixing_matrix_rows();
+      REQUIRE(got.nonZeros() == want.nonZeros());
+      for (int i = 0; i < want.outerSize(); ++i) {
+        RowMatrix::InnerIterator a(want, i), b(got, i);
+        for (; a && b; ++a, ++b) {
+          CHECK(a.col() == b.col());
+          CHECK(a.value() == b.value());
+        }
+        CHECK((!a && !b));
+      }
+    }
+  }
+  // Uniform on a regular graph, lazy uniform on a hypercube.
+  for (auto scheme : {WeightScheme::kUniform, WeightScheme::kLazyUniform}) {
+    auto t = Topology::generate({.kind = GeneratorKind::kRandomRegular, .nodes = 40, .degree = 3, .seed = 5}, scheme);
+    REQUIRE(t.is_ok());
+    const RowMatrix want = t->mixing_matrix();
+    CHECK((RowMatrix(want - t->mixing_matrix_rows())).norm() == 0.0);
+  }
+}
+
 }  // namespace
 }  // namespace gossip::topology
