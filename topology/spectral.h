@@ -8,12 +8,17 @@
 //    row 0, lambda_k = sum_g w_g exp(-2 pi i <k, g/m>). For symmetric W the gap is computed as
 //    sum_g w_g 2 sin^2(theta/2) (and 1 + lambda as sum_g w_g 2 cos^2(theta/2)), so tiny gaps keep
 //    full relative accuracy (ring of 10^6: 1.3e-11 to ~1e-15 relative). Such W are normal, so
-//    ||W - J||_2 = max_{k != 0} |lambda_k|. O(n * nnz(row 0)).
+//    ||W - J||_2 = max_{k != 0} |lambda_k|. O(n * nnz(row 0)). For (Z_2)^d (hypercube, any
+//    XOR-invariant W) a fast Walsh-Hadamard transform carrying the even and odd partial sums,
+//    so 1 - lambda = 2 * (odd sum) and 1 + lambda = 2 * (even sum) without cancellation;
+//    O(n log n).
 //  - kDense: Eigen's SelfAdjointEigenSolver (symmetric) or BDCSVD of W - J and the complex
 //    eigenvalues (non-symmetric). n <= dense_max_nodes.
-//  - kLanczos: Spectra's symmetric Lanczos on the deflated operator x -> W x - mean(x) 1 (both
-//    ends of the spectrum), or on (W - J)^T (W - J) for non-symmetric W. The gap is recomputed
-//    from the Ritz vector as a Rayleigh quotient of I - W written as a sum over edges
+//  - kLanczos: symmetric W: plain Lanczos (no restarts, no reorthogonalisation, three vectors)
+//    on P W P with P = I - J, both ends of the spectrum from one Krylov space, convergence by
+//    Paige's Ritz residual bound, Ritz vectors from a second pass (symmetric_extremes below).
+//    Non-symmetric W and schedules: Spectra's Lanczos on (W - J)^T (W - J). The gap is
+//    recomputed from the Ritz vector as a Rayleigh quotient of I - W written as a sum over edges
 //    (1/2 sum_ij W_ij (v_i - v_j)^2), which keeps relative accuracy for small gaps.
 // Thread-safe: pure functions.
 #pragma once
