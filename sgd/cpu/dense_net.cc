@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "common/check.h"
+#include "sgd/cpu/sgemm.h"
 #include "sgd/cpu/simd16.h"
 
 namespace gossip::sgd::cpu {
@@ -24,6 +26,27 @@ using CVecMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>>;
 template <typename T>
 using VecMap = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>>;
 
+// c (m×n) = op(a) · op(b), all column-major with leading dimension = rows. Float products on one
+// thread go to our AVX-512 kernel (sgemm.h: faster than Eigen's on these shapes); double (the
+// finite-difference checks), multi-threaded runs (Eigen's parallel GEMM) and row counts below
+// one register tile go to Eigen.
+template <typename T>
+void gemm(bool trans_a, bool trans_b, int m, int n, int k, const T* a, const T* b, T* c) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (sgemm_is_native() && Eigen::nbThreads() == 1 && m >= 32) {
+      sgemm(trans_a, trans_b, m, n, k, a, trans_a ? k : m, b, trans_b ? n : k, c, m);
+      return;
+    }
+  }
+  GOSSIP_CHECK(!(trans_a && trans_b));
+  MMap<T> cm(c, m, n);
+  const CMap<T> am(a, trans_a ? k : m, trans_a ? m : k);
+  const CMap<T> bm(b, trans_b ? n : k, trans_b ? k : n);
+  if (!trans_a && !trans_b) cm.noalias() = am * bm;
+  if (!trans_a && trans_b) cm.noalias() = am * bm.transpose();
+  if (trans_a && !trans_b) cm.noalias() = am.transpose() * bm;
+}
+
 // Leaves the output layer's pre-activations (logits) in ws.act.back().
 template <typename T>
 void forward(const ModelSpec& spec, const T* params, const T* x, int batch, Workspace<T>& ws) {
@@ -36,11 +59,8 @@ void forward(const ModelSpec& spec, const T* params, const T* x, int batch, Work
     CVecMap<T> b(params + spec.bias_offset(l), s[l + 1]);
     Mat<T>& z = ws.act[l];
     z.resize(s[l + 1], batch);
-    if (l == 0) {
-      z.noalias() = w * CMap<T>(x, s[0], batch);
-    } else {
-      z.noalias() = w * ws.act[l - 1];
-    }
+    gemm<T>(false, false, s[l + 1], batch, s[l], w.data(), l == 0 ? x : ws.act[l - 1].data(),
+            z.data());
     if (l + 1 < layers) {
       z = (z.colwise() + b).cwiseMax(T(0));
     } else {
@@ -121,17 +141,14 @@ T loss_and_grad(const ModelSpec& spec, const T* params, const T* x, const std::i
     MMap<T> dw(grad + spec.weight_offset(l), s[l + 1], s[l]);
     VecMap<T> db(grad + spec.bias_offset(l), s[l + 1]);
     const Mat<T>& delta = ws.delta[l];
-    if (l == 0) {
-      dw.noalias() = delta * CMap<T>(x, s[0], batch).transpose();
-    } else {
-      dw.noalias() = delta * ws.act[l - 1].transpose();
-    }
+    gemm<T>(false, true, s[l + 1], s[l], batch, delta.data(), l == 0 ? x : ws.act[l - 1].data(),
+            dw.data());
     db.noalias() = delta.rowwise().sum();
     if (l > 0) {
       CMap<T> w(params + spec.weight_offset(l), s[l + 1], s[l]);
       Mat<T>& prev = ws.delta[l - 1];
       prev.resize(s[l], batch);
-      prev.noalias() = w.transpose() * delta;
+      gemm<T>(true, false, s[l], batch, s[l + 1], w.data(), delta.data(), prev.data());
       prev = (ws.act[l - 1].array() > T(0)).select(prev, T(0));
     }
   }
