@@ -102,6 +102,13 @@ class CoalescingStream {
     virtual ~Waiter() = default;
     virtual void fire(const asio::error_code& ec) = 0;
   };
+  // One background async_write. The waiting write belongs to it, not to the State: the waiter's
+  // handler may own the stream that owns the State, and if the io_context is torn down with the
+  // write pending, destroying the operation must free that chain (a State-owned waiter would be
+  // a reference cycle, i.e. a leak).
+  struct Flight {
+    std::unique_ptr<Waiter> waiter;
+  };
 
   struct State {
     State(asio::io_context& io, std::size_t read_chunk, std::size_t write_buffer)
@@ -122,33 +129,39 @@ class CoalescingStream {
     std::uint64_t accepted = 0;  // bytes taken by async_write_some
     std::uint64_t sent = 0;      // bytes the kernel took
     asio::error_code write_error;  // sticky
-    std::unique_ptr<Waiter> waiter;
+    std::weak_ptr<Flight> current;  // the background write in progress, while flushing
     std::uint64_t socket_writes = 0, socket_reads = 0;
   };
 
-  static void start_flush(const std::shared_ptr<State>& st) {
+  static void start_flush(const std::shared_ptr<State>& st,
+                          std::unique_ptr<Waiter> waiter = nullptr) {
     st->flight.swap(st->pending);
     st->flushing = true;
     st->socket_writes++;  // counts the flushes; async_write may need more than one send(2)
+    auto f = std::make_shared<Flight>();
+    f->waiter = std::move(waiter);
+    st->current = f;
     asio::async_write(st->sock, asio::buffer(st->flight),
-                      [st](const asio::error_code& ec, std::size_t n) {
+                      [st, f](const asio::error_code& ec, std::size_t n) {
                         st->flushing = false;
                         st->sent += n;
                         st->flight.clear();
+                        std::unique_ptr<Waiter> w = std::move(f->waiter);
                         if (ec) {
                           if (!st->write_error) st->write_error = ec;
                           st->pending.clear();
-                        } else if (!st->pending.empty()) {
-                          if (st->waiter || st->pending.size() >= kBatch) {
+                        }
+                        const bool fire = w && (st->write_error || st->sent >= w->target);
+                        if (!st->write_error && !st->pending.empty()) {
+                          if (w && !fire) {
+                            start_flush(st, std::move(w));  // still waiting: goes along
+                          } else if (st->pending.size() >= kBatch) {
                             start_flush(st);
                           } else {
                             post_flush(st);
                           }
                         }
-                        if (st->waiter && (st->write_error || st->sent >= st->waiter->target)) {
-                          std::unique_ptr<Waiter> w = std::move(st->waiter);
-                          w->fire(st->write_error);
-                        }
+                        if (fire) w->fire(st->write_error);
                       });
   }
 
@@ -229,22 +242,23 @@ class CoalescingStream {
           s.pending.resize(at + size);
           asio::buffer_copy(asio::buffer(s.pending.data() + at, size), buffers);
           s.accepted += size;
+          // Bulk records may run up to `cap` bytes ahead of the kernel; anything else waits
+          // until it has been sent.
+          const std::uint64_t target =
+              size >= kFullRecord ? (s.accepted > s.cap ? s.accepted - s.cap : 0) : s.accepted;
+          const bool wait = s.sent < target;
           if (!s.flushing) {
-            if (size < kFullRecord || s.pending.size() >= kBatch) {
+            if (wait || s.pending.size() >= kBatch) {
               start_flush(st);
             } else {
               post_flush(st);
             }
           }
-          // Bulk records may run up to `cap` bytes ahead of the kernel; anything else waits
-          // until it has been sent.
-          const std::uint64_t target =
-              size >= kFullRecord ? (s.accepted > s.cap ? s.accepted - s.cap : 0) : s.accepted;
-          if (s.sent < target) {
+          if (wait) {  // a flush is in progress now: the waiter goes with it
             phase = 2;
             auto w = std::make_unique<WaiterFor<Self>>(std::move(self));
             w->target = target;
-            s.waiter = std::move(w);
+            s.current.lock()->waiter = std::move(w);  // `st` moved along with `self`
             return;
           }
         }
