@@ -367,17 +367,26 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
   const std::uint64_t margin = std::max<std::uint32_t>(cfg.fault().admit_margin(), 1);
   std::map<int, std::uint64_t> admit_at;
   std::map<int, std::pair<std::uint64_t, std::chrono::steady_clock::time_point>> proposed;
-  auto agree = [&](int j, std::uint64_t t_a) {
-    auto [pos, fresh] = admit_at.emplace(j, t_a);
-    if (!fresh) pos->second = std::max(pos->second, t_a);
+  auto agree = [&](int j, std::uint64_t t_a) { admit_at[j] = t_a; };
+  // An Admit from j while we are at iteration `now_at`. Crossing proposals: the lower id's wins
+  // (the higher id abandons its own and accepts; the lower id refuses the other).
+  auto on_admit = [&](const Admission& a, std::uint64_t now_at) {
+    bool ok = a.iteration >= now_at;  // we have not started t_a yet
+    if (proposed.count(a.peer)) {
+      if (self < a.peer) {
+        ok = false;
+      } else {
+        proposed.erase(a.peer);
+      }
+    }
+    if (ok) agree(a.peer, a.iteration);
+    exchange.send_admission(a.peer, {Admission::kAccept, self, a.iteration, ok, now_at});
   };
   auto handle_admissions = [&](std::uint64_t t) {
     for (const Admission& a : exchange.take_admissions()) {
       if (!is_neighbour(a.peer)) continue;
       if (a.kind == Admission::kAdmit) {
-        const bool ok = a.iteration >= t;  // we have not started t_a yet
-        if (ok) agree(a.peer, a.iteration);
-        exchange.send_admission(a.peer, {Admission::kAccept, self, a.iteration, ok, t});
+        on_admit(a, t);
       } else {
         auto p = proposed.find(a.peer);
         if (p == proposed.end() || p->second.first != a.iteration) continue;  // stale answer
@@ -434,8 +443,7 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
         for (const Admission& a : exchange.take_admissions()) {
           if (!is_neighbour(a.peer)) continue;
           if (a.kind == Admission::kAdmit) {
-            agree(a.peer, std::max(a.iteration, t_a));
-            exchange.send_admission(a.peer, {Admission::kAccept, self, a.iteration, true, start});
+            on_admit(a, start);
           } else if (auto p = proposed.find(a.peer); p != proposed.end() && p->second.first == a.iteration) {
             proposed.erase(p);
             if (a.accepted) agree(a.peer, a.iteration);
@@ -454,7 +462,18 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
   for (std::uint64_t t = start; t < total; ++t) {
     const sgd::SamplerState before = sampler.state();
     if (interrupted()) return stop_now(t, before, kExitStopped, "stop requested (signal)");
-    if (carry_on) handle_admissions(t);
+    if (carry_on) {
+      handle_admissions(t);
+      // A neighbour whose link is down cannot take part (and a send to it would only wait for
+      // the deadline): drop it now; its end sees the same link down and drops us too.
+      for (int j : everyone) {
+        if (dropped.count(j) || exchange.link_up(j)) continue;
+        dropped.insert(j);
+        GOSSIP_LOG(kWarning) << "dropping the edge to node " << j << " from iteration " << t
+                             << ": no link";
+        metrics.event(t, "edge_dropped", "node " + std::to_string(j) + ": no link", j);
+      }
+    }
     const std::int64_t it = static_cast<std::int64_t>(t);
     std::vector<topology::Neighbor> in = topology.in_neighbors(self, it);
     std::vector<topology::Neighbor> out = topology.out_neighbors(self, it);
