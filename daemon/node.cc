@@ -240,7 +240,9 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
   // Backend buffers: x_t, x_{t+1}, gradient, direction, optimizer state.
   sgd::DeviceBuffer x = backend.alloc(d), next = backend.alloc(d), grad = backend.alloc(d),
                     update = backend.alloc(d), state = backend.alloc(std::max<std::size_t>(optimizer.state_size(), 1));
-  std::vector<float> x_host(d);  // what is sent; on cpu only used for checkpoints of x
+  // What is sent, on a GPU node: x_t staged in page-locked host memory (Backend::alloc_host), so
+  // the device-to-host copy runs at full bus speed; unused on cpu (x itself is host memory).
+  sgd::DeviceBuffer x_host = backend.alloc_host(on_host ? 0 : d);
   std::vector<float> initial = problem.initial_params();
   std::uint64_t start = 0;
   std::vector<float> initial_state;
@@ -275,20 +277,22 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
   backend.copy_to_device(x.data(), initial.data(), d);
   if (!initial_state.empty()) backend.copy_to_device(state.data(), initial_state.data(), initial_state.size());
   backend.synchronize();
-  if (!on_host) std::copy(initial.begin(), initial.end(), x_host.begin());
+  if (!on_host) std::copy(initial.begin(), initial.end(), x_host.data());
 
   Result<MetricsWriter> metrics_or = MetricsWriter::open(
       options.metrics_path, self, cfg.metrics_every(), options.append_metrics || start > 0);
   if (!metrics_or.is_ok()) return fail(kExitError, metrics_or.status());
   MetricsWriter& metrics = *metrics_or;
 
-  // Receive buffers, one per neighbour we ever hear from.
-  std::map<int, std::vector<float>> inbox_host;
+  // Receive buffers, one per neighbour we ever hear from; page-locked on a GPU node, so that the
+  // copy of each neighbour's x_j^t to the device (queued as soon as it arrives) is an
+  // asynchronous DMA that overlaps the gradient computation.
+  std::map<int, sgd::DeviceBuffer> inbox_host;
   std::map<int, sgd::DeviceBuffer> inbox_device;
   for (int t = 0; t < topology.period(); ++t) {
     for (const topology::Neighbor& nb : topology.in_neighbors(self, t)) {
       if (inbox_host.count(nb.node)) continue;
-      inbox_host[nb.node].resize(d);
+      inbox_host[nb.node] = backend.alloc_host(d);
       if (!on_host) inbox_device[nb.node] = backend.alloc(d);
     }
   }
@@ -486,7 +490,9 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
     to.clear();
     for (const topology::Neighbor& nb : out) to.push_back(nb.node);
     from.clear();
-    for (const topology::Neighbor& nb : in) from.push_back({nb.node, inbox_host[nb.node]});
+    for (const topology::Neighbor& nb : in) {
+      from.push_back({nb.node, std::span<float>(inbox_host[nb.node].data(), d)});
+    }
     std::span<const float> send(on_host ? x.data() : x_host.data(), d);
 
     // Rejoin iteration: first the neighbours' x_j^t, then x_t := their average is what we send.
@@ -517,7 +523,7 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
         for (std::size_t k = 0; k < d; ++k) avg[k] = static_cast<float>(sum[k] / count);
         backend.copy_to_device(x.data(), avg.data(), d);
         backend.synchronize();
-        if (!on_host) std::copy(avg.begin(), avg.end(), x_host.begin());
+        if (!on_host) std::copy(avg.begin(), avg.end(), x_host.data());
         GOSSIP_LOG(kInfo) << "rejoined at iteration " << t << ": x := average of " << count << " neighbours";
         metrics.event(t, "rejoined", "x := average of " + std::to_string(count) + " neighbours' parameters");
       }
@@ -551,7 +557,7 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
       unusable.emplace(f.peer, f.status.to_string());
     }
     for (const topology::Neighbor& nb : in) {
-      if (!unusable.count(nb.node) && !all_finite(inbox_host[nb.node])) {
+      if (!unusable.count(nb.node) && !all_finite(std::span<const float>(inbox_host[nb.node].data(), d))) {
         unusable.emplace(nb.node, "its iteration-" + std::to_string(t) +
                                       " parameters contain NaN or Inf");
       }
@@ -693,15 +699,30 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
   if (Status s = save(result.iterations_done, sampler.state()); !s.is_ok()) {
     return fail(kExitError, s.with_context("final checkpoint"));
   }
-  if (!options.dump_params_dir.empty()) {
+  if (!options.dump_params_dir.empty() || !cfg.final_params_path().empty()) {
     std::vector<float> host(d);
     backend.copy_to_host(host.data(), x.data(), d);
-    Status s = env.create_dirs(options.dump_params_dir);
-    if (s.is_ok()) {
-      s = env.write_file_atomic(options.dump_params_dir + "/node_" + std::to_string(self) + ".f32",
-                                std::string_view(reinterpret_cast<const char*>(host.data()), d * sizeof(float)));
+    const std::string_view bytes(reinterpret_cast<const char*>(host.data()), d * sizeof(float));
+    if (!options.dump_params_dir.empty()) {
+      Status s = env.create_dirs(options.dump_params_dir);
+      if (s.is_ok()) {
+        s = env.write_file_atomic(options.dump_params_dir + "/node_" + std::to_string(self) + ".f32", bytes);
+      }
+      if (!s.is_ok()) return fail(kExitError, s.with_context("--dump-params"));
     }
-    if (!s.is_ok()) return fail(kExitError, s.with_context("--dump-params"));
+    if (!cfg.final_params_path().empty()) {
+      // final_params_path: raw little-endian float32, "{node}" replaced by this node's id.
+      std::string path = cfg.final_params_path();
+      for (std::size_t at; (at = path.find("{node}")) != std::string::npos;) {
+        path.replace(at, 6, std::to_string(self));
+      }
+      Status s = Status::ok();
+      if (const std::size_t slash = path.rfind('/'); slash != std::string::npos && slash > 0) {
+        s = env.create_dirs(path.substr(0, slash));
+      }
+      if (s.is_ok()) s = env.write_file_atomic(path, bytes);
+      if (!s.is_ok()) return fail(kExitError, s.with_context("final_params_path"));
+    }
   }
   result.exit_code = kExitOk;
   result.message = "done";

@@ -900,6 +900,12 @@ Status Transport::Impl::init() {
   }
   if (!opts_.insecure) {
     GOSSIP_ASSIGN_OR_RETURN(ssl_, make_tls_context(opts_.tls));
+    // Our own certificate: valid now, chained to the cluster CA, naming this node and job — so a
+    // bad one fails here, naming the file, rather than at every neighbour's handshake.
+    if (opts_.check_own_certificate) {
+      GOSSIP_RETURN_IF_ERROR(
+          check_own_certificate(opts_.tls, CertIdentity{opts_.self.node_id, opts_.self.job_id}));
+    }
   }
 
   asio::error_code ec;

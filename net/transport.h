@@ -59,6 +59,10 @@ struct TransportOptions {
   // warning is logged at start. Otherwise `tls` must name the CA, certificate and key files.
   bool insecure = false;
   TlsConfig tls;
+  // start() refuses our own certificate when it is expired, not from the cluster CA, or names
+  // another node or job (check_own_certificate). Only tests turn this off, to play a misconfigured
+  // peer and prove that the other end refuses it at the handshake.
+  bool check_own_certificate = true;
   std::size_t chunk_bytes = std::size_t{4} << 20;  // parameters travel in chunks of this size
   std::int64_t handshake_timeout_ms = 5000;        // TCP connect + TLS + Hello, per attempt
   std::int64_t heartbeat_interval_ms = 500;        // sent when the link is otherwise idle

@@ -27,7 +27,8 @@ Result<ScheduleKind> parse_schedule_kind(std::string_view name) {
 }
 
 Status LrSchedule::validate() const {
-  if (!(lr > 0) || !std::isfinite(lr)) return invalid_argument("lr: must be > 0");
+  // lr = 0 is pure gossip (no gradient step), what the consensus experiments run.
+  if (!(lr >= 0) || !std::isfinite(lr)) return invalid_argument("lr: must be finite and >= 0");
   if (warmup_steps < 0) return invalid_argument("warmup_steps: must be >= 0");
   if (kind == ScheduleKind::kStep) {
     if (step_size <= 0) return invalid_argument("step_size: must be > 0 for the step schedule");

@@ -179,7 +179,8 @@ void exactness(const std::string& kind, int n, bool tls) {
     topo = write_topology(dir.path, kind, n);
     std::string cmd = "cd " + dir.path + " && timeout 120 " + bin("daemon/gossipd") + " launch " +
                       topo + " --config " + cfg + " --workdir " + work + " --set checkpoint.dir=" +
-                      dir.path + "/ckpt" + (tls ? "" : " --insecure") + " > " + dir.path +
+                      dir.path + "/ckpt --set final_params_path=" + dir.path +
+                      "/fp/x-{node}.bin" + (tls ? "" : " --insecure") + " > " + dir.path +
                       "/launch.out 2>&1";
     rc = run_shell(cmd);
     bool port_taken = false;
@@ -202,6 +203,11 @@ void exactness(const std::string& kind, int n, bool tls) {
   CHECK(diff <= 1e-5);
   // The parameters moved away from x_0 and differ between nodes (so equality is not vacuous).
   CHECK(read_f32(work + "/final/node_0.f32") != read_f32(work + "/final/node_1.f32"));
+  // final_params_path ({node} -> id, directory created) holds the same final parameters.
+  for (int i = 0; i < n; ++i) {
+    CHECK(read_f32(dir.path + "/fp/x-" + std::to_string(i) + ".bin") ==
+          read_f32(work + "/final/node_" + std::to_string(i) + ".f32"));
+  }
 }
 
 TEST_CASE("exactness: 4 gossipd processes on a ring (TLS) equal gossip-sim's D-PSGD") {

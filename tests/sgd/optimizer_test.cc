@@ -132,6 +132,12 @@ TEST_CASE("invalid optimizer configs are rejected with the field named") {
   cfg.nesterov = false;
   cfg.schedule.lr = -1;
   CHECK(cfg.validate().message().find("lr") != std::string::npos);
+  cfg.schedule.lr = std::nan("");
+  CHECK(cfg.validate().message().find("lr") != std::string::npos);
+  cfg.schedule.lr = 0;  // pure gossip: accepted, and every step is zero
+  CHECK(cfg.validate().is_ok());
+  CHECK(cfg.schedule.at(0) == 0.0);
+  CHECK(cfg.schedule.at(1000) == 0.0);
   cfg.schedule.lr = 0.1;
   cfg.schedule.kind = ScheduleKind::kCosine;
   CHECK(!cfg.validate().is_ok());  // total_steps missing
