@@ -4,10 +4,13 @@
 #include <doctest/doctest.h>
 #include <stdlib.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <system_error>
+#include <vector>
 
 namespace gossip::testing {
 
@@ -34,5 +37,15 @@ struct TempDir {
     return file(name);
   }
 };
+
+// A raw little-endian float32 file (--dump-params, final_params_path), whole.
+inline std::vector<float> read_f32(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE_MESSAGE(in.good(), "cannot open " << path);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<float> v(bytes.size() / sizeof(float));
+  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
+  return v;
+}
 
 }  // namespace gossip::testing

@@ -168,13 +168,6 @@ std::vector<std::map<std::string, JsonValue>> read_lines(const std::string& path
   return out;
 }
 
-std::vector<float> read_params(const std::string& path) {
-  auto bytes = Env::system().read_file(path);
-  REQUIRE_MESSAGE(bytes.is_ok(), bytes.status().to_string());
-  std::vector<float> v(bytes->size() / 4);
-  std::memcpy(v.data(), bytes->data(), v.size() * 4);
-  return v;
-}
 
 // Gives every node its own random x_0 through an iteration-0 checkpoint (so that pure gossip has
 // something to average); returns the x_0 of each node.
@@ -235,7 +228,7 @@ ClusterResult run_cluster(const topology::Topology& topo, const sgd::Problem& pr
     if (std::find(dead.begin(), dead.end(), i) != dead.end()) continue;
     out.lines[i] = read_lines(dir + "/metrics-" + std::to_string(i) + ".jsonl");
     if (out.results[i].exit_code == kExitOk) {
-      out.params[i] = read_params(dir + "/params/node_" + std::to_string(i) + ".f32");
+      out.params[i] = testing::read_f32(dir + "/params/node_" + std::to_string(i) + ".f32");
     }
   }
   return out;

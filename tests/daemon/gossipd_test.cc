@@ -44,6 +44,8 @@ extern char** environ;
 namespace gossip::daemon {
 namespace {
 
+using testing::read_f32;
+
 namespace fs = std::filesystem;
 
 // Built executables: under GOSSIP_BINARY_DIR, or else relative to this test binary
@@ -134,13 +136,6 @@ int wait_exit(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-std::vector<float> read_f32(const std::string& path) {
-  auto bytes = Env::system().read_file(path);
-  REQUIRE_MESSAGE(bytes.is_ok(), bytes.status().to_string());
-  std::vector<float> v(bytes->size() / 4);
-  std::memcpy(v.data(), bytes->data(), v.size() * 4);
-  return v;
-}
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);

@@ -80,13 +80,6 @@ std::vector<NodeResult> run_cluster(const topology::Topology& topo, const sgd::P
   return results;
 }
 
-std::vector<float> read_params(const std::string& path) {
-  auto bytes = Env::system().read_file(path);
-  REQUIRE_MESSAGE(bytes.is_ok(), bytes.status().to_string());
-  std::vector<float> v(bytes->size() / 4);
-  std::memcpy(v.data(), bytes->data(), v.size() * 4);
-  return v;
-}
 
 void check_against_simulator(topology::GeneratorKind kind, int n) {
   TempDir dir;
@@ -115,7 +108,7 @@ void check_against_simulator(topology::GeneratorKind kind, int n) {
   double moved = 0;
   std::vector<float> x0 = problem->initial_params();
   for (int i = 0; i < n; ++i) {
-    std::vector<float> got = read_params(dir.path + "/params/node_" + std::to_string(i) + ".f32");
+    std::vector<float> got = testing::read_f32(dir.path + "/params/node_" + std::to_string(i) + ".f32");
     REQUIRE(got.size() == static_cast<std::size_t>(expected.rows()));
     for (std::size_t k = 0; k < got.size(); ++k) {
       max_diff = std::max(max_diff, static_cast<double>(std::fabs(got[k] - expected(k, i))));
@@ -156,7 +149,7 @@ TEST_CASE("a resumed run equals an uninterrupted one bit for bit") {
   }
   for (int i = 0; i < n; ++i) {
     std::string name = "/params/node_" + std::to_string(i) + ".f32";
-    CHECK(read_params(a.path + name) == read_params(b.path + name));
+    CHECK(testing::read_f32(a.path + name) == testing::read_f32(b.path + name));
   }
 }
 
