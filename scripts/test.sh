@@ -16,7 +16,10 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$jobs"
 
 echo "== tests =="
-(cd build && ctest --output-on-failure -j "$jobs")
+# Tests labelled known-issue fail for a reason documented in docs/fault.md and are listed, not run.
+(cd build && ctest --output-on-failure -j "$jobs" -LE known-issue)
+echo "== not run (label known-issue; see docs/fault.md) =="
+(cd build && ctest -N -L known-issue | grep "Test *#" || true)
 
 if [[ "${GOSSIP_TEST_NO_ASAN:-0}" != 1 || "${CI:-}" == true ]]; then
   echo "== unit tests under AddressSanitizer + UndefinedBehaviorSanitizer =="
