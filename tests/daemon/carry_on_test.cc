@@ -17,6 +17,7 @@
 #include "daemon/exit_codes.h"
 #include "daemon/metrics.h"
 #include "daemon/node.h"
+#include "tests/daemon/local_cluster.h"
 #include "tests/test_util.h"
 
 namespace gossip::daemon {
@@ -201,29 +202,9 @@ ClusterResult run_cluster(const topology::Topology& topo, const sgd::Problem& pr
                           const std::vector<int>& dead, bool resume) {
   const int n = topo.num_nodes();
   ClusterResult out;
-  out.results.resize(n);
+  out.results = testing::run_local_cluster(topo, problem, config, dir, hub, dead, resume);
   out.params.resize(n);
   out.lines.resize(n);
-  std::vector<std::thread> threads;
-  std::atomic<bool> stop{false};
-  for (int i : dead) hub.fail_node(i);
-  for (int i = 0; i < n; ++i) {
-    if (std::find(dead.begin(), dead.end(), i) != dead.end()) continue;
-    threads.emplace_back([&, i] {
-      NodeOptions o;
-      o.node_id = i;
-      o.config = config;
-      o.checkpoint_dir = dir + "/ckpt/node-" + std::to_string(i);
-      o.resume = resume;
-      o.metrics_path = dir + "/metrics-" + std::to_string(i) + ".jsonl";
-      o.dump_params_dir = dir + "/params";
-      auto backend = sgd::make_backend(sgd::Device::kCpu, 1);
-      REQUIRE(backend.is_ok());
-      out.results[i] = run_node(o, topo, problem, **backend, hub.node(i), stop);
-      hub.fail_node(i);
-    });
-  }
-  for (auto& t : threads) t.join();
   for (int i = 0; i < n; ++i) {
     if (std::find(dead.begin(), dead.end(), i) != dead.end()) continue;
     out.lines[i] = read_lines(dir + "/metrics-" + std::to_string(i) + ".jsonl");

@@ -17,6 +17,7 @@
 #include "daemon/exit_codes.h"
 #include "sim/simulator.h"
 
+#include "tests/daemon/local_cluster.h"
 #include "tests/test_util.h"
 
 namespace gossip::daemon {
@@ -51,33 +52,12 @@ topology::Topology make_topology(topology::GeneratorKind kind, int n) {
   return *t;
 }
 
-// Runs every node as a thread; a node that returns drops out of the hub like an exiting process.
+// Every node as a thread over a fresh in-process hub (local_cluster.h).
 std::vector<NodeResult> run_cluster(const topology::Topology& topo, const sgd::Problem& problem,
                                     const TrainConfig& config, const std::string& dir,
                                     bool resume = false, std::vector<int> dead = {}) {
-  const int n = topo.num_nodes();
-  LocalExchangeHub hub(n);
-  for (int i : dead) hub.fail_node(i);
-  std::vector<NodeResult> results(n);
-  std::vector<std::thread> threads;
-  std::atomic<bool> stop{false};
-  for (int i = 0; i < n; ++i) {
-    if (std::find(dead.begin(), dead.end(), i) != dead.end()) continue;
-    threads.emplace_back([&, i] {
-      NodeOptions o;
-      o.node_id = i;
-      o.config = config;
-      o.checkpoint_dir = dir + "/ckpt/node-" + std::to_string(i);
-      o.resume = resume;
-      o.dump_params_dir = dir + "/params";
-      auto backend = sgd::make_backend(sgd::Device::kCpu, 1);
-      REQUIRE(backend.is_ok());
-      results[i] = run_node(o, topo, problem, **backend, hub.node(i), stop);
-      hub.fail_node(i);
-    });
-  }
-  for (auto& t : threads) t.join();
-  return results;
+  LocalExchangeHub hub(topo.num_nodes());
+  return testing::run_local_cluster(topo, problem, config, dir, hub, dead, resume);
 }
 
 

@@ -1,0 +1,52 @@
+// n gossip-sgd nodes as threads of one test process over a LocalExchangeHub (header-only; shared
+// by the tests of the D-PSGD loop in tests/daemon).
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/exchange.h"
+#include "daemon/node.h"
+#include "sgd/backend.h"
+
+namespace gossip::testing {
+
+// Runs every node of `topo` except `dead` (failed in the hub, never started) as a thread; a node
+// that returns drops out of the hub like an exiting process. Node i checkpoints to
+// <dir>/ckpt/node-<i>, writes metrics to <dir>/metrics-<i>.jsonl and its final parameters to
+// <dir>/params/node_<i>.f32.
+inline std::vector<daemon::NodeResult> run_local_cluster(
+    const topology::Topology& topo, const sgd::Problem& problem, const daemon::TrainConfig& config,
+    const std::string& dir, daemon::LocalExchangeHub& hub, const std::vector<int>& dead,
+    bool resume) {
+  const int n = topo.num_nodes();
+  std::vector<daemon::NodeResult> results(n);
+  std::vector<std::thread> threads;
+  std::atomic<bool> stop{false};
+  for (int i : dead) hub.fail_node(i);
+  for (int i = 0; i < n; ++i) {
+    if (std::find(dead.begin(), dead.end(), i) != dead.end()) continue;
+    threads.emplace_back([&, i] {
+      daemon::NodeOptions o;
+      o.node_id = i;
+      o.config = config;
+      o.checkpoint_dir = dir + "/ckpt/node-" + std::to_string(i);
+      o.resume = resume;
+      o.metrics_path = dir + "/metrics-" + std::to_string(i) + ".jsonl";
+      o.dump_params_dir = dir + "/params";
+      auto backend = sgd::make_backend(sgd::Device::kCpu, 1);
+      REQUIRE(backend.is_ok());
+      results[i] = daemon::run_node(o, topo, problem, **backend, hub.node(i), stop);
+      hub.fail_node(i);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+}  // namespace gossip::testing
