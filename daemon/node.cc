@@ -18,6 +18,8 @@
 #include <set>
 #include <span>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -699,29 +701,28 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
   if (Status s = save(result.iterations_done, sampler.state()); !s.is_ok()) {
     return fail(kExitError, s.with_context("final checkpoint"));
   }
-  if (!options.dump_params_dir.empty() || !cfg.final_params_path().empty()) {
+  // Final parameters as raw little-endian float32: --dump-params DIR (DIR/node_<id>.f32) and the
+  // config's final_params_path ("{node}" replaced by this node's id); parent directories created.
+  std::vector<std::pair<std::string, const char*>> outputs;  // path, what asked for it
+  if (!options.dump_params_dir.empty()) {
+    outputs.emplace_back(options.dump_params_dir + "/node_" + std::to_string(self) + ".f32", "--dump-params");
+  }
+  if (!cfg.final_params_path().empty()) {
+    std::string path = cfg.final_params_path();
+    for (std::size_t at; (at = path.find("{node}")) != std::string::npos;) path.replace(at, 6, std::to_string(self));
+    outputs.emplace_back(std::move(path), "final_params_path");
+  }
+  if (!outputs.empty()) {
     std::vector<float> host(d);
     backend.copy_to_host(host.data(), x.data(), d);
     const std::string_view bytes(reinterpret_cast<const char*>(host.data()), d * sizeof(float));
-    if (!options.dump_params_dir.empty()) {
-      Status s = env.create_dirs(options.dump_params_dir);
-      if (s.is_ok()) {
-        s = env.write_file_atomic(options.dump_params_dir + "/node_" + std::to_string(self) + ".f32", bytes);
-      }
-      if (!s.is_ok()) return fail(kExitError, s.with_context("--dump-params"));
-    }
-    if (!cfg.final_params_path().empty()) {
-      // final_params_path: raw little-endian float32, "{node}" replaced by this node's id.
-      std::string path = cfg.final_params_path();
-      for (std::size_t at; (at = path.find("{node}")) != std::string::npos;) {
-        path.replace(at, 6, std::to_string(self));
-      }
+    for (const auto& [path, what] : outputs) {
       Status s = Status::ok();
       if (const std::size_t slash = path.rfind('/'); slash != std::string::npos && slash > 0) {
         s = env.create_dirs(path.substr(0, slash));
       }
       if (s.is_ok()) s = env.write_file_atomic(path, bytes);
-      if (!s.is_ok()) return fail(kExitError, s.with_context("final_params_path"));
+      if (!s.is_ok()) return fail(kExitError, s.with_context(what));
     }
   }
   result.exit_code = kExitOk;
