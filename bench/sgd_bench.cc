@@ -74,8 +74,11 @@ double cpu_step_samples_per_s(const ModelSpec& spec, int batch_size, int threads
 // PyTorch's figure, or a negative number when the reference could not run.
 // `heap_tuned`: run PyTorch with the glibc heap settings the cpu backend applies to itself
 // (mallopt in cpu_backend.cc), through GLIBC_TUNABLES, so that the comparison isolates the compute.
+// `python`: the interpreter that holds PyTorch; `device`: "cpu" or "cuda".
 double torch_samples_per_s(const std::string& script, int threads, const ModelSpec& spec,
-                           int batch_size, double seconds, bool heap_tuned) {
+                           int batch_size, double seconds, bool heap_tuned,
+                           const std::string& python = "/usr/bin/python3",
+                           const std::string& device = "cpu") {
   std::string sizes;
   for (int s : spec.layer_sizes()) {
     if (!sizes.empty()) sizes += ',';
@@ -92,7 +95,7 @@ double torch_samples_per_s(const std::string& script, int threads, const ModelSp
   const std::string cmd = "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=" +
                           std::to_string(threads) + " OMP_NUM_THREADS=" + std::to_string(threads) +
                           " " + tunables +
-                          "/usr/bin/python3 " + script +
+                          python + " " + script + " --device " + device +
                           " --threads " + std::to_string(threads) + " --sizes " + sizes +
                           " --batch " + std::to_string(batch_size) + " --seconds " +
                           std::to_string(seconds) + " 2>&1";
@@ -105,7 +108,8 @@ double torch_samples_per_s(const std::string& script, int threads, const ModelSp
     if (std::sscanf(line, "samples_per_s %lf threads %d blas_threads %d", &rate, &torch_threads,
                     &blas_threads) < 1) {
       std::fputs(line, stderr);
-    } else if (torch_threads != threads || (blas_threads != -1 && blas_threads != threads)) {
+    } else if (device == "cpu" &&
+               (torch_threads != threads || (blas_threads != -1 && blas_threads != threads))) {
       std::fprintf(stderr, "warning: the reference ran with %d torch and %d BLAS threads, not %d\n",
                    torch_threads, blas_threads, threads);
     }
@@ -175,6 +179,9 @@ int main(int argc, char** argv) {
   app.add_option("--reference", script, "the PyTorch reference script");
   app.add_flag("--no-reference", no_reference, "skip PyTorch");
   app.add_flag("--skip-mix", skip_mix, "skip the mixing figures");
+  std::string gpu_python = "python3";
+  app.add_option("--gpu-torch-python", gpu_python,
+                 "the python that holds a CUDA build of PyTorch, for the GPU reference");
   CLI11_PARSE(app, argc, argv);
 
   auto cpu = make_backend(Device::kCpu, threads.back());
@@ -187,6 +194,17 @@ int main(int argc, char** argv) {
 #if GOSSIP_SGD_CUDA
   if (cuda_device_count() > 0) {
     cuda::print_gpu_bench(seconds);
+    if (!no_reference) {
+      // The same wide MLP step in PyTorch on the same device (its batch already on the device;
+      // ours is uploaded from host memory every step, as in training).
+      const ModelSpec wide{ModelKind::kMlp, 784, {4096, 4096}, 10, 0.0f};
+      const double ref = torch_samples_per_s(script, 1, wide, 1024, seconds, false, gpu_python, "cuda");
+      if (ref > 0) {
+        std::printf("pytorch, same step on the same GPU:  %.0f samples/s\n", ref);
+      } else {
+        std::printf("pytorch on the GPU: the reference did not run (%s)\n", gpu_python.c_str());
+      }
+    }
   } else {
     std::printf("\n== gpu: no CUDA device here; GPU figures skipped\n");
   }

@@ -1,0 +1,190 @@
+// Helpers of the gossipd process tests (gossipd_test.cc, gossipd_gpu_test.cc): built executables,
+// free loopback ports, topology and training files, a launch of n gossipd processes compared with
+// gossip-sim's D-PSGD on the same files.
+#pragma once
+
+#include <doctest/doctest.h>
+#include <netinet/in.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "daemon/exit_codes.h"
+#include "tests/test_util.h"
+
+extern char** environ;
+
+namespace gossip::daemon::harness {
+
+using gossip::testing::read_f32;
+using gossip::testing::TempDir;
+namespace fs = std::filesystem;
+
+// Built executables: under GOSSIP_BINARY_DIR, or else relative to this test binary
+// (<build>/tests/daemon/daemon_integration_tests).
+inline std::string bin(const std::string& rel) {
+  if (const char* dir = std::getenv("GOSSIP_BINARY_DIR"); dir != nullptr && *dir != '\0') {
+    return std::string(dir) + "/" + rel;
+  }
+  return (fs::canonical("/proc/self/exe").parent_path().parent_path().parent_path() / rel).string();
+}
+
+inline bool port_free(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// A base port with n free consecutive ports (spread by pid so parallel tests rarely collide).
+inline int free_base_port(int n) {
+  static int next = 20000 + (::getpid() * 37) % 30000;
+  for (int tries = 0; tries < 200; ++tries) {
+    int base = next;
+    next += n + 3;
+    if (next > 60000) next = 20000;
+    bool ok = true;
+    for (int i = 0; i < n && ok; ++i) ok = port_free(base + i);
+    if (ok) return base;
+  }
+  FAIL("no free ports");
+  return 0;
+}
+
+inline std::string write_topology(const std::string& dir, const std::string& kind, int n) {
+  std::string path = dir + "/" + kind + std::to_string(n) + ".pbtxt";
+  std::ofstream(path) << "name: \"" << kind << n << "\"\ngenerator { kind: " << kind
+                      << " nodes: " << n << " host: \"127.0.0.1\" base_port: " << free_base_port(n)
+                      << " }\n";
+  return path;
+}
+
+// The training config of these tests and the matching gossip-sim flags.
+struct Job {
+  int iterations = 60;
+  int deadline_ms = 20000;  // generous: a loaded CI machine must not turn into a fail-stop
+  std::string config_text() const {
+    return "seed: 21\n"
+           "model { kind: MLP hidden: 16 }\n"
+           "data { dataset: SYNTHETIC_LOGISTIC num_examples: 1024 dim: 10 test_examples: 256 noise: 3 }\n"
+           "batch_size: 8\n"
+           "optimizer { kind: MOMENTUM lr: 0.05 momentum: 0.9 weight_decay: 0.0001 }\n"
+           "iterations: " + std::to_string(iterations) + "\n"
+           "eval_every: 20\nmetrics_every: 10\n"
+           "checkpoint { every: 50 keep: 3 }\n"
+           "timeouts { connect_ms: 20000 deadline_ms: " + std::to_string(deadline_ms) +
+           " heartbeat_ms: 300 }\n";
+  }
+  std::string sim_flags(int n, int iterations_override = 0) const {
+    return "--problem logistic --model mlp --data logistic --hidden 16 --train-examples 1024 "
+           "--dim 10 --test-examples 256 --noise 3 --shard iid --nodes " + std::to_string(n) +
+           " --lr 0.05 --momentum 0.9 --weight-decay 0.0001 --lr-schedule constant --batch 8 "
+           "--iterations " + std::to_string(iterations_override ? iterations_override : iterations) +
+           " --eval-every 1000000 --seed 21 --quiet";
+  }
+};
+
+inline int run_shell(const std::string& cmd) {
+  int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+inline pid_t spawn_shell(const std::string& cmd) {
+  pid_t pid = -1;
+  const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
+  REQUIRE(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) == 0);
+  return pid;
+}
+
+inline int wait_exit(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Max |daemon − sim| over every node and coordinate.
+inline double compare_with_sim(const std::string& final_dir, const std::string& sim_dir, int n) {
+  double max_diff = 0;
+  for (int i = 0; i < n; ++i) {
+    std::string name = "/node_" + std::to_string(i) + ".f32";
+    std::vector<float> a = read_f32(final_dir + name), b = read_f32(sim_dir + name);
+    REQUIRE(a.size() == b.size());
+    REQUIRE(!a.empty());
+    for (std::size_t k = 0; k < a.size(); ++k) {
+      REQUIRE(std::isfinite(a[k]));
+      max_diff = std::max(max_diff, static_cast<double>(std::fabs(a[k] - b[k])));
+    }
+  }
+  return max_diff;
+}
+
+// `extra`: more gossipd flags (e.g. "--set device=CUDA"); `tol`: the allowed max |gossipd − sim|.
+inline void exactness(const std::string& kind, int n, bool tls, const std::string& extra = "",
+                      double tol = 1e-5) {
+  TempDir dir;
+  Job job;
+  std::string cfg = dir.path + "/train.pbtxt";
+  std::ofstream(cfg) << job.config_text();
+  std::string work = dir.path + "/run";
+  std::string topo;
+  int rc = -1;
+  // Ports are probed free, but another test may take one before the nodes bind it: then (and
+  // only then) the launch is repeated on other ports.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    topo = write_topology(dir.path, kind, n);
+    std::string cmd = "cd " + dir.path + " && timeout 120 " + bin("daemon/gossipd") + " launch " +
+                      topo + " --config " + cfg + " --workdir " + work + " --set checkpoint.dir=" +
+                      dir.path + "/ckpt --set final_params_path=" + dir.path +
+                      "/fp/x-{node}.bin" + (tls ? "" : " --insecure") + " " + extra + " > " + dir.path +
+                      "/launch.out 2>&1";
+    rc = run_shell(cmd);
+    bool port_taken = false;
+    for (int i = 0; i < n; ++i) {
+      port_taken |= read_text(work + "/node-" + std::to_string(i) + "/log.txt").find("in use") !=
+                    std::string::npos;
+    }
+    if (rc == kExitOk || !port_taken) break;
+    fs::remove_all(work);
+    fs::remove_all(dir.path + "/ckpt");
+  }
+  INFO(read_text(dir.path + "/launch.out"));
+  REQUIRE(rc == kExitOk);
+  if (tls) CHECK(read_text(dir.path + "/launch.out").find("TLS 1.3") != std::string::npos);
+  REQUIRE(run_shell(bin("sim/gossip-sim") + " run --algorithm dpsgd --topology " + topo + " " +
+                    job.sim_flags(n) + " --dump-params " + dir.path + "/sim > " + dir.path +
+                    "/sim.out 2>&1") == 0);
+  double diff = compare_with_sim(work + "/final", dir.path + "/sim", n);
+  MESSAGE(kind << " n=" << n << ": max |gossipd - gossip-sim| = " << diff);
+  CHECK(diff <= tol);
+  // The parameters moved away from x_0 and differ between nodes (so equality is not vacuous).
+  CHECK(read_f32(work + "/final/node_0.f32") != read_f32(work + "/final/node_1.f32"));
+  // final_params_path ({node} -> id, directory created) holds the same final parameters.
+  for (int i = 0; i < n; ++i) {
+    CHECK(read_f32(dir.path + "/fp/x-" + std::to_string(i) + ".bin") ==
+          read_f32(work + "/final/node_" + std::to_string(i) + ".f32"));
+  }
+}
+
+}  // namespace gossip::daemon::harness
