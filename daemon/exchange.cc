@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <thread>
 
 #include "common/check.h"
 #include "net/transport.h"
@@ -108,8 +109,9 @@ constexpr auto kPollSlice = std::chrono::milliseconds(50);
 
 class TransportPending : public PendingExchange {
  public:
-  TransportPending(std::shared_ptr<net::Exchange> exchange, std::span<const Inbox> from)
-      : exchange_(std::move(exchange)) {
+  TransportPending(std::shared_ptr<net::Exchange> exchange, std::span<const Inbox> from,
+                   const net::Transport& transport)
+      : exchange_(std::move(exchange)), transport_(transport) {
     for (const Inbox& in : from) remaining_[in.peer] = in.buffer.size();
   }
 
@@ -122,6 +124,15 @@ class TransportPending : public PendingExchange {
     int extensions = 0;
     while (open > 0) {
       SteadyTime now = std::chrono::steady_clock::now();
+      if (only_past_peers_open()) {
+        // Their data will never come: stop waiting once our own sends are through.
+        while (!exchange_->sends_done() && std::chrono::steady_clock::now() < deadline &&
+               !(interrupted && interrupted())) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        aborted = true;
+        break;
+      }
       if (now >= deadline) {
         bool extend = false;
         if (still_coming && extensions < kMaxExtensions) {
@@ -150,12 +161,34 @@ class TransportPending : public PendingExchange {
     }
     net::ExchangeResult result = exchange_->wait(aborted ? std::chrono::steady_clock::now() : deadline);
     std::vector<NeighbourFailure> failures;
-    for (net::PeerFailure& f : result.failures) failures.push_back({f.peer, std::move(f.status)});
+    for (net::PeerFailure& f : result.failures) {
+      const auto at = transport_.peer_iteration(f.peer);
+      if (at && *at > exchange_->iteration() && f.status.code() == StatusCode::kDeadlineExceeded) {
+        f.status = unavailable("node " + std::to_string(f.peer) + " went on to iteration " +
+                               std::to_string(*at) + " without sending its iteration-" +
+                               std::to_string(exchange_->iteration()) + " parameters to us");
+      }
+      failures.push_back({f.peer, std::move(f.status)});
+    }
     return failures;
   }
 
  private:
+  // Whether every receive still open is from a peer that has announced a later iteration than
+  // this exchange's: frames on a link arrive in order, so its data for this iteration never will.
+  bool only_past_peers_open() const {
+    bool any = false;
+    for (const auto& [peer, left] : remaining_) {
+      if (left == 0) continue;
+      const auto at = transport_.peer_iteration(peer);
+      if (!at || *at <= exchange_->iteration()) return false;
+      any = true;
+    }
+    return any;
+  }
+
   std::shared_ptr<net::Exchange> exchange_;
+  const net::Transport& transport_;
   std::map<int, std::size_t> remaining_;  // floats still to arrive, per peer
 };
 
@@ -187,7 +220,7 @@ class TransportExchange : public ParameterExchange {
                                        SteadyTime deadline,
                                        const std::function<bool()>& interrupted) override {
     return mailbox_->wait_verdicts(
-        iteration, peers, deadline, [this](int peer) { return !link_up(peer); },
+        iteration, peers, deadline, [this, iteration](int peer) { return gone_past(peer, iteration); },
         [this, iteration](int peer) {
           std::optional<std::uint64_t> at = peer_iteration(peer);
           return at && *at <= iteration;
@@ -195,6 +228,12 @@ class TransportExchange : public ParameterExchange {
         interrupted);
   }
   std::vector<Admission> take_admissions() override { return mailbox_->take_admissions(); }
+  // No verdict for `iteration` will come from `peer`: its link is down, or it announced a later
+  // iteration (frames arrive in order, and a verdict is sent before the next iteration starts).
+  bool gone_past(int peer, std::uint64_t iteration) const {
+    const auto at = transport_.peer_iteration(peer);
+    return !at || *at > iteration;
+  }
   bool link_up(int peer) const override { return transport_.peer_iteration(peer).has_value(); }
   std::optional<std::uint64_t> peer_iteration(int peer) const override {
     return transport_.peer_iteration(peer);
@@ -215,7 +254,8 @@ class TransportExchange : public ParameterExchange {
     std::vector<net::RecvSpec> recvs;
     recvs.reserve(from.size());
     for (const Inbox& in : from) recvs.push_back({in.peer, in.buffer});
-    return std::make_unique<TransportPending>(transport_.exchange(iteration, x, to, recvs), from);
+    return std::make_unique<TransportPending>(transport_.exchange(iteration, x, to, recvs), from,
+                                              transport_);
   }
   bool wait_connected(std::span<const int> peers, SteadyTime deadline) override {
     return transport_.wait_connected(peers, deadline);
@@ -272,6 +312,14 @@ class LocalExchangeHub::NodeExchange : public ParameterExchange {
           } else if (hub.failed_[from_[k].peer]) {
             failures.push_back({from_[k].peer, unavailable("node " + std::to_string(from_[k].peer) +
                                                            " is gone")});
+            done[k] = true;
+          } else if (hub.nodes_[from_[k].peer]->iteration_.load() > iteration_) {
+            // It went on without sending to us (a send is filed before the sender moves on).
+            failures.push_back({from_[k].peer, unavailable("node " + std::to_string(from_[k].peer) +
+                                                           " went on to a later iteration without "
+                                                           "sending its iteration-" +
+                                                           std::to_string(iteration_) +
+                                                           " parameters to us")});
             done[k] = true;
           } else {
             ++open;
@@ -364,7 +412,11 @@ class LocalExchangeHub::NodeExchange : public ParameterExchange {
                                        SteadyTime deadline,
                                        const std::function<bool()>& interrupted) override {
     return mailbox_.wait_verdicts(
-        iteration, peers, deadline, [this](int peer) { return !link_up(peer); },
+        iteration, peers, deadline,
+        [this, iteration](int peer) {
+          const auto at = peer_iteration(peer);
+          return !at || *at > iteration;
+        },
         [this, iteration](int peer) {
           std::optional<std::uint64_t> at = peer_iteration(peer);
           return at && *at <= iteration;

@@ -368,25 +368,74 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
   const std::vector<int> everyone = all_neighbours(topology, self);
   auto is_neighbour = [&](int j) { return std::binary_search(everyone.begin(), everyone.end(), j); };
 
-  // Re-admission (node.h): neighbour -> first iteration the edge is used again (agreed), and our
-  // outstanding proposals (t_a, when sent). Both ends take the larger t_a when proposals cross.
+  // Re-admission (docs/daemon.md "Fault tolerance", 7 and 8). admit_at: neighbour -> the agreed
+  // first iteration of the edge again; proposed: our open proposal to a neighbour. A proposal's
+  // t_a lies margin · 2^misses past the newest iteration we know of the neighbour, so a neighbour
+  // that runs ahead of what we hear of it is caught after a few rounds. An answer that comes too
+  // late, and a proposal that was not answered in time, are withdrawn (an Accept{t_a, false}
+  // from the proposer), so the other end does not wait at t_a for us; if the withdrawal arrives
+  // after it started t_a, it stops waiting as soon as it hears that we are past t_a.
   const std::uint64_t margin = std::max<std::uint32_t>(cfg.fault().admit_margin(), 1);
+  struct Proposal {
+    std::uint64_t t_a = 0;
+    std::chrono::steady_clock::time_point sent;
+  };
   std::map<int, std::uint64_t> admit_at;
-  std::map<int, std::pair<std::uint64_t, std::chrono::steady_clock::time_point>> proposed;
-  auto agree = [&](int j, std::uint64_t t_a) { admit_at[j] = t_a; };
-  // An Admit from j while we are at iteration `now_at`. Crossing proposals: the lower id's wins
-  // (the higher id abandons its own and accepts; the lower id refuses the other).
+  std::map<int, Proposal> proposed;
+  std::map<int, std::uint64_t> reported;  // the newest iteration a neighbour told us in an answer
+  std::map<int, int> misses;              // failed proposals to a neighbour since its last admission
+  std::uint64_t floor_t = 0;              // no agreement below it (a rejoin's t_a)
+  auto send_admit = [&](int j, std::uint64_t t_a, std::uint64_t now_at) {
+    proposed[j] = {t_a, std::chrono::steady_clock::now()};
+    exchange.send_admission(j, {Admission::kAdmit, self, t_a, false, now_at});
+  };
+  auto withdraw = [&](int j, std::uint64_t t_a, std::uint64_t now_at) {
+    exchange.send_admission(j, {Admission::kAccept, self, t_a, false, now_at});
+  };
+  auto next_t_a = [&](int j, std::uint64_t t) {
+    const std::uint64_t base =
+        std::max({t, floor_t, exchange.peer_iteration(j).value_or(0), reported[j]});
+    return base + (margin << std::min(misses[j], 10));
+  };
+  // An Admit from j while we are at iteration `now_at`. Crossing proposals: the same t_a is
+  // agreed by both; otherwise the lower id's wins (the higher id abandons its own and accepts,
+  // the lower id refuses the other).
   auto on_admit = [&](const Admission& a, std::uint64_t now_at) {
-    bool ok = a.iteration >= now_at;  // we have not started t_a yet
-    if (proposed.count(a.peer)) {
-      if (self < a.peer) {
+    bool ok = a.iteration >= std::max(now_at, floor_t);  // we have not started t_a yet
+    if (auto p = proposed.find(a.peer); p != proposed.end()) {
+      if (p->second.t_a == a.iteration) {
+        proposed.erase(p);
+      } else if (self < a.peer) {
         ok = false;
       } else {
-        proposed.erase(a.peer);
+        withdraw(a.peer, p->second.t_a, now_at);
+        proposed.erase(p);
       }
     }
-    if (ok) agree(a.peer, a.iteration);
-    exchange.send_admission(a.peer, {Admission::kAccept, self, a.iteration, ok, now_at});
+    if (ok) admit_at[a.peer] = a.iteration;
+    exchange.send_admission(a.peer, {Admission::kAccept, self, a.iteration, ok, std::max(now_at, floor_t)});
+  };
+  // An Accept from j while we are at `now_at`: the answer to our proposal, or a withdrawal.
+  auto on_accept = [&](const Admission& a, std::uint64_t now_at) {
+    reported[a.peer] = std::max(reported[a.peer], a.current);
+    auto p = proposed.find(a.peer);
+    if (p == proposed.end() || p->second.t_a != a.iteration) {
+      auto e = admit_at.find(a.peer);
+      const bool ours = e != admit_at.end() && e->second == a.iteration;
+      if (!a.accepted && ours) {
+        admit_at.erase(e);  // the proposer withdrew it
+      } else if (a.accepted && !ours) {
+        withdraw(a.peer, a.iteration, now_at);  // a late yes to a proposal we gave up
+      }
+      return;
+    }
+    proposed.erase(p);
+    if (a.accepted && a.iteration >= std::max(now_at, floor_t)) {
+      admit_at[a.peer] = a.iteration;
+      return;
+    }
+    ++misses[a.peer];
+    if (a.accepted) withdraw(a.peer, a.iteration, now_at);  // too late: we started t_a without it
   };
   auto handle_admissions = [&](std::uint64_t t) {
     for (const Admission& a : exchange.take_admissions()) {
@@ -394,10 +443,7 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
       if (a.kind == Admission::kAdmit) {
         on_admit(a, t);
       } else {
-        auto p = proposed.find(a.peer);
-        if (p == proposed.end() || p->second.first != a.iteration) continue;  // stale answer
-        proposed.erase(p);
-        if (a.accepted && a.iteration >= t) agree(a.peer, a.iteration);
+        on_accept(a, t);
       }
     }
     for (auto e = admit_at.begin(); e != admit_at.end();) {
@@ -408,53 +454,78 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
       const int j = e->first;
       if (e->second == t && dropped.count(j)) {
         dropped.erase(j);
+        misses.erase(j);
         exchange.skip_before(j, t);  // nothing it sent before the gap may fill a receive
         GOSSIP_LOG(kInfo) << "edge to node " << j << " re-admitted from iteration " << t;
         metrics.event(t, "edge_admitted", "node " + std::to_string(j) + " from iteration " + std::to_string(t), j);
       }
       e = admit_at.erase(e);
     }
-    // The lower id proposes (again when unanswered for a deadline, or once its t_a passed).
+    // The lower id proposes; again (withdrawing the old one) when unanswered for a deadline or
+    // once its t_a came.
     const auto now = std::chrono::steady_clock::now();
     for (int j : everyone) {
       if (j < self || !dropped.count(j) || admit_at.count(j) || !exchange.link_up(j)) continue;
-      auto p = proposed.find(j);
-      if (p != proposed.end() && p->second.first > t && now - p->second.second < deadline) continue;
-      const std::uint64_t t_a = std::max(t, exchange.peer_iteration(j).value_or(0)) + margin;
-      proposed[j] = {t_a, now};
-      exchange.send_admission(j, {Admission::kAdmit, self, t_a, false, t});
+      if (auto p = proposed.find(j); p != proposed.end()) {
+        if (p->second.t_a > t && now - p->second.sent < deadline) continue;
+        withdraw(j, p->second.t_a, t);
+        ++misses[j];
+      }
+      send_admit(j, next_t_a(j, t), t);
     }
   };
 
   // A restarted node (resumed from a checkpoint while its neighbours are ahead) proposes a common
   // t_a to every neighbour, jumps to it, and at t_a takes the average of the x_j^{t_a} of those
-  // that accepted before sending its own.
+  // that accepted before sending its own. When none accepted (all were past t_a already), it
+  // withdraws and tries again further ahead (a few rounds).
   std::optional<std::uint64_t> rejoin_at;
   if (carry_on && start > 0 && (options.resume || options.resume_at) && start < total) {
     std::uint64_t ahead = 0;
     for (int j : everyone) ahead = std::max(ahead, exchange.peer_iteration(j).value_or(0));
     if (ahead > start) {
-      const std::uint64_t t_a = ahead + margin;
-      const auto now = std::chrono::steady_clock::now();
-      for (int j : everyone) {
-        dropped.insert(j);
-        if (!exchange.link_up(j)) continue;
-        proposed[j] = {t_a, now};
-        exchange.send_admission(j, {Admission::kAdmit, self, t_a, false, start});
-      }
-      // Answers (and crossing proposals) arrive within the deadline.
-      const auto until = now + deadline;
-      while (!proposed.empty() && std::chrono::steady_clock::now() < until && !interrupted()) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-        for (const Admission& a : exchange.take_admissions()) {
-          if (!is_neighbour(a.peer)) continue;
-          if (a.kind == Admission::kAdmit) {
-            on_admit(a, start);
-          } else if (auto p = proposed.find(a.peer); p != proposed.end() && p->second.first == a.iteration) {
-            proposed.erase(p);
-            if (a.accepted) agree(a.peer, a.iteration);
+      std::uint64_t t_a = ahead + margin;
+      for (int j : everyone) dropped.insert(j);
+      for (int round = 0; round < 5 && !interrupted(); ++round) {
+        floor_t = t_a;
+        for (int j : everyone) {
+          if (exchange.link_up(j)) send_admit(j, t_a, start);
+        }
+        // Answers (and crossing proposals) arrive within the deadline.
+        const auto until = std::chrono::steady_clock::now() + deadline;
+        while (!proposed.empty() && std::chrono::steady_clock::now() < until && !interrupted()) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          for (const Admission& a : exchange.take_admissions()) {
+            if (!is_neighbour(a.peer)) continue;
+            if (a.kind == Admission::kAdmit) {
+              on_admit(a, start);
+            } else {
+              on_accept(a, start);
+            }
           }
         }
+        if (std::any_of(admit_at.begin(), admit_at.end(),
+                        [&](const auto& e) { return e.second == t_a; })) {
+          break;
+        }
+        // Nobody accepted: our view of the neighbours was stale. Withdraw and go further ahead.
+        std::uint64_t newest = t_a;
+        for (int j : everyone) {
+          newest = std::max({newest, reported[j], exchange.peer_iteration(j).value_or(0)});
+          if (auto p = proposed.find(j); p != proposed.end()) withdraw(j, p->second.t_a, start);
+        }
+        proposed.clear();
+        t_a = newest + (margin << (round + 1));
+      }
+      // An agreement below t_a (a lower id's proposal in an earlier round) would never be used:
+      // cancel it at both ends (an Accept{t, false} for an agreed t cancels it).
+      for (auto e = admit_at.begin(); e != admit_at.end();) {
+        if (e->second >= t_a) {
+          ++e;
+          continue;
+        }
+        withdraw(e->first, e->second, start);
+        e = admit_at.erase(e);
       }
       GOSSIP_LOG(kInfo) << "rejoining: checkpoint at iteration " << start << ", neighbours at up to "
                         << ahead << "; jumping to iteration " << t_a << " (" << admit_at.size()

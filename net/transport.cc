@@ -212,8 +212,12 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   friend class Transport;
   using Frame = std::pair<std::shared_ptr<const std::string>, asio::const_buffer>;
   std::uint32_t chunk_count(std::uint64_t num_bytes) const;
-  Frame make_frame(std::uint64_t iteration, std::span<const float> data,
-                   std::uint32_t index) const;
+  // The Params frame of chunk `index`; with `checksum` false the CRC32C is omitted (TLS only).
+  Frame make_frame(std::uint64_t iteration, std::span<const float> data, std::uint32_t index,
+                   bool checksum) const;
+  // Whether Params to these peers must carry a CRC32C: on plaintext links always; on TLS links
+  // unless every one of them is connected and announced payload_crc_optional. Caller holds mu_.
+  bool checksums_needed(std::span<const int> to) const;
   void post_frame(const std::shared_ptr<SendOp>& op, const Frame& frame);
   void post_recv(const std::shared_ptr<RecvSlot>& slot);
   void abandon(const std::shared_ptr<ExchangeState>& state);
@@ -266,6 +270,7 @@ class Session : public std::enable_shared_from_this<Session> {
       : t_(t), dialer_(dialer), peer_(expected_peer) {
     if (t_.ssl() != nullptr) {
       tls_ = std::make_unique<SslStream>(t_.io(), *t_.ssl());
+      keep_record_buffers(*tls_);
     } else {
       plain_ = std::make_unique<tcp::socket>(t_.io());
     }
@@ -678,6 +683,12 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void dispatch_params() {
+    if (params_.crc32c_omitted() && !tls_) {
+      bad_frame(corruption("Params without a payload checksum on a plaintext link (chunk " +
+                           std::to_string(params_.chunk_index()) + " of iteration " +
+                           std::to_string(params_.iteration()) + ")"));
+      return;
+    }
     Peer& p = t_.peer(peer_);
     Transport::Impl::Target target = t_.classify(p, params_);
     switch (target.kind) {
@@ -699,29 +710,71 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   // The payload is read in pieces of at most kPayloadPiece bytes and each piece is checksummed
-  // right after it lands, while it is still in cache: a second pass over a multi-MiB chunk from
+  // (unless the sender omitted the checksum on this TLS link) right after it lands, while it is still in cache: a second pass over a multi-MiB chunk from
   // memory would cost about as much as the copy out of the socket.
   static constexpr std::size_t kPayloadPiece = 512 * 1024;
   void read_payload_piece() {
     auto* dst = reinterpret_cast<std::uint8_t*>(target_->buffer.data()) + params_.byte_offset() +
                 payload_done_;
     const std::size_t n = std::min<std::uint64_t>(header_.payload_len - payload_done_, kPayloadPiece);
+    if (tls_) {
+      read_tls_piece(dst, n, 0);
+      return;
+    }
     with_stream([&](auto& s) {
       asio::async_read(s, asio::buffer(dst, n), TransferRest{n},
                        [self = shared_from_this(), dst, n](const asio::error_code& ec,
                                                            std::size_t) {
-                         if (!ec && self->phase_ != Phase::kClosed && !self->target_->resolved) {
-                           self->payload_crc_ = crc32c(dst, n, self->payload_crc_);
-                           self->payload_done_ += n;
-                           if (self->payload_done_ < self->header_.payload_len) {
-                             self->last_rx_ms_ = now_ms();
-                             self->read_payload_piece();
-                             return;
-                           }
+                         if (ec) {
+                           self->on_payload(ec);
+                         } else {
+                           self->payload_piece_done(dst, n);
                          }
-                         self->on_payload(ec);
                        });
     });
+  }
+
+  // TLS: decrypts every record already received with synchronous, non-blocking read_some calls
+  // (one SSL_read each, no trip through the io_context), and waits for more with one
+  // async_read_some when there is none. `got` bytes of the piece [dst, dst + n) are in.
+  void read_tls_piece(std::uint8_t* dst, std::size_t n, std::size_t got) {
+    asio::error_code ec;
+    while (got < n) {
+      got += tls_->read_some(asio::buffer(dst + got, n - got), ec);
+      if (ec) break;
+    }
+    if (got == n) {
+      payload_piece_done(dst, n);
+      return;
+    }
+    if (ec != asio::error::would_block) {
+      on_payload(ec);
+      return;
+    }
+    tls_->async_read_some(
+        asio::buffer(dst + got, n - got),
+        [self = shared_from_this(), dst, n, got](const asio::error_code& e, std::size_t k) {
+          if (e || self->phase_ == Phase::kClosed || self->target_->resolved) {
+            self->on_payload(e);
+            return;
+          }
+          self->last_rx_ms_ = now_ms();
+          self->read_tls_piece(dst, n, got + k);
+        });
+  }
+
+  // The piece [dst, dst + n) of the payload is in: checksum it, then read the next or finish.
+  void payload_piece_done(std::uint8_t* dst, std::size_t n) {
+    if (phase_ != Phase::kClosed && !target_->resolved) {
+      if (!params_.crc32c_omitted()) payload_crc_ = crc32c(dst, n, payload_crc_);
+      payload_done_ += n;
+      if (payload_done_ < header_.payload_len) {
+        last_rx_ms_ = now_ms();
+        read_payload_piece();
+        return;
+      }
+    }
+    on_payload({});
   }
 
   void discard() {
@@ -750,7 +803,9 @@ class Session : public std::enable_shared_from_this<Session> {
     std::shared_ptr<RecvSlot> slot = std::move(target_);
     slot->reading = false;
     const std::uint64_t len = header_.payload_len;
-    const bool crc_ok = payload_done_ == len && payload_crc_ == params_.crc32c();
+    // Without a checksum (TLS only, see dispatch_params) the AES-GCM tags vouched for each byte.
+    const bool crc_ok = payload_done_ == len &&
+                        (params_.crc32c_omitted() || payload_crc_ == params_.crc32c());
     if (slot->ex) slot->ex->busy(-1);  // after the checksum: it reads the caller's buffer
     if (phase_ == Phase::kClosed) return;
     if (ec) {
@@ -792,6 +847,10 @@ class Session : public std::enable_shared_from_this<Session> {
       f.op->writing++;
       if (f.op->ex) f.op->ex->busy(+1);
     }
+    if (tls_ && f.payload.size() != 0) {
+      write_tls_from(0);
+      return;
+    }
     std::array<asio::const_buffer, 2> bufs{asio::buffer(*f.head), f.payload};
     with_stream([&](auto& s) {
       asio::async_write(s, bufs, TransferRest{asio::buffer_size(bufs)},
@@ -799,6 +858,43 @@ class Session : public std::enable_shared_from_this<Session> {
                           self->on_write(ec);
                         });
     });
+  }
+
+  // TLS, a frame with a payload: encrypts whole records with synchronous write_some calls (one
+  // SSL_write each, no trip through the io_context) while the CoalescingStream below has room
+  // for them, then writes one record asynchronously, which completes once the backlog is back
+  // within bounds (or, for the last record of the frame, once everything is sent), and goes on.
+  // `done` bytes of head + payload are written.
+  static constexpr std::size_t kRecordPlaintext = 16384;  // TLS 1.3 maximum
+  void write_tls_from(std::size_t done) {
+    const OutFrame& f = outq_.front();
+    const std::size_t head = f.head->size();
+    const std::size_t total = head + f.payload.size();
+    // The next record's plaintext: from the header or from the payload, never both.
+    auto piece = [&](std::size_t at) {
+      if (at < head) return asio::buffer(f.head->data() + at, std::min(head - at, kRecordPlaintext));
+      const auto* p = static_cast<const std::uint8_t*>(f.payload.data()) + (at - head);
+      return asio::buffer(p, std::min(total - at, kRecordPlaintext));
+    };
+    asio::error_code ec;
+    while (total - done > kRecordPlaintext &&
+           tls_->next_layer().write_room() >= CoalescingStream::kFullRecord) {
+      done += tls_->write_some(piece(done), ec);
+      if (ec) break;  // sticky: the asynchronous write below reports it
+    }
+    const asio::const_buffer b = piece(done);
+    const bool last = done + b.size() == total;
+    asio::async_write(*tls_, b,
+                      [self = shared_from_this(), next = done + b.size(), last](
+                          const asio::error_code& e, std::size_t) {
+                        if (e || last || self->phase_ == Phase::kClosed) {
+                          self->on_write(e || self->phase_ != Phase::kClosed
+                                             ? e
+                                             : asio::error::operation_aborted);
+                          return;
+                        }
+                        self->write_tls_from(next);
+                      });
   }
 
   void on_write(const asio::error_code& ec) {
@@ -937,7 +1033,18 @@ Status Transport::Impl::init() {
 
 pb::Hello Transport::Impl::local_hello() const {
   std::lock_guard l(mu_);
-  return make_hello(opts_.self, degree_, iteration_);
+  pb::Hello hello = make_hello(opts_.self, degree_, iteration_);
+  if (ssl_) hello.set_payload_crc_optional(true);
+  return hello;
+}
+
+bool Transport::Impl::checksums_needed(std::span<const int> to) const {
+  if (!ssl_) return true;
+  for (int peer : to) {
+    auto h = hellos_.find(peer);
+    if (h == hellos_.end() || !h->second.payload_crc_optional()) return true;
+  }
+  return false;
 }
 
 void Transport::Impl::do_accept() {
@@ -1077,7 +1184,7 @@ std::uint32_t Transport::Impl::chunk_count(std::uint64_t num_bytes) const {
 
 Transport::Impl::Frame Transport::Impl::make_frame(std::uint64_t iteration,
                                                    std::span<const float> data,
-                                                   std::uint32_t index) const {
+                                                   std::uint32_t index, bool checksum) const {
   const std::uint64_t total = data.size_bytes();
   const std::uint64_t chunk = opts_.chunk_bytes;
   const std::uint64_t off = index * chunk;
@@ -1089,7 +1196,11 @@ Transport::Impl::Frame Transport::Impl::make_frame(std::uint64_t iteration,
   params.set_chunk_index(index);
   params.set_chunk_count(chunk_count(total));
   params.set_byte_offset(off);
-  params.set_crc32c(crc32c(base + off, len));
+  if (checksum) {
+    params.set_crc32c(crc32c(base + off, len));
+  } else {
+    params.set_crc32c_omitted(true);
+  }
   return {std::make_shared<const std::string>(encode_frame(FrameType::kParams, params, len)),
           asio::const_buffer(base + off, len)};
 }
@@ -1320,7 +1431,8 @@ std::shared_ptr<Exchange> Transport::Impl::exchange(std::uint64_t iteration,
   }
   // Checksums are computed here, on the caller's thread, once for all destinations, and each
   // chunk is handed to the io thread as soon as its checksum is known, so that sending starts
-  // while later chunks are still being checksummed.
+  // while later chunks are still being checksummed. On TLS links to peers that accept it, there
+  // is no checksum (AES-GCM authenticates every byte): see checksums_needed().
   const std::uint32_t num_chunks = to.empty() ? 0 : chunk_count(data.size_bytes());
   {
     std::lock_guard l(mu_);
@@ -1335,8 +1447,9 @@ std::shared_ptr<Exchange> Transport::Impl::exchange(std::uint64_t iteration,
         for (auto& op : ops) op->chunks_left = num_chunks;
         for (auto& s : slots) post_recv(s);
       });
+      const bool checksum = checksums_needed(to);
       for (std::uint32_t c = 0; c < num_chunks; ++c) {
-        auto frame = make_frame(iteration, data, c);
+        auto frame = make_frame(iteration, data, c, checksum);
         asio::post(io_, [this, ops, frame = std::move(frame)] {
           if (stopping_) return;
           for (auto& op : ops) post_frame(op, frame);
@@ -1371,8 +1484,9 @@ void Transport::Impl::send(int peer, std::uint64_t iteration, std::span<const fl
     }
     op->chunks_left = num_chunks;
   });
+  const bool checksum = checksums_needed(std::span<const int>(&peer, 1));
   for (std::uint32_t c = 0; c < num_chunks; ++c) {
-    asio::post(io_, [this, op, frame = make_frame(iteration, data, c)] {
+    asio::post(io_, [this, op, frame = make_frame(iteration, data, c, checksum)] {
       if (!stopping_) post_frame(op, frame);
     });
   }
@@ -1546,6 +1660,11 @@ ExchangeResult Exchange::wait(Deadline deadline) {
   }
   state_->cv.wait(l, [&] { return all_resolved() && state_->io_busy == 0; });
   return {state_->failures};
+}
+
+bool Exchange::sends_done() const {
+  std::lock_guard l(state_->mu);
+  return state_->unresolved_sends == 0;
 }
 
 std::uint64_t Exchange::iteration() const { return state_->iteration; }

@@ -119,6 +119,9 @@ class Exchange {
   // buffers. Calling it again returns the same result.
   ExchangeResult wait(Deadline deadline);
 
+  // Whether every send has completed or failed (receives may still be open). Does not wait.
+  bool sends_done() const;
+
   std::uint64_t iteration() const;
 
  private:
