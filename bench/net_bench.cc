@@ -2,7 +2,12 @@
 // next to iperf3's single-stream rate measured in the same run, for --insecure and TLS.
 //
 //   net_bench [--quick] [--modes insecure,tls] [--sizes-mb 4,100,400] [--ring-nodes 8]
-//             [--ring-mb 100] [--iperf-seconds 3]
+//             [--ring-mb 100] [--iperf-seconds 3] [--iterations N] [--no-iperf]
+//             [--cases one-way,both-ways]
+//
+// --iterations N fixes the number of timed iterations per case (default: about 2 GB per case);
+// --no-iperf skips the checksum and iperf3 measurements (ratio column '-'), e.g. for profiling
+// the node processes with perf; --cases picks the 2-process cases; --ring-nodes 0 skips the ring.
 //
 // Cases: 2 processes, one-way (node 0 -> node 1) and both ways at once, for each size; an n-process
 // ring where every node sends its buffer to both neighbours and receives theirs each iteration.
@@ -16,6 +21,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -250,7 +256,10 @@ double run_cluster(std::vector<Node> nodes, bool insecure, std::uint64_t bytes, 
   return failed || receivers == 0 ? -1 : sum / receivers;
 }
 
+int g_iterations = 0;  // --iterations; 0: about 2 GB per case
+
 int iterations_for(std::uint64_t bytes) {
+  if (g_iterations > 0) return g_iterations;
   const std::uint64_t target = std::uint64_t{2} << 30;
   return static_cast<int>(std::clamp<std::uint64_t>(target / bytes, 3, 250));
 }
@@ -263,6 +272,8 @@ int main(int argc, char** argv) {
   int ring_nodes = 8;
   int ring_mb = 100;
   int iperf_seconds = 3;
+  bool reference = true;
+  bool one_way = true, both_ways = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -281,10 +292,19 @@ int main(int argc, char** argv) {
       ring_mb = std::atoi(next().c_str());
     } else if (a == "--iperf-seconds") {
       iperf_seconds = std::atoi(next().c_str());
+    } else if (a == "--iterations") {
+      g_iterations = std::atoi(next().c_str());
+    } else if (a == "--cases") {
+      const std::vector<std::string> c = split(next());
+      one_way = std::find(c.begin(), c.end(), "one-way") != c.end();
+      both_ways = std::find(c.begin(), c.end(), "both-ways") != c.end();
+    } else if (a == "--no-iperf") {
+      reference = false;
     } else {
       std::fprintf(stderr,
                    "usage: %s [--quick] [--modes insecure,tls] [--sizes-mb 4,100,400] "
-                   "[--ring-nodes 8] [--ring-mb 100] [--iperf-seconds 3]\n",
+                   "[--ring-nodes 8] [--ring-mb 100] [--iperf-seconds 3] [--iterations N] "
+                   "[--no-iperf] [--cases one-way,both-ways]\n",
                    argv[0]);
       return 2;
     }
@@ -300,10 +320,10 @@ int main(int argc, char** argv) {
   }
   std::printf("net_bench: %ld CPUs online; payload GB/s per direction (1 GB = 1e9 B)\n",
               ::sysconf(_SC_NPROCESSORS_ONLN));
-  bench_checksums();
-  const double ip1 = iperf(iperf_seconds, false);
-  const double ip2 = iperf(iperf_seconds, true);
-  std::printf("iperf3 single stream, loopback: one-way %.2f GB/s (%.1f Gbit/s); both ways %.2f "
+  if (reference) bench_checksums();
+  const double ip1 = reference ? iperf(iperf_seconds, false) : 0;
+  const double ip2 = reference ? iperf(iperf_seconds, true) : 0;
+  if (reference) std::printf("iperf3 single stream, loopback: one-way %.2f GB/s (%.1f Gbit/s); both ways %.2f "
               "GB/s per direction\n",
               ip1, ip1 * 8, ip2);
   std::printf("\n%-26s %-9s %10s %12s %9s %10s\n", "case", "mode", "gossip", "iperf3", "ratio",
@@ -311,6 +331,9 @@ int main(int argc, char** argv) {
   auto row = [](const std::string& name, const std::string& mode, double g, double ref) {
     if (g < 0) {
       std::printf("%-26s %-9s %10s %12.2f %9s\n", name.c_str(), mode.c_str(), "FAILED", ref, "-");
+    } else if (ref <= 0) {
+      std::printf("%-26s %-9s %10.2f %12s %9s %10.2f\n", name.c_str(), mode.c_str(), g, "-", "-",
+                  g_bytes > 0 ? g_cpu / (g_bytes / 1e9) : 0.0);
     } else {
       std::printf("%-26s %-9s %10.2f %12.2f %8.0f%% %10.2f\n", name.c_str(), mode.c_str(), g, ref,
                   100 * g / ref, g_bytes > 0 ? g_cpu / (g_bytes / 1e9) : 0.0);
@@ -322,11 +345,16 @@ int main(int argc, char** argv) {
     for (const std::string& s : sizes) {
       const std::uint64_t bytes = std::stoull(s) * 1000 * 1000;
       const int iters = iterations_for(bytes);
-      row("2 procs one-way " + s + " MB", mode,
-          run_cluster({{0, 0, {1}, {}}, {1, 0, {}, {0}}}, insecure, bytes, iters), ip1);
-      row("2 procs both ways " + s + " MB", mode,
-          run_cluster({{0, 0, {1}, {1}}, {1, 0, {0}, {0}}}, insecure, bytes, iters), ip2);
+      if (one_way) {
+        row("2 procs one-way " + s + " MB", mode,
+            run_cluster({{0, 0, {1}, {}}, {1, 0, {}, {0}}}, insecure, bytes, iters), ip1);
+      }
+      if (both_ways) {
+        row("2 procs both ways " + s + " MB", mode,
+            run_cluster({{0, 0, {1}, {1}}, {1, 0, {0}, {0}}}, insecure, bytes, iters), ip2);
+      }
     }
+    if (ring_nodes < 2) continue;
     std::vector<Node> ring;
     for (int i = 0; i < ring_nodes; ++i) {
       const int l = (i + ring_nodes - 1) % ring_nodes, r = (i + 1) % ring_nodes;

@@ -29,6 +29,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -40,6 +42,25 @@
 #include <asio/write.hpp>
 
 namespace gossip::net {
+
+// An allocator whose construct() default-initialises: vector<std::uint8_t, ...>::resize then
+// leaves the new bytes as they are instead of zeroing them first (they are overwritten at once).
+template <typename T>
+struct DefaultInitAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = DefaultInitAllocator<U>;
+  };
+  using std::allocator<T>::allocator;
+  template <typename U>
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
 
 class CoalescingStream {
  public:
@@ -82,6 +103,64 @@ class CoalescingStream {
   std::uint64_t socket_writes() const { return st_->socket_writes; }
   std::uint64_t socket_reads() const { return st_->socket_reads; }
 
+  // Bytes async_write_some / write_some may still take before bulk writes have to wait.
+  std::size_t write_room() const {
+    const std::size_t u = unsent();
+    return u < st_->cap ? st_->cap - u : 0;
+  }
+
+  // Synchronous, non-blocking counterparts, for asio::ssl::stream's read_some / write_some: with
+  // them the transport decrypts (encrypts) every TLS record that can be processed now in one go,
+  // instead of one trip through the io_context per record (docs/net.md, "TLS throughput").
+  //
+  // read_some: from the read-ahead buffer, else one non-blocking recv(2) into it; would_block
+  // when the socket has nothing (and while an async_read_some is in flight). Never blocks.
+  template <typename MutableBufferSequence>
+  std::size_t read_some(const MutableBufferSequence& buffers, asio::error_code& ec) {
+    State& s = *st_;
+    ec = {};
+    if (asio::buffer_size(buffers) == 0) return 0;
+    if (s.async_reading) {  // it owns the read-ahead buffer until it completes
+      ec = asio::error::would_block;
+      return 0;
+    }
+    if (s.rpos == s.rend) {
+      if (!s.sock.non_blocking()) {
+        s.sock.non_blocking(true, ec);
+        if (ec) return 0;
+      }
+      s.socket_reads++;
+      const std::size_t n = s.sock.read_some(asio::buffer(s.rbuf), ec);
+      if (ec) return 0;
+      s.rpos = 0;
+      s.rend = n;
+    }
+    const std::size_t copied =
+        asio::buffer_copy(buffers, asio::buffer(s.rbuf.data() + s.rpos, s.rend - s.rpos));
+    s.rpos += copied;
+    return copied;
+  }
+
+  // write_some: takes the whole buffer (never blocks, never takes part of it) and hands it to the
+  // background writer like a bulk async_write_some; the caller keeps the backlog bounded by
+  // checking write_room() first. Fails only with the sticky write error.
+  template <typename ConstBufferSequence>
+  std::size_t write_some(const ConstBufferSequence& buffers, asio::error_code& ec) {
+    State& s = *st_;
+    ec = s.write_error;
+    const std::size_t size = asio::buffer_size(buffers);
+    if (ec || size == 0) return 0;
+    append(s, buffers, size);
+    if (!s.flushing) {
+      if (s.pending.size() >= kBatch) {
+        start_flush(st_);
+      } else {
+        post_flush(st_);
+      }
+    }
+    return size;
+  }
+
   template <typename MutableBufferSequence, typename ReadToken>
   auto async_read_some(const MutableBufferSequence& buffers, ReadToken&& token) {
     return asio::async_compose<ReadToken, void(asio::error_code, std::size_t)>(
@@ -120,9 +199,10 @@ class CoalescingStream {
     // Read-ahead: rbuf[rpos, rend) is received and not yet read.
     std::vector<std::uint8_t> rbuf;
     std::size_t rpos = 0, rend = 0;
+    bool async_reading = false;  // an async_read_some is in flight
     // Write-behind: `flight` is being sent by the background writer, `pending` waits for it.
     std::size_t cap;
-    std::vector<std::uint8_t> pending, flight;
+    std::vector<std::uint8_t, DefaultInitAllocator<std::uint8_t>> pending, flight;
     bool flushing = false;
     bool flush_posted = false;
     std::uint64_t accepted_at_post = 0;
@@ -132,6 +212,14 @@ class CoalescingStream {
     std::weak_ptr<Flight> current;  // the background write in progress, while flushing
     std::uint64_t socket_writes = 0, socket_reads = 0;
   };
+
+  template <typename Buffers>
+  static void append(State& s, const Buffers& buffers, std::size_t size) {
+    const std::size_t at = s.pending.size();
+    s.pending.resize(at + size);
+    asio::buffer_copy(asio::buffer(s.pending.data() + at, size), buffers);
+    s.accepted += size;
+  }
 
   static void start_flush(const std::shared_ptr<State>& st,
                           std::unique_ptr<Waiter> waiter = nullptr) {
@@ -193,6 +281,7 @@ class CoalescingStream {
       State& s = *st;
       if (!started) {
         started = true;
+        s.async_reading = true;
         if (s.rpos == s.rend && asio::buffer_size(buffers) != 0) {
           s.socket_reads++;
           s.sock.async_read_some(asio::buffer(s.rbuf), std::move(self));
@@ -202,6 +291,7 @@ class CoalescingStream {
         asio::post(s.sock.get_executor(), std::move(self));
         return;
       }
+      s.async_reading = false;
       if (s.rpos == s.rend) {  // back from the socket
         s.rpos = 0;
         s.rend = n;
@@ -238,10 +328,7 @@ class CoalescingStream {
         size = asio::buffer_size(buffers);
         phase = 1;
         if (!s.write_error && size != 0) {
-          const std::size_t at = s.pending.size();
-          s.pending.resize(at + size);
-          asio::buffer_copy(asio::buffer(s.pending.data() + at, size), buffers);
-          s.accepted += size;
+          append(s, buffers, size);
           // Bulk records may run up to `cap` bytes ahead of the kernel; anything else waits
           // until it has been sent.
           const std::uint64_t target =

@@ -163,6 +163,10 @@ Result<std::shared_ptr<asio::ssl::context>> make_tls_context(const TlsConfig& co
   return ctx;
 }
 
+void keep_record_buffers(TlsStream& stream) {
+  SSL_clear_mode(stream.native_handle(), SSL_MODE_RELEASE_BUFFERS);
+}
+
 Result<CertIdentity> cert_identity(X509* cert) { return identity_of(cert, "peer certificate"); }
 
 Status check_own_certificate(const TlsConfig& config, const CertIdentity& expected) {

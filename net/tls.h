@@ -38,6 +38,12 @@ Result<std::shared_ptr<asio::ssl::context>> make_tls_context(const TlsConfig& co
 using TlsStream = asio::ssl::stream<CoalescingStream>;
 inline asio::ip::tcp::socket& tls_socket(TlsStream& stream) { return stream.next_layer().socket(); }
 
+// Asio's engine sets SSL_MODE_RELEASE_BUFFERS, so OpenSSL frees its record buffers whenever a
+// read or write finds nothing more to do and allocates them again for the next record: a
+// malloc/free pair per record on a busy link. Peer links are few and long-lived; keep them (about
+// 34 KiB per link).
+void keep_record_buffers(TlsStream& stream);
+
 struct CertIdentity {
   int node_id = -1;
   std::string job_id;
