@@ -185,6 +185,36 @@ void mix(const MixingPlan& plan, const StateMatrix& x, float gamma, const StateM
   }
 }
 
+void mix_node(const MixingPlan& plan, const StateMatrix& x, int i, float gamma, const float* u,
+              float* out_col) {
+  GOSSIP_CHECK_EQ(x.cols(), plan.num_nodes());
+  GOSSIP_CHECK(i >= 0 && i < plan.num_nodes()) << "node " << i;
+  const Eigen::Index d = x.rows();
+  const int b = plan.row_begin()[i], e = plan.row_begin()[i + 1];
+  if (b == e) {
+    std::fill(out_col, out_col + d, 0.0f);
+    return;
+  }
+  const int* column = plan.column().data() + b;
+  const float* weight = plan.weight().data() + b;
+  const float neg_gamma = -gamma;
+  const float* in = x.data();
+  const Eigen::Index full = d / kTile * kTile;
+  if (u != nullptr) {
+    for (Eigen::Index k0 = 0; k0 < full; k0 += kTile) {
+      mix_tile_full<true>(out_col + k0, in + k0, d, column, weight, e - b, neg_gamma, u + k0);
+    }
+  } else {
+    for (Eigen::Index k0 = 0; k0 < full; k0 += kTile) {
+      mix_tile_full<false>(out_col + k0, in + k0, d, column, weight, e - b, neg_gamma, nullptr);
+    }
+  }
+  if (full < d) {
+    mix_tile_tail(out_col + full, in + full, d, column, weight, e - b, neg_gamma,
+                  u != nullptr ? u + full : nullptr, d - full);
+  }
+}
+
 Eigen::VectorXd node_average(const StateMatrix& x) {
   Eigen::VectorXd sum = Eigen::VectorXd::Zero(x.rows());
   for (Eigen::Index i = 0; i < x.cols(); ++i) sum += x.col(i).cast<double>();

@@ -57,6 +57,13 @@ class MixingPlan {
 void mix(const MixingPlan& plan, const StateMatrix& x, float gamma, const StateMatrix* update,
          StateMatrix& out);
 
+// Column i of mix(plan, x, γ, U, out) with U.col(i) = u (null: no update term), written to
+// out_col (x.rows() floats, aliasing neither x nor u): the same tiles and operations, so the same
+// bits. For a caller that forms node i's output as soon as node i's update exists (the simulator's
+// combine-then-adapt step), while u is still in L1.
+void mix_node(const MixingPlan& plan, const StateMatrix& x, int i, float gamma, const float* u,
+              float* out_col);
+
 // x̄ = (1/n) Σ_i x_i, accumulated in double.
 Eigen::VectorXd node_average(const StateMatrix& x);
 

@@ -42,6 +42,9 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
+// D-PSGD clocks its per-node compute on every kComputeTimingStride-th iteration (from t = 0).
+constexpr std::int64_t kComputeTimingStride = 16;
+
 // The first `limit` examples of `data` (all when limit is 0 or larger than the set).
 std::shared_ptr<const sgd::Dataset> head(const std::shared_ptr<const sgd::Dataset>& data,
                                          std::int64_t limit) {
@@ -125,7 +128,7 @@ Result<RunTrace> Simulator::run(const ProgressFn& progress) {
     std::memcpy(x_.col(i).data(), x0.data(), dim_ * sizeof(float));
   }
   next_.resize(d, cols);
-  u_.resize(d, cols);
+  u_.resize(d, 1);  // one direction at a time (step())
   velocity_ = StateMatrix::Zero(optimizer_->state_size() > 0 ? d : 0, cols);
   grad_.assign(dim_, 0.0f);
   grad_sum_.assign(cpsgd ? dim_ : 0, 0.0);
@@ -168,8 +171,8 @@ void Simulator::step(std::int64_t t) {
   const bool momentum = velocity_.size() > 0;
   const auto gamma = static_cast<float>(optimizer_->learning_rate(t));
   const sgd::Dataset& train = *problem_->train;
-  Stopwatch watch;
   if (config_.algorithm == Algorithm::kCpsgd) {
+    Stopwatch watch;
     std::fill(grad_sum_.begin(), grad_sum_.end(), 0.0);
     for (int i = 0; i < n; ++i) {
       batch_loss_sum_ +=
@@ -184,12 +187,26 @@ void Simulator::step(std::int64_t t) {
     compute_steps_ += 1;
     return;
   }
-  // D-PSGD: every node's gradient and direction at its own x_i^t. Node i + 1's batch is drawn
-  // before node i's gradient and its rows are prefetched, so that their memory latency overlaps
-  // node i's arithmetic (each node's sampler is its own stream: drawing early changes no draw).
+  // D-PSGD, one pass over the nodes: node i's gradient and direction at its own x_i^t, then at
+  // once (while u_i and x_i are in L1) its share of the gossip: CTA forms next_i = Σ_j W_ij x_j^t
+  // − γ u_i (mix_node: column i of mix(), the same bits; it reads x^t only, which no node
+  // overwrites before the swap); ATC adapts x_i ← x_i − γ u_i in place (no other node's gradient
+  // reads x_i) and mixes after the pass. u_ is one column, reused by every node.
+  // Node i + 1's batch is drawn before node i's gradient and its rows are prefetched, so that
+  // their memory latency overlaps node i's arithmetic (each node's sampler is its own stream:
+  // drawing early changes no draw).
+  // The compute time (batch draw, gradient, direction) is clocked per node on every
+  // kComputeTimingStride-th iteration only: two clock reads per node cost a few percent of a
+  // node-iteration here.
+  const MixingPlan& plan = plans_[static_cast<std::size_t>(t % static_cast<std::int64_t>(plans_.size()))];
+  const bool cta = config_.order == MixOrder::kCombineThenAdapt;
+  const bool timed = t % kComputeTimingStride == 0;
+  const Clock& clock = Clock::system();
+  float* u = u_.data();
   std::span<const std::int64_t> next_batch = samplers_[0].next();
   prefetch_rows(train, next_batch);
   for (int i = 0; i < n; ++i) {
+    const std::int64_t start_ns = timed ? clock.monotonic_ns() : 0;
     float* xi = x_.col(i).data();
     const std::span<const std::int64_t> batch = next_batch;
     if (i + 1 < n) {
@@ -199,20 +216,19 @@ void Simulator::step(std::int64_t t) {
     batch_loss_sum_ += model_->loss_and_grad_rows(xi, train, batch, grad_.data());
     ++batch_loss_count_;
     optimizer_->direction(*backend_, xi, grad_.data(),
-                          momentum ? velocity_.col(i).data() : nullptr, u_.col(i).data());
-  }
-  compute_s_ += watch.elapsed_seconds();
-  compute_steps_ += n;
-  const MixingPlan& plan = plans_[static_cast<std::size_t>(t % static_cast<std::int64_t>(plans_.size()))];
-  if (config_.order == MixOrder::kCombineThenAdapt) {
-    mix(plan, x_, gamma, &u_, next_);
-  } else {
-    // Adapt locally (x_j − γ u_j, rounded as Backend::mix would), then gossip the results.
-    for (Eigen::Index k = 0; k < x_.size(); ++k) {
-      x_.data()[k] = std::fma(-gamma, u_.data()[k], x_.data()[k]);
+                          momentum ? velocity_.col(i).data() : nullptr, u);
+    if (timed) {
+      compute_s_ += 1e-9 * static_cast<double>(clock.monotonic_ns() - start_ns);
+      ++compute_steps_;
     }
-    mix(plan, x_, 0.0f, nullptr, next_);
+    if (cta) {
+      mix_node(plan, x_, i, gamma, u, next_.col(i).data());
+    } else {
+      // Adapt locally (x_i − γ u_i, rounded as Backend::mix would).
+      for (std::size_t k = 0; k < dim_; ++k) xi[k] = std::fma(-gamma, u[k], xi[k]);
+    }
   }
+  if (!cta) mix(plan, x_, 0.0f, nullptr, next_);
   x_.swap(next_);
 }
 

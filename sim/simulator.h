@@ -79,6 +79,7 @@ struct RunTrace {
   Algorithm algorithm = Algorithm::kDpsgd;
   std::vector<EvalPoint> points;
   double compute_s_per_step = 0;  // measured mean wall time of one node's gradient + direction
+                                  // (D-PSGD: clocked on every 16th iteration from the first)
   double wall_s = 0;              // wall time of the whole run
 };
 
@@ -117,7 +118,8 @@ class Simulator {
   std::vector<MixingPlan> plans_;  // one per W(t) of the period
   std::vector<sgd::BatchSampler> samplers_;
   std::shared_ptr<const sgd::Dataset> eval_train_, eval_test_;
-  StateMatrix x_, next_, u_, velocity_;  // d × n (C-PSGD: d × 1 except x_ for params())
+  StateMatrix x_, next_, velocity_;  // d × n (C-PSGD: d × 1 except x_ for params())
+  StateMatrix u_;                    // d × 1: the direction of the node being stepped
   std::vector<float> grad_;
   std::vector<double> grad_sum_;
   double batch_loss_sum_ = 0;

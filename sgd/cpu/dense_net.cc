@@ -209,16 +209,11 @@ void dot_rows(const float* const* rows, const float* w, int m, float* z) {
     const F16 wv = F16::load(w + k0);
     for (int r = 0; r < R; ++r) acc[r] = F16::fma(F16::load(rows[r] + k0), wv, acc[r]);
   }
+  // The tail and the reduction in registers (F16::fma_head, F16::sum_pairwise: the same
+  // operations as the scalar loops they replace, lane for lane).
   for (int r = 0; r < R; ++r) {
-    float lane[kLanes];
-    acc[r].store(lane);
-    for (int k = m_full; k < m; ++k) {
-      lane[k - m_full] = std::fma(rows[r][k], w[k], lane[k - m_full]);
-    }
-    for (int s = kLanes / 2; s > 0; s /= 2) {
-      for (int l = 0; l < s; ++l) lane[l] = lane[l] + lane[l + s];
-    }
-    z[r] = lane[0];
+    if (m_full < m) acc[r] = F16::fma_head(rows[r] + m_full, w + m_full, m - m_full, acc[r]);
+    z[r] = acc[r].sum_pairwise();
   }
 }
 
@@ -231,8 +226,10 @@ float linear_loss_and_grad(const ModelSpec& spec, const float* params, const flo
   GOSSIP_CHECK(is_linear(spec));
   const int m = spec.input_dim;
   const OutputLoss kind = spec.output_loss();
-  const float* w = params + spec.weight_offset(0);
-  const float bias = params[spec.bias_offset(0)];
+  // One layer, one output: the weights are params[0, m), the bias params[m] (ModelSpec's layout;
+  // weight_offset/bias_offset would build the layer-size vector on every call).
+  const float* w = params;
+  const float bias = params[m];
   // Forward: z_j = w·x_j + b; per-example loss and dLoss/dz.
   constexpr int kMaxStack = 256;
   float z_stack[kMaxStack], dz_stack[kMaxStack];
@@ -259,7 +256,7 @@ float linear_loss_and_grad(const ModelSpec& spec, const float* params, const flo
   for (j = 0; j < batch; ++j) dz[j] *= inv_b;
 
   // Backward: dw_k = Σ_j δ_j x_jk in row order, db = Σ_j δ_j.
-  float* dw = grad + spec.weight_offset(0);
+  float* dw = grad;
   constexpr int kGradTile = 64;  // gradient entries held in four registers while the rows stream by
   const int m_full = m / kGradTile * kGradTile;
   for (int k0 = 0; k0 < m_full; k0 += kGradTile) {
@@ -281,14 +278,17 @@ float linear_loss_and_grad(const ModelSpec& spec, const float* params, const flo
     a2.store(dw + k0 + 32);
     a3.store(dw + k0 + 48);
   }
-  for (int k = m_full; k < m; ++k) {
-    float acc = dz[0] * rows[0][k];
-    for (j = 1; j < batch; ++j) acc = std::fma(dz[j], rows[j][k], acc);
-    dw[k] = acc;
+  // The entries past the last full tile, 16 (then the rest, masked) at a time: the same
+  // operations per entry as above.
+  for (int k0 = m_full; k0 < m; k0 += kLanes) {
+    const int len = std::min(kLanes, m - k0);
+    F16 a = F16::mul(dz[0], F16::load_head(rows[0] + k0, len));
+    for (j = 1; j < batch; ++j) a = F16::fma(dz[j], F16::load_head(rows[j] + k0, len), a);
+    a.store_head(dw + k0, len);
   }
   float db = dz[0];
   for (j = 1; j < batch; ++j) db += dz[j];
-  grad[spec.bias_offset(0)] = db;
+  grad[m] = db;
 
   if (spec.l2 > 0) {
     const float l2 = spec.l2;

@@ -110,6 +110,10 @@ TEST_CASE("mix is bit-identical to sgd::Backend::mix with terms in increasing no
                         with_update ? u.col(i).data() : nullptr, static_cast<std::size_t>(d));
         INFO("n " << n << " d " << d << " node " << i << " update " << with_update);
         CHECK(std::memcmp(node.data(), out.col(i).data(), d * sizeof(float)) == 0);
+        // mix_node (the simulator's per-node combine step) is column i of mix, bit for bit.
+        std::vector<float> one(d, -1.0f);
+        mix_node(*plan, x, i, 0.1f, with_update ? u.col(i).data() : nullptr, one.data());
+        CHECK(std::memcmp(one.data(), out.col(i).data(), d * sizeof(float)) == 0);
         ++compared;
       }
     }
