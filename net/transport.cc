@@ -823,6 +823,7 @@ class Session : public std::enable_shared_from_this<Session> {
                            std::to_string(params_.iteration())));
       return;
     }
+    if (params_.crc32c_omitted()) t_.count(&TransportStats::unchecksummed_chunks);
     t_.chunk_received(t_.peer(peer_), slot, params_, len);
     if (phase_ == Phase::kEstablished) read_header();
   }

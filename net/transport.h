@@ -136,6 +136,8 @@ struct TransportStats {
   std::uint64_t stale_frames = 0;          // Params for an iteration already finished
   std::uint64_t bytes_sent = 0;            // payload bytes
   std::uint64_t bytes_received = 0;        // payload bytes delivered or staged
+  // Params chunks that arrived without a CRC32C (TLS links only: AES-GCM authenticated them).
+  std::uint64_t unchecksummed_chunks = 0;
 };
 
 class Transport {

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <thread>
 
 #include "net/tls.h"
 #include "net_test_util.h"
@@ -389,6 +390,192 @@ TEST_CASE("TLS over the coalescing stream: 16 MiB both ways at once arrive byte-
   // without this layer; about 80 with it).
   CHECK(a.next_layer().socket_writes() < 300);
   CHECK(b.next_layer().socket_reads() < 300);
+}
+
+
+TEST_CASE("coalescing stream: synchronous write_some takes whole buffers, in order with async writes") {
+  asio::io_context io;
+  CoalescingStream w(io);
+  tcp::socket r(io);
+  connect_pair(io, w.socket(), r);
+  small_buffers(r);
+  const auto data = pattern(3u << 20, 21);
+  std::size_t pos = 0;
+  std::mt19937 rng(22);
+  // Before the io_context runs nothing can have been sent: the room shrinks by exactly what
+  // each write_some took, and every write_some takes all it is given.
+  std::size_t room = w.write_room();
+  CHECK(room == CoalescingStream::kDefaultWriteBuffer);
+  while (pos < 600 * 1024) {
+    const std::size_t n = std::uniform_int_distribution<std::size_t>(1, 40 * 1024)(rng);
+    asio::error_code ec;
+    CHECK(w.write_some(asio::buffer(data.data() + pos, n), ec) == n);
+    CHECK_FALSE(ec);
+    pos += n;
+    CHECK(w.write_room() == room - n);
+    room -= n;
+  }
+  CHECK(w.unsent() == pos);
+  // An async short write after them completes only once all of it is in the kernel; then more
+  // synchronous writes, then the reader takes everything.
+  bool short_done = false;
+  const std::size_t short_at = pos;
+  asio::async_write(w, asio::buffer(data.data() + pos, 100),
+                    [&](const asio::error_code& ec, std::size_t n) {
+                      CHECK_FALSE(ec);
+                      CHECK(n == 100);
+                      CHECK(w.unsent() == 0);
+                      short_done = true;
+                      std::size_t p2 = short_at + 100;
+                      while (p2 < data.size()) {
+                        const std::size_t k = std::min<std::size_t>(16406, data.size() - p2);
+                        if (w.write_room() < k) break;
+                        asio::error_code e;
+                        CHECK(w.write_some(asio::buffer(data.data() + p2, k), e) == k);
+                        p2 += k;
+                      }
+                      pos = p2;
+                    });
+  std::vector<std::uint8_t> got(data.size());
+  std::size_t expect = 0;
+  std::function<void()> read_more = [&] {
+    r.async_read_some(asio::buffer(got.data() + expect, got.size() - expect),
+                      [&](const asio::error_code& ec, std::size_t n) {
+                        REQUIRE_FALSE(ec);
+                        expect += n;
+                        if (short_done && expect == pos) return;
+                        read_more();
+                      });
+  };
+  read_more();
+  io.run();
+  REQUIRE(short_done);
+  CHECK(pos > short_at + 100 + 512 * 1024);  // the second round found room again
+  REQUIRE(expect == pos);
+  CHECK(std::memcmp(got.data(), data.data(), pos) == 0);
+  // Once the link fails, write_some reports the sticky error and takes nothing.
+  r.close();
+  asio::error_code ec;
+  for (int i = 0; i < 200 && !ec; ++i) {
+    const std::size_t n = w.write_some(asio::buffer(data.data(), 64 * 1024), ec);
+    if (ec) CHECK(n == 0);
+    io.restart();
+    io.run_for(std::chrono::milliseconds(5));
+  }
+  CHECK(ec);
+}
+
+TEST_CASE("coalescing stream: synchronous read_some never blocks") {
+  asio::io_context io;
+  tcp::socket w(io);
+  CoalescingStream r(io, 64 * 1024);
+  connect_pair(io, w, r.socket());
+  std::vector<std::uint8_t> buf(300 * 1024);
+  asio::error_code ec;
+  CHECK(r.read_some(asio::buffer(buf), ec) == 0);
+  CHECK(ec == asio::error::would_block);
+
+  const auto data = pattern(200 * 1024, 31);
+  asio::write(w, asio::buffer(data));
+  std::vector<std::uint8_t> got;
+  // Loopback delivers at once, but allow for a slow machine.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (got.size() < data.size() && std::chrono::steady_clock::now() < until) {
+    const std::size_t want = std::min<std::size_t>(1 + got.size() % 70000, buf.size());
+    const std::size_t n = r.read_some(asio::buffer(buf.data(), want), ec);
+    if (ec) {
+      CHECK(ec == asio::error::would_block);
+      CHECK(n == 0);
+      continue;
+    }
+    CHECK(n <= want);
+    got.insert(got.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+  CHECK(got == data);
+  CHECK(r.read_some(asio::buffer(buf), ec) == 0);
+  CHECK(ec == asio::error::would_block);
+
+  // While an async_read_some is in flight it owns the read-ahead buffer: read_some stays out,
+  // even when the socket has data, and the async read gets the bytes.
+  bool async_done = false;
+  std::size_t async_got = 0;
+  r.async_read_some(asio::buffer(buf), [&](const asio::error_code& e, std::size_t n) {
+    CHECK_FALSE(e);
+    async_got = n;
+    async_done = true;
+  });
+  asio::write(w, asio::buffer(data.data(), 1000));
+  CHECK(r.read_some(asio::buffer(buf), ec) == 0);
+  CHECK(ec == asio::error::would_block);
+  io.run();
+  REQUIRE(async_done);
+  CHECK(async_got == 1000);
+  CHECK(std::memcmp(buf.data(), data.data(), 1000) == 0);
+
+  // The peer's close reads as EOF.
+  w.shutdown(tcp::socket::shutdown_send);
+  for (int i = 0; i < 500; ++i) {
+    r.read_some(asio::buffer(buf), ec);
+    if (ec != asio::error::would_block) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  CHECK(ec == asio::error::eof);
+}
+
+TEST_CASE("TLS over the coalescing stream: synchronous write_some and read_some move whole records") {
+  const std::string dir = testing::cert_dir();
+  REQUIRE(!dir.empty());
+  auto ctx1 = make_tls_context(testing::tls_for(dir, 1));
+  auto ctx2 = make_tls_context(testing::tls_for(dir, 2));
+  REQUIRE(ctx1.is_ok());
+  REQUIRE(ctx2.is_ok());
+  asio::io_context io;
+  TlsStream a(io, **ctx1), b(io, **ctx2);
+  keep_record_buffers(a);
+  keep_record_buffers(b);
+  connect_pair(io, tls_socket(a), tls_socket(b));
+  int handshakes = 0;
+  a.async_handshake(asio::ssl::stream_base::client, [&](const asio::error_code& ec) {
+    REQUIRE_FALSE(ec);
+    ++handshakes;
+  });
+  b.async_handshake(asio::ssl::stream_base::server, [&](const asio::error_code& ec) {
+    REQUIRE_FALSE(ec);
+    ++handshakes;
+  });
+  io.run();
+  REQUIRE(handshakes == 2);
+  CHECK((SSL_get_mode(a.native_handle()) & SSL_MODE_RELEASE_BUFFERS) == 0);
+
+  // The transport's pattern: whole records while the layer below has room, then the rest.
+  const auto data = pattern(6u << 20, 41);
+  std::vector<std::uint8_t> got(data.size());
+  std::size_t sent = 0, received = 0;
+  int sync_records = 0, would_block = 0;
+  asio::error_code ec;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (received < data.size() && std::chrono::steady_clock::now() < until) {
+    while (sent < data.size() && a.next_layer().write_room() >= CoalescingStream::kFullRecord) {
+      const std::size_t k = std::min<std::size_t>(16384, data.size() - sent);
+      const std::size_t n = a.write_some(asio::buffer(data.data() + sent, k), ec);
+      REQUIRE_FALSE(ec);
+      CHECK(n == k);  // one whole record per call
+      sent += n;
+      ++sync_records;
+    }
+    const std::size_t n = b.read_some(asio::buffer(got.data() + received, got.size() - received), ec);
+    if (ec) {
+      REQUIRE(ec == asio::error::would_block);
+      ++would_block;
+      io.restart();
+      io.poll();  // lets the background writer of `a` send
+    }
+    CHECK(n <= 16384);  // at most one record per call
+    received += n;
+  }
+  CHECK(got == data);
+  CHECK(sync_records == 384);
+  CHECK(would_block > 0);
 }
 
 }  // namespace

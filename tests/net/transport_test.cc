@@ -420,6 +420,28 @@ TEST_CASE("insecure: frame violations are rejected and the honest exchange carri
     CHECK(r.failures[0].status.code() == StatusCode::kUnavailable);
     CHECK(r.failures[0].status.message().find("checksum") != std::string::npos);
   }
+  SUBCASE("a Params frame without a checksum on a plaintext link") {
+    testing::RawClient raw;
+    ExchangeResult r = run_iteration(0, [&] {
+      REQUIRE(raw.connect(p.n6->port()));
+      REQUIRE(raw.handshake(four));
+      pb::Params pm;
+      pm.set_sender(4);
+      pm.set_iteration(0);
+      pm.set_chunk_index(0);
+      pm.set_chunk_count(static_cast<std::uint32_t>((n * 4 + 4095) / 4096));
+      pm.set_byte_offset(0);
+      pm.set_crc32c_omitted(true);
+      raw.write(encode_frame(FrameType::kParams, pm, 4096));
+      raw.write(x4.data(), 4096);
+      CHECK(raw.closed_by_peer(2000));
+    });
+    CHECK(p.n6->stats().bad_frames == 1);
+    CHECK(p.n6->stats().unchecksummed_chunks == 0);
+    REQUIRE(r.failures.size() == 1);
+    CHECK(r.failures[0].peer == 4);
+    CHECK(r.failures[0].status.message().find("without a payload checksum") != std::string::npos);
+  }
   SUBCASE("a Params frame before the handshake") {
     testing::RawClient raw;
     REQUIRE(raw.connect(p.n6->port()));
@@ -430,6 +452,54 @@ TEST_CASE("insecure: frame violations are rejected and the honest exchange carri
   }
   // After every attack the honest pair still exchanges.
   CHECK(p.exchange_ok(1));
+}
+
+TEST_CASE("TLS links carry Params without a CRC32C, plaintext links keep it") {
+  for (const bool insecure : {false, true}) {
+    CAPTURE(insecure);
+    HonestPair p(insecure);
+    // Both Hellos say whether the node takes unchecksummed Params: TLS nodes only.
+    const auto h5 = p.n6->peer_hello(5), h6 = p.n5->peer_hello(6);
+    REQUIRE(h5.has_value());
+    REQUIRE(h6.has_value());
+    CHECK(h5->payload_crc_optional() == !insecure);
+    CHECK(h6->payload_crc_optional() == !insecure);
+    for (std::uint64_t it = 0; it < 5; ++it) CHECK(p.exchange_ok(it));
+    const std::uint64_t chunks = 5 * ((HonestPair::kParams * 4 + 4095) / 4096);
+    CHECK(p.n6->stats().unchecksummed_chunks == (insecure ? 0 : chunks));
+    CHECK(p.n5->stats().unchecksummed_chunks == (insecure ? 0 : chunks));
+    CHECK(p.n6->stats().bad_frames == 0);
+  }
+}
+
+TEST_CASE("TLS: 12 MB buffers both ways, records beyond the write-behind buffer, byte-exact") {
+  // 4 MiB chunks: each frame is far more than the 1 MiB the CoalescingStream may buffer, so the
+  // synchronous record writes run out of room and wait, and the reader runs out of records and
+  // waits, many times per iteration.
+  const std::uint64_t params = 3'000'000;
+  auto o1 = node_options(1, params, false, {{0, 0}});
+  o1.chunk_bytes = std::size_t{4} << 20;
+  auto t1 = Transport::start(o1);
+  REQUIRE_MESSAGE(t1.is_ok(), t1.status().to_string());
+  auto o0 = node_options(0, params, false, {{1, (*t1)->port()}});
+  o0.chunk_bytes = std::size_t{4} << 20;
+  auto t0 = Transport::start(o0);
+  REQUIRE_MESSAGE(t0.is_ok(), t0.status().to_string());
+  std::vector<float> r0(params), r1(params);
+  for (std::uint64_t it = 0; it < 3; ++it) {
+    const auto x0 = pattern(0, it, params), x1 = pattern(1, it, params);
+    const int to1[] = {1}, to0[] = {0};
+    const RecvSpec s0[] = {{1, r0}}, s1[] = {{0, r1}};
+    auto e0 = (*t0)->exchange(it, x0, to1, s0);
+    auto e1 = (*t1)->exchange(it, x1, to0, s1);
+    const ExchangeResult a = e0->wait(deadline_in_ms(30000)), b = e1->wait(deadline_in_ms(30000));
+    CHECK(a.ok());
+    CHECK(b.ok());
+    CHECK(std::memcmp(r0.data(), x1.data(), params * 4) == 0);
+    CHECK(std::memcmp(r1.data(), x0.data(), params * 4) == 0);
+  }
+  CHECK((*t0)->stats().bytes_received == 3 * params * 4);
+  CHECK((*t1)->stats().unchecksummed_chunks == 3 * 3);
 }
 
 TEST_CASE("a silent neighbour is reported at the deadline instead of blocking") {
