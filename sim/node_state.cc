@@ -50,6 +50,37 @@ Result<MixingPlan> MixingPlan::from_matrix(const Eigen::SparseMatrix<double>& w)
     }
   }
   p.row_begin_[n] = static_cast<int>(p.column_.size());
+  // Runs of banded rows: row i's columns are i + offset + q (q < terms, no wrap), with the weights
+  // of the run's first row.
+  auto banded = [&](int i) {
+    const int b = p.row_begin_[i], terms = p.row_begin_[i + 1] - b;
+    if (terms < 2 || terms > kMaxBandTerms) return false;
+    for (int q = 1; q < terms; ++q) {
+      if (p.column_[b + q] != p.column_[b] + q) return false;
+    }
+    return true;
+  };
+  auto continues = [&](const Band& band, int i) {
+    const int b = p.row_begin_[i], b0 = p.row_begin_[band.first];
+    if (!banded(i) || p.row_begin_[i + 1] - b != band.terms) return false;
+    if (p.column_[b] - i != band.offset) return false;
+    return std::equal(p.weight_.begin() + b, p.weight_.begin() + b + band.terms,
+                      p.weight_.begin() + b0);
+  };
+  for (int i = 0; i < n;) {
+    if (!banded(i)) {
+      ++i;
+      continue;
+    }
+    Band band;
+    band.first = i;
+    band.count = 1;
+    band.terms = p.row_begin_[i + 1] - p.row_begin_[i];
+    band.offset = p.column_[p.row_begin_[i]] - i;
+    while (i + band.count < n && continues(band, i + band.count)) ++band.count;
+    if (band.count >= 2) p.bands_.push_back(band);
+    i += band.count;
+  }
   for (int i = 0; i < n; ++i) {
     p.max_degree_ = std::max({p.max_degree_, static_cast<int>(p.in_neighbours_[i].size()),
                               out_degree[i]});
@@ -60,6 +91,7 @@ Result<MixingPlan> MixingPlan::from_matrix(const Eigen::SparseMatrix<double>& w)
 namespace {
 
 using sgd::cpu::F16;
+static_assert(MixingPlan::kMaxBandTerms == 5, "mix_band_dispatch instantiates 2..5 terms");
 
 // Output rows per register tile: 64 floats = four 16-float vectors. The accumulator of a tile
 // stays in registers for all of a node's terms, so each output is stored once and each term costs
@@ -97,33 +129,101 @@ inline void mix_tile_full(float* o, const float* x, Eigen::Index d, const int* c
   a3.store(o + 48);
 }
 
-// acc[k] = w·src[k] and acc[k] = fma(w, src[k], acc[k]) for the partial tile at the end of a
-// block: separate, not inlined functions so that the restrict qualifiers hold (GCC ignores them on
-// block-scope pointers and otherwise vectorises the caller across terms with gathers).
-[[gnu::noinline]] void scale_into(float* __restrict acc, const float* __restrict src, float w,
-                                  Eigen::Index len) {
-  for (Eigen::Index k = 0; k < len; ++k) acc[k] = w * src[k];
-}
-[[gnu::noinline]] void fma_into(float* __restrict acc, const float* __restrict src, float w,
-                                Eigen::Index len) {
-  for (Eigen::Index k = 0; k < len; ++k) acc[k] = std::fma(w, src[k], acc[k]);
+// A run of banded rows (MixingPlan::Band) over the full tiles [0, full) of a row block: output
+// node first + g is Σ_q w_q x_{col0 + g + q} (col0 = first + offset), formed from a window of K
+// input columns in registers that slides by one column per output, so each input vector is loaded
+// once per tile instead of once per term. Per element the operations and their order are
+// mix_tile_full's: acc = w_0·x, acc = fma(w_q, x, acc) for q = 1..K−1 (increasing column), then
+// out = fma(−γ, u, acc). `x`, `o` and `u` point at row 0 of the block in column 0.
+// Rows [k_begin, k_end) of the block, kV vectors (16·kV rows) per column at a time; the range is
+// a multiple of 16·kV rows.
+template <int K, bool kUpdate, int kV>
+void mix_band(float* o, const float* x, Eigen::Index d, Eigen::Index k_begin, Eigen::Index k_end,
+              int first, int count, int col0, const float* w, float neg_gamma, const float* u) {
+  static_assert(K >= 2);
+  for (Eigen::Index k0 = k_begin; k0 < k_end; k0 += 16 * kV) {
+    F16 win[K - 1][kV];
+    for (int q = 0; q < K - 1; ++q) {
+      const float* src = x + static_cast<Eigen::Index>(col0 + q) * d + k0;
+      for (int v = 0; v < kV; ++v) win[q][v] = F16::load(src + 16 * v);
+    }
+    for (int g = 0; g < count; ++g) {
+      const float* src = x + static_cast<Eigen::Index>(col0 + g + K - 1) * d + k0;
+      const Eigen::Index out_offset = static_cast<Eigen::Index>(first + g) * d + k0;
+      F16 last[kV];
+      for (int v = 0; v < kV; ++v) last[v] = F16::load(src + 16 * v);
+      for (int v = 0; v < kV; ++v) {
+        F16 acc = F16::mul(w[0], win[0][v]);
+        for (int q = 1; q < K - 1; ++q) acc = F16::fma(w[q], win[q][v], acc);
+        acc = F16::fma(w[K - 1], last[v], acc);
+        if constexpr (kUpdate) acc = F16::fma(neg_gamma, F16::load(u + out_offset + 16 * v), acc);
+        acc.store(o + out_offset + 16 * v);
+      }
+      for (int q = 0; q + 2 < K; ++q) {
+        for (int v = 0; v < kV; ++v) win[q][v] = win[q + 1][v];
+      }
+      for (int v = 0; v < kV; ++v) win[K - 2][v] = last[v];
+    }
+  }
 }
 
-// One node's sum for the rows of a block past its last full tile (len < kTile), accumulated in
-// an L1-resident buffer.
-void mix_tile_tail(float* __restrict o, const float* x, Eigen::Index d, const int* col,
-                   const float* w, int terms, float neg_gamma, const float* __restrict u,
-                   Eigen::Index len) {
-  alignas(64) float acc[kTile];
-  scale_into(acc, x + static_cast<Eigen::Index>(col[0]) * d, w[0], len);
+template <bool kUpdate>
+void mix_band_dispatch(float* o, const float* x, Eigen::Index d, Eigen::Index full,
+                       const MixingPlan::Band& band, const float* w, float neg_gamma,
+                       const float* u) {
+  // Up to 3 terms: 128 rows per column and step (window, new column and accumulator: 25 of the
+  // 32 vector registers), fewer column (page) switches per byte; 4 and 5 terms: 64 rows.
+  const int col0 = band.first + band.offset;
+  const Eigen::Index wide = band.terms <= 3 ? full / (2 * kTile) * (2 * kTile) : 0;
+  switch (band.terms) {
+    case 2:
+      mix_band<2, kUpdate, 8>(o, x, d, 0, wide, band.first, band.count, col0, w, neg_gamma, u);
+      return mix_band<2, kUpdate, 4>(o, x, d, wide, full, band.first, band.count, col0, w,
+                                     neg_gamma, u);
+    case 3:
+      mix_band<3, kUpdate, 8>(o, x, d, 0, wide, band.first, band.count, col0, w, neg_gamma, u);
+      return mix_band<3, kUpdate, 4>(o, x, d, wide, full, band.first, band.count, col0, w,
+                                     neg_gamma, u);
+    case 4:
+      return mix_band<4, kUpdate, 4>(o, x, d, 0, full, band.first, band.count, col0, w, neg_gamma, u);
+    case 5:
+      return mix_band<5, kUpdate, 4>(o, x, d, 0, full, band.first, band.count, col0, w, neg_gamma, u);
+    default: GOSSIP_CHECK(false) << "band of " << band.terms << " terms";
+  }
+}
+
+// One node's sum for the rows of a block past its last full tile (len < kTile): the same vectors
+// as mix_tile_full with masked loads and stores (F16::load_head/store_head), the same operations
+// per element.
+void mix_tile_tail(float* o, const float* x, Eigen::Index d, const int* col, const float* w,
+                   int terms, float neg_gamma, const float* u, Eigen::Index len) {
+  const int l0 = static_cast<int>(std::clamp<Eigen::Index>(len, 0, 16));
+  const int l1 = static_cast<int>(std::clamp<Eigen::Index>(len - 16, 0, 16));
+  const int l2 = static_cast<int>(std::clamp<Eigen::Index>(len - 32, 0, 16));
+  const int l3 = static_cast<int>(std::clamp<Eigen::Index>(len - 48, 0, 16));
+  const float* src = x + static_cast<Eigen::Index>(col[0]) * d;
+  F16 a0 = F16::mul(w[0], F16::load_head(src, l0));
+  F16 a1 = F16::mul(w[0], F16::load_head(src + 16, l1));
+  F16 a2 = F16::mul(w[0], F16::load_head(src + 32, l2));
+  F16 a3 = F16::mul(w[0], F16::load_head(src + 48, l3));
   for (int q = 1; q < terms; ++q) {
-    fma_into(acc, x + static_cast<Eigen::Index>(col[q]) * d, w[q], len);
+    src = x + static_cast<Eigen::Index>(col[q]) * d;
+    const float wq = w[q];
+    a0 = F16::fma(wq, F16::load_head(src, l0), a0);
+    a1 = F16::fma(wq, F16::load_head(src + 16, l1), a1);
+    a2 = F16::fma(wq, F16::load_head(src + 32, l2), a2);
+    a3 = F16::fma(wq, F16::load_head(src + 48, l3), a3);
   }
   if (u != nullptr) {
-    for (Eigen::Index k = 0; k < len; ++k) o[k] = std::fma(neg_gamma, u[k], acc[k]);
-  } else {
-    for (Eigen::Index k = 0; k < len; ++k) o[k] = acc[k];
+    a0 = F16::fma(neg_gamma, F16::load_head(u, l0), a0);
+    a1 = F16::fma(neg_gamma, F16::load_head(u + 16, l1), a1);
+    a2 = F16::fma(neg_gamma, F16::load_head(u + 32, l2), a2);
+    a3 = F16::fma(neg_gamma, F16::load_head(u + 48, l3), a3);
   }
+  a0.store_head(o, l0);
+  a1.store_head(o + 16, l1);
+  a2.store_head(o + 32, l2);
+  a3.store_head(o + 48, l3);
 }
 
 }  // namespace
@@ -153,10 +253,34 @@ void mix(const MixingPlan& plan, const StateMatrix& x, float gamma, const StateM
   const float* upd = update != nullptr ? update->data() : nullptr;
   float* result = out.data();
   const float neg_gamma = -gamma;
+  const std::vector<MixingPlan::Band>& bands = plan.bands();
   for (Eigen::Index r0 = 0; r0 < d; r0 += block) {
     const Eigen::Index len = std::min(block, d - r0);
     const Eigen::Index full = len / kTile * kTile;
+    std::size_t next_band = 0;
     for (int i = 0; i < n; ++i) {
+      if (next_band < bands.size() && bands[next_band].first == i && full > 0) {
+        // The band's full tiles share loads; its rows past them go through the tail below.
+        const MixingPlan::Band& band = bands[next_band++];
+        const float* w = weight + row_begin[i];
+        if (upd != nullptr) {
+          mix_band_dispatch<true>(result + r0, in + r0, d, full, band, w, neg_gamma, upd + r0);
+        } else {
+          mix_band_dispatch<false>(result + r0, in + r0, d, full, band, w, neg_gamma, nullptr);
+        }
+        if (full < len) {
+          for (int g = 0; g < band.count; ++g) {
+            const int node = i + g;
+            const Eigen::Index offset = static_cast<Eigen::Index>(node) * d + r0;
+            const int b = row_begin[node], e = row_begin[node + 1];
+            mix_tile_tail(result + offset + full, in + r0 + full, d, column + b, weight + b, e - b,
+                          neg_gamma, upd != nullptr ? upd + offset + full : nullptr, len - full);
+          }
+        }
+        i += band.count - 1;
+        continue;
+      }
+      if (next_band < bands.size() && bands[next_band].first == i) ++next_band;
       const Eigen::Index offset = static_cast<Eigen::Index>(i) * d + r0;
       float* o = result + offset;
       const int b = row_begin[i], e = row_begin[i + 1];

@@ -41,6 +41,20 @@ class MixingPlan {
   const std::vector<int>& column() const { return column_; }
   const std::vector<float>& weight() const { return weight_; }
 
+  // A run of consecutive rows [first, first + count) (count ≥ 2) whose terms are the contiguous
+  // columns i + offset, ..., i + offset + terms − 1 (no wrap-around, 2 ≤ terms ≤ kMaxBandTerms)
+  // with the same weights in every row: a ring's rows 1..n−2, any circulant band. mix() forms such
+  // rows with a sliding window of input columns held in registers (one load per input vector
+  // instead of one per term), with the same operations per element.
+  struct Band {
+    int first = 0;
+    int count = 0;
+    int offset = 0;
+    int terms = 0;
+  };
+  static constexpr int kMaxBandTerms = 5;
+  const std::vector<Band>& bands() const { return bands_; }
+
  private:
   int num_nodes_ = 0;
   int max_degree_ = 0;
@@ -48,6 +62,7 @@ class MixingPlan {
   std::vector<int> row_begin_;
   std::vector<int> column_;
   std::vector<float> weight_;
+  std::vector<Band> bands_;  // increasing, disjoint
 };
 
 // out = X·Wᵀ − γ·U, i.e. out.col(i) = Σ_j W_ij X.col(j) − γ U.col(i); `update` may be null (pure

@@ -73,52 +73,123 @@ TEST_CASE("mix equals X·Wᵀ − γU computed densely in double") {
   }
 }
 
+// mix (with and without the −γU term) and mix_node against sgd::Backend::mix node by node,
+// memcmp; returns the number of node columns compared.
+int compare_with_backend(const Eigen::SparseMatrix<double>& w, Eigen::Index d,
+                         sgd::Backend& backend) {
+  auto plan = MixingPlan::from_matrix(w);
+  REQUIRE(plan.is_ok());
+  const int n = plan->num_nodes();
+  const StateMatrix x = random_state(d, n, 1 + d);
+  const StateMatrix u = random_state(d, n, 2 + d);
+  int compared = 0;
+  for (bool with_update : {true, false}) {
+    StateMatrix out;
+    mix(*plan, x, 0.1f, with_update ? &u : nullptr, out);
+    std::vector<float> node(d);
+    for (int i = 0; i < n; ++i) {
+      std::vector<sgd::MixTerm> terms;
+      for (int q = plan->row_begin()[i]; q < plan->row_begin()[i + 1]; ++q) {
+        terms.push_back({plan->weight()[q], x.col(plan->column()[q]).data()});
+      }
+      backend.mix(node.data(), terms, with_update ? 0.1f : 0.0f,
+                  with_update ? u.col(i).data() : nullptr, static_cast<std::size_t>(d));
+      INFO("n " << n << " d " << d << " node " << i << " update " << with_update);
+      CHECK(std::memcmp(node.data(), out.col(i).data(), d * sizeof(float)) == 0);
+      // mix_node (the simulator's per-node combine step) is column i of mix, bit for bit.
+      std::vector<float> one(d, -1.0f);
+      mix_node(*plan, x, i, 0.1f, with_update ? u.col(i).data() : nullptr, one.data());
+      CHECK(std::memcmp(one.data(), out.col(i).data(), d * sizeof(float)) == 0);
+      ++compared;
+    }
+  }
+  return compared;
+}
+
+// A circulant W with the given weights at offsets −h..h (row i: column (i + o) mod n).
+Eigen::SparseMatrix<double> circulant_band(int n, const std::vector<double>& weights) {
+  const int h = static_cast<int>(weights.size()) / 2;
+  Eigen::MatrixXd dense = Eigen::MatrixXd::Zero(n, n);
+  for (int i = 0; i < n; ++i) {
+    for (int o = -h; o <= h; ++o) dense(i, ((i + o) % n + n) % n) += weights[o + h];
+  }
+  return dense.sparseView();
+}
+
 TEST_CASE("mix is bit-identical to sgd::Backend::mix with terms in increasing node order") {
   auto backend = sgd::make_backend(sgd::Device::kCpu, 1);
   REQUIRE(backend.is_ok());
   Rng rng(5);
-  struct Case {
-    Eigen::SparseMatrix<double> w;
-    Eigen::Index d;
-  };
   // Exponential graphs (7 and 9 terms per node, several row blocks with partial tiles for
   // n = 200), a ring, and random non-symmetric doubly stochastic matrices (terms that wrap).
-  std::vector<Case> cases;
-  cases.push_back({generated(topology::GeneratorKind::kExponential, 16).mixing_matrix(), 3001});
-  cases.push_back({generated(topology::GeneratorKind::kExponential, 200).mixing_matrix(), 1000});
-  cases.push_back({generated(topology::GeneratorKind::kRing, 5).mixing_matrix(), 64});
-  cases.push_back({random_doubly_stochastic(9, 4, rng), 130});
-  cases.push_back({random_doubly_stochastic(33, 6, rng), 17});
   int compared = 0;
-  for (const Case& c : cases) {
-    auto plan = MixingPlan::from_matrix(c.w);
-    REQUIRE(plan.is_ok());
-    const int n = plan->num_nodes();
-    const Eigen::Index d = c.d;
-    const StateMatrix x = random_state(d, n, 1 + d);
-    const StateMatrix u = random_state(d, n, 2 + d);
-    for (bool with_update : {true, false}) {
-      StateMatrix out;
-      mix(*plan, x, 0.1f, with_update ? &u : nullptr, out);
-      std::vector<float> node(d);
-      for (int i = 0; i < n; ++i) {
-        std::vector<sgd::MixTerm> terms;
-        for (int q = plan->row_begin()[i]; q < plan->row_begin()[i + 1]; ++q) {
-          terms.push_back({plan->weight()[q], x.col(plan->column()[q]).data()});
-        }
-        (*backend)->mix(node.data(), terms, with_update ? 0.1f : 0.0f,
-                        with_update ? u.col(i).data() : nullptr, static_cast<std::size_t>(d));
-        INFO("n " << n << " d " << d << " node " << i << " update " << with_update);
-        CHECK(std::memcmp(node.data(), out.col(i).data(), d * sizeof(float)) == 0);
-        // mix_node (the simulator's per-node combine step) is column i of mix, bit for bit.
-        std::vector<float> one(d, -1.0f);
-        mix_node(*plan, x, i, 0.1f, with_update ? u.col(i).data() : nullptr, one.data());
-        CHECK(std::memcmp(one.data(), out.col(i).data(), d * sizeof(float)) == 0);
-        ++compared;
-      }
-    }
-  }
+  compared += compare_with_backend(
+      generated(topology::GeneratorKind::kExponential, 16).mixing_matrix(), 3001, **backend);
+  compared += compare_with_backend(
+      generated(topology::GeneratorKind::kExponential, 200).mixing_matrix(), 1000, **backend);
+  compared += compare_with_backend(generated(topology::GeneratorKind::kRing, 5).mixing_matrix(),
+                                   64, **backend);
+  compared += compare_with_backend(random_doubly_stochastic(9, 4, rng), 130, **backend);
+  compared += compare_with_backend(random_doubly_stochastic(33, 6, rng), 17, **backend);
   CHECK(compared == 2 * (16 + 200 + 5 + 9 + 33));
+}
+
+TEST_CASE("banded runs: detected where rows are shifted copies, and mixed bit for bit") {
+  auto backend = sgd::make_backend(sgd::Device::kCpu, 1);
+  REQUIRE(backend.is_ok());
+  // A ring: rows 1..n−2 are the band {i−1, i, i+1} with weights 1/3; rows 0 and n−1 wrap.
+  const auto ring = generated(topology::GeneratorKind::kRing, 64).mixing_matrix();
+  auto plan = MixingPlan::from_matrix(ring);
+  REQUIRE(plan.is_ok());
+  REQUIRE(plan->bands().size() == 1);
+  CHECK(plan->bands()[0].first == 1);
+  CHECK(plan->bands()[0].count == 62);
+  CHECK(plan->bands()[0].offset == -1);
+  CHECK(plan->bands()[0].terms == 3);
+  // Five terms (offsets −2..2): rows 2..n−3.
+  const auto five = circulant_band(40, {0.1, 0.2, 0.4, 0.2, 0.1});
+  REQUIRE(MixingPlan::from_matrix(five)->bands().size() == 1);
+  CHECK(MixingPlan::from_matrix(five)->bands()[0].first == 2);
+  CHECK(MixingPlan::from_matrix(five)->bands()[0].count == 36);
+  CHECK(MixingPlan::from_matrix(five)->bands()[0].terms == 5);
+  // Two terms (self and the next node, a directed ring): rows 0..n−2.
+  const auto two = circulant_band(12, {0.0, 0.5, 0.5});
+  REQUIRE(MixingPlan::from_matrix(two)->bands().size() == 1);
+  CHECK(MixingPlan::from_matrix(two)->bands()[0].first == 0);
+  CHECK(MixingPlan::from_matrix(two)->bands()[0].count == 11);
+  CHECK(MixingPlan::from_matrix(two)->bands()[0].terms == 2);
+  // Tridiagonal with weights that change at rows 10 and 20: three runs, split where they change.
+  Eigen::MatrixXd tri = Eigen::MatrixXd::Zero(30, 30);
+  for (int i = 0; i < 30; ++i) {
+    const double side = i < 10 ? 0.25 : i < 20 ? 0.125 : 0.3;
+    if (i > 0) tri(i, i - 1) = side;
+    tri(i, i) = 1 - 2 * side;
+    if (i + 1 < 30) tri(i, i + 1) = side;
+  }
+  auto tri_plan = MixingPlan::from_matrix(tri.sparseView());
+  REQUIRE(tri_plan->bands().size() == 3);
+  CHECK(tri_plan->bands()[0].first == 1);
+  CHECK(tri_plan->bands()[0].count == 9);
+  CHECK(tri_plan->bands()[1].first == 10);
+  CHECK(tri_plan->bands()[1].count == 10);
+  CHECK(tri_plan->bands()[2].first == 20);
+  CHECK(tri_plan->bands()[2].count == 9);
+  // No band in an exponential graph of 16 (its columns are not contiguous).
+  CHECK(MixingPlan::from_matrix(generated(topology::GeneratorKind::kExponential, 16)
+                                    .mixing_matrix())->bands().empty());
+
+  // Bit for bit: widths with only a tail (d < 64), 64-row tiles only, 128-row steps plus a
+  // 64-row tile plus a tail (d = 1000), and several row blocks (n = 64: 2048 rows per block).
+  int compared = 0;
+  for (Eigen::Index d : {1, 37, 64, 192, 1000, 5000}) {
+    compared += compare_with_backend(ring, d, **backend);
+  }
+  compared += compare_with_backend(five, 1000, **backend);
+  compared += compare_with_backend(two, 333, **backend);
+  compared += compare_with_backend(tri.sparseView(), 1000, **backend);
+  compared += compare_with_backend(generated(topology::GeneratorKind::kRing, 1024).mixing_matrix(),
+                                   300, **backend);
+  CHECK(compared == 2 * (6 * 64 + 40 + 12 + 30 + 1024));
 }
 
 TEST_CASE("pure gossip preserves the average for every doubly stochastic W") {
