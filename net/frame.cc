@@ -160,4 +160,13 @@ Status validate_params(const pb::Params& params, std::uint64_t payload_len,
   return Status::ok();
 }
 
+Status check_params_checksum_mode(const pb::Params& params, bool tls_link) {
+  if (params.crc32c_omitted() && !tls_link) {
+    return corruption("Params without a payload checksum on a plaintext link (chunk " +
+                      std::to_string(params.chunk_index()) + " of iteration " +
+                      std::to_string(params.iteration()) + ")");
+  }
+  return Status::ok();
+}
+
 }  // namespace gossip::net

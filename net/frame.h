@@ -81,4 +81,8 @@ Status parse_message(std::span<const std::uint8_t> bytes, google::protobuf::Mess
 Status validate_params(const pb::Params& params, std::uint64_t payload_len,
                        std::uint64_t model_bytes);
 
+// A Params may leave out the payload's CRC32C (crc32c_omitted) only on a TLS link, where the
+// AES-GCM tag of every record authenticates the payload. Corruption on a plaintext link.
+Status check_params_checksum_mode(const pb::Params& params, bool tls_link);
+
 }  // namespace gossip::net

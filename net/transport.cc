@@ -683,10 +683,8 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void dispatch_params() {
-    if (params_.crc32c_omitted() && !tls_) {
-      bad_frame(corruption("Params without a payload checksum on a plaintext link (chunk " +
-                           std::to_string(params_.chunk_index()) + " of iteration " +
-                           std::to_string(params_.iteration()) + ")"));
+    if (Status s = check_params_checksum_mode(params_, tls_ != nullptr); !s.is_ok()) {
+      bad_frame(s);
       return;
     }
     Peer& p = t_.peer(peer_);

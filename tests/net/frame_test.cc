@@ -106,6 +106,27 @@ TEST_CASE("encode_frame + parse_message round-trip, garbage does not parse") {
   CHECK(!parse_message(junk, &r).is_ok());
 }
 
+TEST_CASE("a Params may omit its checksum on a TLS link only") {
+  pb::Params p;
+  p.set_chunk_index(2);
+  p.set_iteration(9);
+  p.set_crc32c(0x1234);
+  CHECK(check_params_checksum_mode(p, false).is_ok());
+  CHECK(check_params_checksum_mode(p, true).is_ok());
+  p.set_crc32c_omitted(true);
+  CHECK(check_params_checksum_mode(p, true).is_ok());
+  const Status s = check_params_checksum_mode(p, false);
+  CHECK(s.code() == StatusCode::kCorruption);
+  CHECK(s.message().find("plaintext") != std::string::npos);
+  CHECK(s.message().find("chunk 2 of iteration 9") != std::string::npos);
+  // The flag survives the wire.
+  pb::Params q;
+  const std::string bytes = p.SerializeAsString();
+  REQUIRE(parse_message({reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()}, &q)
+              .is_ok());
+  CHECK(q.crc32c_omitted());
+}
+
 TEST_CASE("validate_params accepts exactly the chunks that tile the model") {
   const std::uint64_t model = 10000;  // bytes
   CHECK(validate_params(params(0, 3, 0), 4096, model).is_ok());
