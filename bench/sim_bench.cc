@@ -4,7 +4,9 @@
 //     the same loop in numpy (bench/sim_reference.py; same thread count, OPENBLAS_CORETYPE and
 //     OPENBLAS_L2_SIZE unset for that command alone);
 //  2. the mixing step's achieved bandwidth (one read of X and one write of the output, 8·d·n
-//     bytes per call) against std::memcpy of the same buffer (also one read and one write).
+//     bytes per call) against std::memcpy of the same buffer (also one read and one write), for
+//     sim::mix (all columns, blocked) and for sim::mix_node over every node (what the default
+//     combine-then-adapt simulation runs, there fused into each node's step).
 // Figures only, no assertions. Single-threaded on both sides (the simulator's backend runs one
 // thread; numpy gets OPENBLAS_NUM_THREADS=1, OMP_NUM_THREADS=1). Both sides are timed with their
 // own thread's CPU time by default (the machine is shared: wall time would count other jobs'
@@ -142,8 +144,11 @@ void bench_mixing(const std::vector<int>& nodes, int dim, double seconds) {
   std::printf("\n== mixing X <- X W^T (pure gossip), d = %d, GB/s counting one read of X and one "
               "write (8*d*n bytes per call), per %s second; copy = std::memcpy of X (the same "
               "4*d*n bytes) into a second d x n buffer\n", dim, g_wall ? "wall" : "thread CPU");
-  std::printf("%7s %12s %10s %10s %10s %8s\n", "nodes", "topology", "MiB", "mix GB/s",
-              "copy GB/s", "mix/copy");
+  std::printf("(mix = sim::mix, the blocked kernel over all n columns (ATC order, library users); "
+              "per-node = sim::mix_node for i = 0..n-1, the kernel the default CTA simulation runs "
+              "inside its per-node pass, timed here alone)\n");
+  std::printf("%7s %12s %6s %10s %10s %13s %10s %8s %9s\n", "nodes", "topology", "terms", "MiB",
+              "mix GB/s", "per-node GB/s", "copy GB/s", "mix/copy", "node/copy");
   for (int n : nodes) {
     StateMatrix x(dim, n), out(dim, n), copy(dim, n);
     Rng rng(1);
@@ -157,8 +162,17 @@ void bench_mixing(const std::vector<int>& nodes, int dim, double seconds) {
       auto plan = MixingPlan::from_matrix(topo->mixing_matrix());
       const double mix_rate =
           best_calls_per_s([&] { mix(*plan, x, 0.0f, nullptr, out); }, seconds / 2) * bytes / 1e9;
-      std::printf("%7d %12s %10.1f %10.2f %10.2f %7.0f%%\n", n, name, 4.0 * dim * n / (1 << 20),
-                  mix_rate, copy_rate, 100 * mix_rate / copy_rate);
+      const double node_rate = best_calls_per_s([&] {
+                                 for (int i = 0; i < n; ++i) {
+                                   mix_node(*plan, x, i, 0.0f, nullptr, out.col(i).data());
+                                 }
+                               }, seconds / 2) * bytes / 1e9;
+      // Terms per output node (self included): each output float costs that many FMAs, and each
+      // term is a load unless its column is shared through a band's register window.
+      const double terms = static_cast<double>(plan->column().size()) / n;
+      std::printf("%7d %12s %6.1f %10.1f %10.2f %13.2f %10.2f %7.0f%% %8.0f%%\n", n, name, terms,
+                  4.0 * dim * n / (1 << 20), mix_rate, node_rate, copy_rate,
+                  100 * mix_rate / copy_rate, 100 * node_rate / copy_rate);
       std::fflush(stdout);
     }
   }
