@@ -9,8 +9,6 @@
 //   mix       optimizer direction + fused mixing pass
 // hidden = 1 − wait(overlap) / wait(no overlap).
 #include <CLI/CLI.hpp>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/check.h"
+#include "common/ports.h"
 #include "daemon/metrics.h"
 
 namespace {
@@ -33,23 +33,10 @@ struct Split {
   int count = 0;
 };
 
-bool port_free(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  ::close(fd);
-  return ok;
-}
-
 int free_base(int n) {
-  for (int base = 31000 + (::getpid() % 2000) * 10;; base += n + 1) {
-    bool ok = true;
-    for (int i = 0; i < n && ok; ++i) ok = port_free(base + i);
-    if (ok) return base;
-  }
+  const int base = gossip::free_loopback_ports(n, 31000 + (::getpid() % 2000) * 10);
+  GOSSIP_CHECK_GT(base, 0) << "no " << n << " free consecutive loopback ports";
+  return base;
 }
 
 struct Size {

@@ -4,9 +4,7 @@
 #pragma once
 
 #include <doctest/doctest.h>
-#include <netinet/in.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "common/ports.h"
 #include "daemon/exit_codes.h"
 #include "tests/test_util.h"
 
@@ -39,30 +38,13 @@ inline std::string bin(const std::string& rel) {
   return (fs::canonical("/proc/self/exe").parent_path().parent_path().parent_path() / rel).string();
 }
 
-inline bool port_free(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  ::close(fd);
-  return ok;
-}
-
 // A base port with n free consecutive ports (spread by pid so parallel tests rarely collide).
 inline int free_base_port(int n) {
   static int next = 20000 + (::getpid() * 37) % 30000;
-  for (int tries = 0; tries < 200; ++tries) {
-    int base = next;
-    next += n + 3;
-    if (next > 60000) next = 20000;
-    bool ok = true;
-    for (int i = 0; i < n && ok; ++i) ok = port_free(base + i);
-    if (ok) return base;
-  }
-  FAIL("no free ports");
-  return 0;
+  const int base = free_loopback_ports(n, next);
+  REQUIRE_MESSAGE(base > 0, "no free ports");
+  next = base + n + 3;
+  return base;
 }
 
 inline std::string write_topology(const std::string& dir, const std::string& kind, int n) {

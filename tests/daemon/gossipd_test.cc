@@ -12,10 +12,8 @@
 //    reaches consensus;
 //  - bad input: a bad config is exit code 2 with file:line:col.
 #include <doctest/doctest.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
