@@ -55,7 +55,10 @@ class Timer {
   double start_;
 };
 
-// Node-iterations per second of the Simulator, best of `repeats` timed runs.
+// Timed runs per side; the fastest counts (the numpy reference gets the same: --repeats).
+constexpr int kRepeats = 2;
+
+// Node-iterations per second of the Simulator, best of kRepeats timed runs.
 double simulator_rate(int n, int dim, int batch, const std::string& topo_name, double seconds) {
   sgd::ProblemConfig pc;
   pc.model = sgd::ModelKind::kLeastSquares;
@@ -87,7 +90,7 @@ double simulator_rate(int n, int dim, int batch, const std::string& topo_name, d
   rc.iterations = std::max<std::int64_t>(5, static_cast<std::int64_t>(seconds / per_iteration));
   rc.eval_every = rc.iterations;
   double best = 0;
-  for (int repeat = 0; repeat < 2; ++repeat) {
+  for (int repeat = 0; repeat < kRepeats; ++repeat) {
     auto sim = Simulator::create(*problem, &*topo, rc);
     if (!sim.is_ok()) return -1;
     Timer run;
@@ -101,14 +104,15 @@ double simulator_rate(int n, int dim, int batch, const std::string& topo_name, d
 
 double numpy_rate(const std::string& script, int n, int dim, int batch, const std::string& topo,
                   double seconds, double our_rate) {
-  // Aim numpy at about the same wall time, assuming it is ~5x slower than us.
+  // Aim each numpy loop at about `seconds`, assuming it is ~5x slower than us.
   const long iterations = std::max(3L, static_cast<long>(seconds * our_rate / 5 / n));
   const std::string cmd =
       "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 "
       "/usr/bin/python3 " + script + " --nodes " + std::to_string(n) + " --dim " +
       std::to_string(dim) + " --batch " + std::to_string(batch) + " --examples-per-node " +
       std::to_string(kExamplesPerNode) + " --topology " + topo + " --iterations " +
-      std::to_string(iterations) + (g_wall ? " --wall" : "") + " 2>&1";
+      std::to_string(iterations) + " --repeats " + std::to_string(kRepeats) +
+      (g_wall ? " --wall" : "") + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) return -1;
   char line[512];
