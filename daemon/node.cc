@@ -397,15 +397,15 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
         std::max({t, floor_t, exchange.peer_iteration(j).value_or(0), reported[j]});
     return base + (margin << std::min(misses[j], 10));
   };
-  // An Admit from j while we are at iteration `now_at`. Crossing proposals: the same t_a is
-  // agreed by both; otherwise the lower id's wins (the higher id abandons its own and accepts,
-  // the lower id refuses the other).
+  // An Admit from j while we are at iteration `now_at`. Crossing proposals: the later t_a wins
+  // at both ends (the same t_a is agreed by both; the end with the earlier one abandons it and
+  // accepts, the other refuses the earlier one).
   auto on_admit = [&](const Admission& a, std::uint64_t now_at) {
     bool ok = a.iteration >= std::max(now_at, floor_t);  // we have not started t_a yet
     if (auto p = proposed.find(a.peer); p != proposed.end()) {
       if (p->second.t_a == a.iteration) {
         proposed.erase(p);
-      } else if (self < a.peer) {
+      } else if (p->second.t_a > a.iteration) {
         ok = false;
       } else {
         withdraw(a.peer, p->second.t_a, now_at);
@@ -504,8 +504,14 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
             }
           }
         }
-        if (std::any_of(admit_at.begin(), admit_at.end(),
-                        [&](const auto& e) { return e.second == t_a; })) {
+        // Agreed with someone (at t_a, or at a later t_a a neighbour proposed at the same time):
+        // rejoin at the earliest agreed iteration; later agreements are kept for the main loop.
+        std::uint64_t first_agreed = 0;
+        for (const auto& [j, at] : admit_at) {
+          if (at >= t_a && (first_agreed == 0 || at < first_agreed)) first_agreed = at;
+        }
+        if (first_agreed != 0) {
+          t_a = first_agreed;
           break;
         }
         // Nobody accepted: our view of the neighbours was stale. Withdraw and go further ahead.
@@ -517,6 +523,7 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
         proposed.clear();
         t_a = newest + (margin << (round + 1));
       }
+      floor_t = t_a;
       // An agreement below t_a (a lower id's proposal in an earlier round) would never be used:
       // cancel it at both ends (an Accept{t, false} for an agreed t cancels it).
       for (auto e = admit_at.begin(); e != admit_at.end();) {
