@@ -1,6 +1,7 @@
 // The simulation loop. Every node's gradient and direction are computed with the real gossip_sgd
-// backend (cpu); the n models live in one d×n matrix so that the gossip step is one blocked pass
-// (sim/node_state.h) rather than n separate ones.
+// backend (cpu); the n models live in one d×n matrix (sim/node_state.h). D-PSGD makes one pass over
+// the nodes per iteration: CTA forms node i's gossip column right after its direction (mix_node),
+// ATC adapts in place during the pass and mixes all columns after it (one blocked mix()).
 #include "sim/simulator.h"
 
 #include <bit>
