@@ -62,17 +62,6 @@ std::shared_ptr<const sgd::Dataset> head(const std::shared_ptr<const sgd::Datase
   return out;
 }
 
-// Asks the cache hierarchy for the example rows `indices` of `data` (into L2), one request per
-// 64-byte line. Only a hint: no effect on any result.
-void prefetch_rows(const sgd::Dataset& data, std::span<const std::int64_t> indices) {
-  const std::size_t bytes = static_cast<std::size_t>(data.dim) * sizeof(float);
-  for (std::int64_t i : indices) {
-    if (i < 0 || i >= data.num_examples) continue;  // loss_and_grad_rows reports it
-    const char* row = reinterpret_cast<const char*>(data.features.data() + i * data.dim);
-    for (std::size_t off = 0; off < bytes; off += 64) __builtin_prefetch(row + off, 0, 2);
-  }
-}
-
 }  // namespace
 
 Result<std::unique_ptr<Simulator>> Simulator::create(const sgd::Problem& problem,
@@ -193,9 +182,10 @@ void Simulator::step(std::int64_t t) {
   // − γ u_i (mix_node: column i of mix(), the same bits; it reads x^t only, which no node
   // overwrites before the swap); ATC adapts x_i ← x_i − γ u_i in place (no other node's gradient
   // reads x_i) and mixes after the pass. u_ is one column, reused by every node.
-  // Node i + 1's batch is drawn before node i's gradient and its rows are prefetched, so that
-  // their memory latency overlaps node i's arithmetic (each node's sampler is its own stream:
-  // drawing early changes no draw).
+  // No software prefetch of the batch rows: prefetching node i + 1's rows (all 64 lines of each
+  // of its 8 rows, one node ahead) while node i computes measured 10-30% slower than none, and
+  // prefetching only the first 2 or 8 lines of each row no different from none
+  // (bench/sim_bench, n = 64 and 1024, 2026-11-23).
   // The compute time (batch draw, gradient, direction) is clocked per node on every
   // kComputeTimingStride-th iteration only: two clock reads per node cost a few percent of a
   // node-iteration here.
@@ -204,16 +194,10 @@ void Simulator::step(std::int64_t t) {
   const bool timed = t % kComputeTimingStride == 0;
   const Clock& clock = Clock::system();
   float* u = u_.data();
-  std::span<const std::int64_t> next_batch = samplers_[0].next();
-  prefetch_rows(train, next_batch);
   for (int i = 0; i < n; ++i) {
     const std::int64_t start_ns = timed ? clock.monotonic_ns() : 0;
     float* xi = x_.col(i).data();
-    const std::span<const std::int64_t> batch = next_batch;
-    if (i + 1 < n) {
-      next_batch = samplers_[i + 1].next();
-      prefetch_rows(train, next_batch);
-    }
+    const std::span<const std::int64_t> batch = samplers_[i].next();
     batch_loss_sum_ += model_->loss_and_grad_rows(xi, train, batch, grad_.data());
     ++batch_loss_count_;
     optimizer_->direction(*backend_, xi, grad_.data(),
