@@ -141,6 +141,8 @@ template <int K, bool kUpdate, int kV>
 void mix_band(float* o, const float* x, Eigen::Index d, Eigen::Index k_begin, Eigen::Index k_end,
               int first, int count, int col0, const float* w, float neg_gamma, const float* u) {
   static_assert(K >= 2);
+  F16 wv[K];  // the weights broadcast once (not a memory broadcast per FMA)
+  for (int q = 0; q < K; ++q) wv[q] = F16::broadcast(w[q]);
   for (Eigen::Index k0 = k_begin; k0 < k_end; k0 += 16 * kV) {
     F16 win[K - 1][kV];
     for (int q = 0; q < K - 1; ++q) {
@@ -153,9 +155,9 @@ void mix_band(float* o, const float* x, Eigen::Index d, Eigen::Index k_begin, Ei
       F16 last[kV];
       for (int v = 0; v < kV; ++v) last[v] = F16::load(src + 16 * v);
       for (int v = 0; v < kV; ++v) {
-        F16 acc = F16::mul(w[0], win[0][v]);
-        for (int q = 1; q < K - 1; ++q) acc = F16::fma(w[q], win[q][v], acc);
-        acc = F16::fma(w[K - 1], last[v], acc);
+        F16 acc = F16::mul(wv[0], win[0][v]);
+        for (int q = 1; q < K - 1; ++q) acc = F16::fma(wv[q], win[q][v], acc);
+        acc = F16::fma(wv[K - 1], last[v], acc);
         if constexpr (kUpdate) acc = F16::fma(neg_gamma, F16::load(u + out_offset + 16 * v), acc);
         acc.store(o + out_offset + 16 * v);
       }
@@ -164,6 +166,59 @@ void mix_band(float* o, const float* x, Eigen::Index d, Eigen::Index k_begin, Ei
       }
       for (int v = 0; v < kV; ++v) win[K - 2][v] = last[v];
     }
+  }
+}
+
+// The rows [full, full + len) (len < kTile) past a row block's last full tile for a whole band:
+// mix_band's sliding window with masked loads and stores (the same operations per element).
+template <int K, bool kUpdate>
+void mix_band_tail(float* o, const float* x, Eigen::Index d, Eigen::Index full, Eigen::Index len,
+                   int first, int count, int col0, const float* w, float neg_gamma,
+                   const float* u) {
+  constexpr int kV = kTile / 16;
+  int lens[kV];
+  for (int v = 0; v < kV; ++v) {
+    lens[v] = static_cast<int>(std::clamp<Eigen::Index>(len - 16 * v, 0, 16));
+  }
+  F16 wv[K];
+  for (int q = 0; q < K; ++q) wv[q] = F16::broadcast(w[q]);
+  F16 win[K - 1][kV];
+  for (int q = 0; q < K - 1; ++q) {
+    const float* src = x + static_cast<Eigen::Index>(col0 + q) * d + full;
+    for (int v = 0; v < kV; ++v) win[q][v] = F16::load_head(src + 16 * v, lens[v]);
+  }
+  for (int g = 0; g < count; ++g) {
+    const float* src = x + static_cast<Eigen::Index>(col0 + g + K - 1) * d + full;
+    const Eigen::Index out_offset = static_cast<Eigen::Index>(first + g) * d + full;
+    F16 last[kV];
+    for (int v = 0; v < kV; ++v) last[v] = F16::load_head(src + 16 * v, lens[v]);
+    for (int v = 0; v < kV; ++v) {
+      F16 acc = F16::mul(wv[0], win[0][v]);
+      for (int q = 1; q < K - 1; ++q) acc = F16::fma(wv[q], win[q][v], acc);
+      acc = F16::fma(wv[K - 1], last[v], acc);
+      if constexpr (kUpdate) {
+        acc = F16::fma(neg_gamma, F16::load_head(u + out_offset + 16 * v, lens[v]), acc);
+      }
+      acc.store_head(o + out_offset + 16 * v, lens[v]);
+    }
+    for (int q = 0; q + 2 < K; ++q) {
+      for (int v = 0; v < kV; ++v) win[q][v] = win[q + 1][v];
+    }
+    for (int v = 0; v < kV; ++v) win[K - 2][v] = last[v];
+  }
+}
+
+template <bool kUpdate>
+void mix_band_tail_dispatch(float* o, const float* x, Eigen::Index d, Eigen::Index full,
+                            Eigen::Index len, const MixingPlan::Band& band, const float* w,
+                            float neg_gamma, const float* u) {
+  const int col0 = band.first + band.offset;
+  switch (band.terms) {
+    case 2: return mix_band_tail<2, kUpdate>(o, x, d, full, len, band.first, band.count, col0, w, neg_gamma, u);
+    case 3: return mix_band_tail<3, kUpdate>(o, x, d, full, len, band.first, band.count, col0, w, neg_gamma, u);
+    case 4: return mix_band_tail<4, kUpdate>(o, x, d, full, len, band.first, band.count, col0, w, neg_gamma, u);
+    case 5: return mix_band_tail<5, kUpdate>(o, x, d, full, len, band.first, band.count, col0, w, neg_gamma, u);
+    default: GOSSIP_CHECK(false) << "band of " << band.terms << " terms";
   }
 }
 
@@ -259,8 +314,8 @@ void mix(const MixingPlan& plan, const StateMatrix& x, float gamma, const StateM
     const Eigen::Index full = len / kTile * kTile;
     std::size_t next_band = 0;
     for (int i = 0; i < n; ++i) {
-      if (next_band < bands.size() && bands[next_band].first == i && full > 0) {
-        // The band's full tiles share loads; its rows past them go through the tail below.
+      if (next_band < bands.size() && bands[next_band].first == i) {
+        // The band's full tiles, then its partial tile, share loads through the window.
         const MixingPlan::Band& band = bands[next_band++];
         const float* w = weight + row_begin[i];
         if (upd != nullptr) {
@@ -269,18 +324,17 @@ void mix(const MixingPlan& plan, const StateMatrix& x, float gamma, const StateM
           mix_band_dispatch<false>(result + r0, in + r0, d, full, band, w, neg_gamma, nullptr);
         }
         if (full < len) {
-          for (int g = 0; g < band.count; ++g) {
-            const int node = i + g;
-            const Eigen::Index offset = static_cast<Eigen::Index>(node) * d + r0;
-            const int b = row_begin[node], e = row_begin[node + 1];
-            mix_tile_tail(result + offset + full, in + r0 + full, d, column + b, weight + b, e - b,
-                          neg_gamma, upd != nullptr ? upd + offset + full : nullptr, len - full);
+          if (upd != nullptr) {
+            mix_band_tail_dispatch<true>(result + r0, in + r0, d, full, len - full, band, w,
+                                         neg_gamma, upd + r0);
+          } else {
+            mix_band_tail_dispatch<false>(result + r0, in + r0, d, full, len - full, band, w,
+                                          neg_gamma, nullptr);
           }
         }
         i += band.count - 1;
         continue;
       }
-      if (next_band < bands.size() && bands[next_band].first == i) ++next_band;
       const Eigen::Index offset = static_cast<Eigen::Index>(i) * d + r0;
       float* o = result + offset;
       const int b = row_begin[i], e = row_begin[i + 1];

@@ -22,6 +22,8 @@ struct F16 {
   static F16 load(const float* p) { return {_mm512_loadu_ps(p)}; }
   void store(float* p) const { _mm512_storeu_ps(p, v); }
   // w·a, fma(w, a, c) with a scalar w; fma(a, b, c) element-wise.
+  static F16 broadcast(float w) { return {_mm512_set1_ps(w)}; }
+  static F16 mul(F16 a, F16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
   static F16 mul(float w, F16 a) { return {_mm512_mul_ps(_mm512_set1_ps(w), a.v)}; }
   static F16 fma(float w, F16 a, F16 c) { return {_mm512_fmadd_ps(_mm512_set1_ps(w), a.v, c.v)}; }
   static F16 fma(F16 a, F16 b, F16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
@@ -61,6 +63,8 @@ struct F16 {
     _mm256_storeu_ps(p, lo);
     _mm256_storeu_ps(p + 8, hi);
   }
+  static F16 broadcast(float w) { return {_mm256_set1_ps(w), _mm256_set1_ps(w)}; }
+  static F16 mul(F16 a, F16 b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
   static F16 mul(float w, F16 a) {
     const __m256 b = _mm256_set1_ps(w);
     return {_mm256_mul_ps(b, a.lo), _mm256_mul_ps(b, a.hi)};
@@ -105,6 +109,15 @@ struct F16 {
     return r;
   }
   void store(float* p) const { std::memcpy(p, v, sizeof v); }
+  static F16 broadcast(float w) {
+    F16 r;
+    for (float& x : r.v) x = w;
+    return r;
+  }
+  static F16 mul(F16 a, F16 b) {
+    for (int k = 0; k < 16; ++k) a.v[k] = a.v[k] * b.v[k];
+    return a;
+  }
   static F16 mul(float w, F16 a) {
     for (float& x : a.v) x = w * x;
     return a;
