@@ -437,15 +437,19 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
     ++misses[a.peer];
     if (a.accepted) withdraw(a.peer, a.iteration, now_at);  // too late: we started t_a without it
   };
-  auto handle_admissions = [&](std::uint64_t t) {
+  // Every admission message received so far, handled in arrival order.
+  auto take_admissions = [&](std::uint64_t now_at) {
     for (const Admission& a : exchange.take_admissions()) {
       if (!is_neighbour(a.peer)) continue;
       if (a.kind == Admission::kAdmit) {
-        on_admit(a, t);
+        on_admit(a, now_at);
       } else {
-        on_accept(a, t);
+        on_accept(a, now_at);
       }
     }
+  };
+  auto handle_admissions = [&](std::uint64_t t) {
+    take_admissions(t);
     for (auto e = admit_at.begin(); e != admit_at.end();) {
       if (e->second > t) {
         ++e;
@@ -495,14 +499,7 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
         const auto until = std::chrono::steady_clock::now() + deadline;
         while (!proposed.empty() && std::chrono::steady_clock::now() < until && !interrupted()) {
           std::this_thread::sleep_for(std::chrono::milliseconds(2));
-          for (const Admission& a : exchange.take_admissions()) {
-            if (!is_neighbour(a.peer)) continue;
-            if (a.kind == Admission::kAdmit) {
-              on_admit(a, start);
-            } else {
-              on_accept(a, start);
-            }
-          }
+          take_admissions(start);
         }
         // Agreed with someone (at t_a, or at a later t_a a neighbour proposed at the same time):
         // rejoin at the earliest agreed iteration; later agreements are kept for the main loop.

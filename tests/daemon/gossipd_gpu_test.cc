@@ -9,12 +9,8 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
-#include <cstdio>
-#include <cstring>
-
-#include "sgd/backend.h"
-
 #include "tests/daemon/gossipd_harness.h"
+#include "tests/gpu_test_main.h"
 
 namespace gossip::daemon {
 namespace {
@@ -32,19 +28,4 @@ TEST_CASE("cuda: 8 gossipd processes on the exponential graph share one GPU") {
 }  // namespace
 }  // namespace gossip::daemon
 
-int main(int argc, char** argv) {
-  bool listing = false;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--list", 6) == 0 || std::strncmp(argv[i], "-l", 2) == 0) {
-      listing = true;
-    }
-  }
-  if (!listing && gossip::sgd::cuda_device_count() == 0) {
-    std::printf("gossipd_gpu_test: %s; skipped\n", gossip::sgd::cuda_built()
-                                                       ? "no CUDA device on this machine"
-                                                       : "this build has no CUDA backend");
-    return 77;
-  }
-  doctest::Context context(argc, argv);
-  return context.run();
-}
+int main(int argc, char** argv) { return gossip::testing::run_gpu_tests("gossipd_gpu_test", argc, argv); }

@@ -20,6 +20,7 @@
 #if GOSSIP_SGD_CUDA
 #include "sgd/cuda/cuda_backend.h"
 #endif
+#include "tests/gpu_test_main.h"
 
 namespace gossip::sgd {
 namespace {
@@ -224,19 +225,4 @@ TEST_CASE("cuda device selection works where a device exists") {
 }  // namespace
 }  // namespace gossip::sgd
 
-int main(int argc, char** argv) {
-  bool listing = false;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--list", 6) == 0 || std::strncmp(argv[i], "-l", 2) == 0) {
-      listing = true;
-    }
-  }
-  if (!listing && gossip::sgd::cuda_device_count() == 0) {
-    std::printf("cuda_parity_test: %s; skipped\n", gossip::sgd::cuda_built()
-                                                       ? "no CUDA device on this machine"
-                                                       : "this build has no CUDA backend");
-    return 77;
-  }
-  doctest::Context context(argc, argv);
-  return context.run();
-}
+int main(int argc, char** argv) { return gossip::testing::run_gpu_tests("cuda_parity_test", argc, argv); }
