@@ -481,8 +481,9 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
 
   // A restarted node (resumed from a checkpoint while its neighbours are ahead) proposes a common
   // t_a to every neighbour, jumps to it, and at t_a takes the average of the x_j^{t_a} of those
-  // that accepted before sending its own. When none accepted (all were past t_a already), it
-  // withdraws and tries again further ahead (a few rounds).
+  // that accepted before sending its own (if none delivered, at the first later iteration with a
+  // neighbour). When none accepted (all were past t_a already), it withdraws and tries again
+  // further ahead (a few rounds).
   std::optional<std::uint64_t> rejoin_at;
   if (carry_on && start > 0 && (options.resume || options.resume_at) && start < total) {
     std::uint64_t ahead = 0;
@@ -572,9 +573,11 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
     }
     std::span<const float> send(on_host ? x.data() : x_host.data(), d);
 
-    // Rejoin iteration: first the neighbours' x_j^t, then x_t := their average is what we send.
+    // Rejoin iteration (t_a, or the first later one with a neighbour if none delivered at t_a —
+    // an agreement the proposer withdrew too late): first the neighbours' x_j^t, then
+    // x_t := their average is what we send.
     std::map<int, std::string> unusable;  // why a neighbour's x_j^t cannot be mixed
-    if (rejoin_at && t == *rejoin_at && !from.empty()) {
+    if (rejoin_at && t >= *rejoin_at && !from.empty()) {
       std::unique_ptr<PendingExchange> first = exchange.begin(t, send, {}, from);
       for (const NeighbourFailure& f : first->wait(std::chrono::steady_clock::now() + deadline, interrupted,
                                                    [&exchange, t](int peer) {
@@ -603,6 +606,7 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
         if (!on_host) std::copy(avg.begin(), avg.end(), x_host.data());
         GOSSIP_LOG(kInfo) << "rejoined at iteration " << t << ": x := average of " << count << " neighbours";
         metrics.event(t, "rejoined", "x := average of " + std::to_string(count) + " neighbours' parameters");
+        rejoin_at.reset();
       }
       from.clear();  // received already
     }
