@@ -36,6 +36,23 @@ void connect_pair(asio::io_context& io, tcp::socket& a, tcp::socket& b) {
   acc.accept(b);
 }
 
+// Connects two TLS streams over loopback and runs both handshakes (a is the client).
+void handshake_pair(asio::io_context& io, TlsStream& a, TlsStream& b) {
+  connect_pair(io, tls_socket(a), tls_socket(b));
+  int handshakes = 0;
+  a.async_handshake(asio::ssl::stream_base::client, [&](const asio::error_code& ec) {
+    REQUIRE_FALSE(ec);
+    ++handshakes;
+  });
+  b.async_handshake(asio::ssl::stream_base::server, [&](const asio::error_code& ec) {
+    REQUIRE_FALSE(ec);
+    ++handshakes;
+  });
+  io.run();
+  io.restart();
+  REQUIRE(handshakes == 2);
+}
+
 // Small kernel buffers so that sends are partial and the background writer has to queue.
 void small_buffers(tcp::socket& s) {
   s.set_option(asio::socket_base::send_buffer_size(16 * 1024));
@@ -331,18 +348,7 @@ TEST_CASE("TLS over the coalescing stream: 16 MiB both ways at once arrive byte-
   REQUIRE(ctx2.is_ok());
   asio::io_context io;
   TlsStream a(io, **ctx1), b(io, **ctx2);
-  connect_pair(io, tls_socket(a), tls_socket(b));
-  int handshakes = 0;
-  a.async_handshake(asio::ssl::stream_base::client, [&](const asio::error_code& ec) {
-    REQUIRE_FALSE(ec);
-    ++handshakes;
-  });
-  b.async_handshake(asio::ssl::stream_base::server, [&](const asio::error_code& ec) {
-    REQUIRE_FALSE(ec);
-    ++handshakes;
-  });
-  io.run();
-  REQUIRE(handshakes == 2);
+  handshake_pair(io, a, b);
   // A frame-like mix: a short header, then a large payload as two buffers; repeated.
   const auto ab = pattern(16u << 20, 12), ba = pattern(16u << 20, 13);
   std::vector<std::uint8_t> at_b(ab.size()), at_a(ba.size());
@@ -533,18 +539,7 @@ TEST_CASE("TLS over the coalescing stream: synchronous write_some and read_some 
   TlsStream a(io, **ctx1), b(io, **ctx2);
   keep_record_buffers(a);
   keep_record_buffers(b);
-  connect_pair(io, tls_socket(a), tls_socket(b));
-  int handshakes = 0;
-  a.async_handshake(asio::ssl::stream_base::client, [&](const asio::error_code& ec) {
-    REQUIRE_FALSE(ec);
-    ++handshakes;
-  });
-  b.async_handshake(asio::ssl::stream_base::server, [&](const asio::error_code& ec) {
-    REQUIRE_FALSE(ec);
-    ++handshakes;
-  });
-  io.run();
-  REQUIRE(handshakes == 2);
+  handshake_pair(io, a, b);
   CHECK((SSL_get_mode(a.native_handle()) & SSL_MODE_RELEASE_BUFFERS) == 0);
 
   // The transport's pattern: whole records while the layer below has room, then the rest.
