@@ -220,7 +220,7 @@ class TransportExchange : public ParameterExchange {
                                        SteadyTime deadline,
                                        const std::function<bool()>& interrupted) override {
     return mailbox_->wait_verdicts(
-        iteration, peers, deadline, [this, iteration](int peer) { return gone_past(peer, iteration); },
+        iteration, peers, deadline, [this, iteration](int peer) { return no_verdict_coming(peer, iteration); },
         [this, iteration](int peer) {
           std::optional<std::uint64_t> at = peer_iteration(peer);
           return at && *at <= iteration;
@@ -228,12 +228,6 @@ class TransportExchange : public ParameterExchange {
         interrupted);
   }
   std::vector<Admission> take_admissions() override { return mailbox_->take_admissions(); }
-  // No verdict for `iteration` will come from `peer`: its link is down, or it announced a later
-  // iteration (frames arrive in order, and a verdict is sent before the next iteration starts).
-  bool gone_past(int peer, std::uint64_t iteration) const {
-    const auto at = transport_.peer_iteration(peer);
-    return !at || *at > iteration;
-  }
   bool link_up(int peer) const override { return transport_.peer_iteration(peer).has_value(); }
   std::optional<std::uint64_t> peer_iteration(int peer) const override {
     return transport_.peer_iteration(peer);
@@ -413,10 +407,7 @@ class LocalExchangeHub::NodeExchange : public ParameterExchange {
                                        const std::function<bool()>& interrupted) override {
     return mailbox_.wait_verdicts(
         iteration, peers, deadline,
-        [this, iteration](int peer) {
-          const auto at = peer_iteration(peer);
-          return !at || *at > iteration;
-        },
+        [this, iteration](int peer) { return no_verdict_coming(peer, iteration); },
         [this, iteration](int peer) {
           std::optional<std::uint64_t> at = peer_iteration(peer);
           return at && *at <= iteration;

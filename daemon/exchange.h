@@ -125,6 +125,12 @@ class ParameterExchange {
   virtual bool link_up(int peer) const = 0;
   virtual std::optional<std::uint64_t> peer_iteration(int peer) const = 0;
   virtual std::uint64_t link_generation(int peer) const = 0;
+  // No verdict for `iteration` will come from `peer`: its link is down, or it announced a later
+  // iteration (frames arrive in order, and a verdict is sent before the next iteration starts).
+  bool no_verdict_coming(int peer, std::uint64_t iteration) const {
+    const std::optional<std::uint64_t> at = peer_iteration(peer);
+    return !at || *at > iteration;
+  }
   // This node's current iteration (announced to neighbours); and: data of `peer` for iterations
   // below `iteration` is stale (re-admission after a gap).
   virtual void set_iteration(std::uint64_t iteration, std::uint32_t degree) = 0;
