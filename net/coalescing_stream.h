@@ -161,6 +161,25 @@ class CoalescingStream {
     return size;
   }
 
+  // Bytes accepted so far (async_write_some, write_some), and the most that may wait unsent
+  // before bulk writes have to wait (the `write_buffer` of the constructor).
+  std::uint64_t accepted() const { return st_->accepted; }
+  std::size_t write_capacity() const { return st_->cap; }
+  // The first error of a background write (sticky; fails every later write), or none.
+  asio::error_code write_error() const { return st_->write_error; }
+
+  // Completes once the kernel has taken the first `target` accepted bytes (target <= accepted()),
+  // or with the sticky write error. Starts sending whatever is buffered at once. For callers that
+  // append with write_some and need to know when their bytes are out (net::write_record's
+  // users: a frame is written when its last record is in the kernel, and a bulk writer waits
+  // for the backlog to fall to accepted() - write_capacity()). One wait (or waiting write) at a
+  // time, as for writes.
+  template <typename WaitToken>
+  auto async_wait_sent(std::uint64_t target, WaitToken&& token) {
+    return asio::async_compose<WaitToken, void(asio::error_code)>(WaitOp{st_, target}, token,
+                                                                   st_->sock);
+  }
+
   template <typename MutableBufferSequence, typename ReadToken>
   auto async_read_some(const MutableBufferSequence& buffers, ReadToken&& token) {
     return asio::async_compose<ReadToken, void(asio::error_code, std::size_t)>(
@@ -358,6 +377,30 @@ class CoalescingStream {
       } else {
         self.complete(ec, size);
       }
+    }
+  };
+
+  struct WaitOp {
+    std::shared_ptr<State> st;
+    std::uint64_t target = 0;
+    bool started = false;
+
+    template <typename Self>
+    void operator()(Self& self, asio::error_code = {}, std::size_t = 0) {
+      State& s = *st;
+      if (!started) {
+        started = true;
+        if (!s.write_error && s.sent < target) {
+          if (!s.flushing) start_flush(st);
+          auto w = std::make_unique<WaiterFor<Self>>(std::move(self));
+          w->target = target;
+          s.current.lock()->waiter = std::move(w);  // `st` moved along with `self`
+          return;
+        }
+        asio::post(s.sock.get_executor(), std::move(self));
+        return;
+      }
+      self.complete(s.write_error);
     }
   };
 

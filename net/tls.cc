@@ -167,6 +167,82 @@ void keep_record_buffers(TlsStream& stream) {
   SSL_clear_mode(stream.native_handle(), SSL_MODE_RELEASE_BUFFERS);
 }
 
+namespace {
+
+// The BIO that direct_record_writes() installs: writes append to the CoalescingStream (never
+// short, never a retry); everything else is refused. Its data pointer is the stream, which
+// outlives the SSL object (asio::ssl::stream destroys its engine, and with it the SSL object and
+// this BIO, before its next layer).
+int record_bio_write(BIO* bio, const char* data, int len) {
+  if (len <= 0) return 0;
+  auto* out = static_cast<CoalescingStream*>(BIO_get_data(bio));
+  BIO_clear_retry_flags(bio);
+  asio::error_code ec;
+  out->write_some(asio::buffer(data, static_cast<std::size_t>(len)), ec);
+  if (ec) return -1;  // the sticky write error; write_record reports it
+  return len;
+}
+
+long record_bio_ctrl(BIO*, int cmd, long, void*) {
+  // OpenSSL flushes its write BIO after handshake messages and alerts; the stream's background
+  // writer sends what is buffered on its own.
+  return cmd == BIO_CTRL_FLUSH ? 1 : 0;
+}
+
+int record_bio_create(BIO* bio) {
+  BIO_set_init(bio, 1);
+  return 1;
+}
+
+const BIO_METHOD* record_bio_method() {
+  static BIO_METHOD* const method = [] {
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "gossip record sink");
+    if (m == nullptr) return m;
+    BIO_meth_set_write(m, record_bio_write);
+    BIO_meth_set_ctrl(m, record_bio_ctrl);
+    BIO_meth_set_create(m, record_bio_create);
+    return m;
+  }();
+  return method;
+}
+
+}  // namespace
+
+Status direct_record_writes(TlsStream& stream) {
+  const BIO_METHOD* method = record_bio_method();
+  BIO* bio = method ? BIO_new(method) : nullptr;
+  if (bio == nullptr) return internal_error("cannot create the TLS record BIO: " + openssl_errors());
+  BIO_set_data(bio, &stream.next_layer());
+  SSL* ssl = stream.native_handle();
+  // The read side stays asio's BIO pair; SSL_set_bio takes over `bio` and drops the session's
+  // reference to the pair's write side (asio's engine keeps its own end).
+  BIO* rbio = SSL_get_rbio(ssl);
+  SSL_set_bio(ssl, rbio, bio);
+  return Status::ok();
+}
+
+std::size_t write_record(TlsStream& stream, asio::const_buffer data, asio::error_code& ec) {
+  ec = {};
+  if (data.size() == 0) return 0;
+  SSL* ssl = stream.native_handle();
+  ERR_clear_error();
+  std::size_t written = 0;
+  const int ok = SSL_write_ex(ssl, data.data(), data.size(), &written);
+  if (ok == 1 && written == data.size()) return written;
+  if (ok == 1) {  // one record per call: a short write would be a bug in the caller's sizing
+    ec = asio::error::message_size;
+    return 0;
+  }
+  if (const asio::error_code sticky = stream.next_layer().write_error()) {
+    ec = sticky;
+  } else if (const unsigned long e = ERR_get_error(); e != 0) {
+    ec = asio::error_code(static_cast<int>(e), asio::error::get_ssl_category());
+  } else {
+    ec = asio::error::connection_aborted;
+  }
+  return 0;
+}
+
 Result<CertIdentity> cert_identity(X509* cert) { return identity_of(cert, "peer certificate"); }
 
 Status check_own_certificate(const TlsConfig& config, const CertIdentity& expected) {

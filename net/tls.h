@@ -44,6 +44,24 @@ inline asio::ip::tcp::socket& tls_socket(TlsStream& stream) { return stream.next
 // 34 KiB per link).
 void keep_record_buffers(TlsStream& stream);
 
+// Routes the session's outgoing TLS records straight into the CoalescingStream's write-behind
+// buffer: a BIO over the stream replaces the write side of asio's BIO pair, so each record is
+// copied once (OpenSSL's record buffer -> write-behind buffer) instead of three times (-> BIO pair
+// -> engine buffer -> write-behind buffer); the sender of a bulk transfer is the side that limits
+// the rate (docs/net.md, "TLS throughput"). Records are still made by OpenSSL (SSL_write_ex on the
+// session asio::ssl::stream set up); reads still go through asio::ssl::stream. From then on the
+// session's writes must use write_record() and CoalescingStream::async_wait_sent(): an
+// asio::ssl::stream write would complete before its bytes are sent. Call once, after the handshake
+// completed, with no write in flight. InternalError if OpenSSL cannot make the BIO.
+Status direct_record_writes(TlsStream& stream);
+
+// Encrypts `data` (at most 16 KiB, one TLS 1.3 record's plaintext) into one record appended to
+// the stream's write-behind buffer, to be sent by its background writer. Returns the bytes taken
+// (all of them) or 0 with `ec` set: the stream's sticky write error, or the TLS error. Never
+// blocks; the caller bounds the backlog (CoalescingStream::write_room) and waits for it to be
+// sent (CoalescingStream::async_wait_sent). Only after direct_record_writes().
+std::size_t write_record(TlsStream& stream, asio::const_buffer data, asio::error_code& ec);
+
 struct CertIdentity {
   int node_id = -1;
   std::string job_id;

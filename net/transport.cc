@@ -452,6 +452,10 @@ class Session : public std::enable_shared_from_this<Session> {
       reject(permission_denied("TLS handshake failed: " + ec.message()));
       return;
     }
+    if (Status s = direct_record_writes(*tls_); !s.is_ok()) {
+      close(s);
+      return;
+    }
     Result<CertIdentity> id = cert_identity(SSL_get0_peer_certificate(tls_->native_handle()));
     if (!id.is_ok()) {
       reject(id.status());
@@ -846,7 +850,7 @@ class Session : public std::enable_shared_from_this<Session> {
       f.op->writing++;
       if (f.op->ex) f.op->ex->busy(+1);
     }
-    if (tls_ && f.payload.size() != 0) {
+    if (tls_) {
       write_tls_from(0);
       return;
     }
@@ -859,11 +863,12 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
-  // TLS, a frame with a payload: encrypts whole records with synchronous write_some calls (one
-  // SSL_write each, no trip through the io_context) while the CoalescingStream below has room
-  // for them, then writes one record asynchronously, which completes once the backlog is back
-  // within bounds (or, for the last record of the frame, once everything is sent), and goes on.
-  // `done` bytes of head + payload are written.
+  // TLS: encrypts the frame record by record straight into the CoalescingStream's write-behind
+  // buffer (net::write_record: one SSL_write each, no trip through the io_context) while it has
+  // room for a whole record; when it has none, waits until the kernel has taken enough
+  // (the backlog back within write_capacity) and goes on. The frame is written when its last
+  // record is in the kernel: whoever then half-closes after a Goodbye loses nothing. `done`
+  // bytes of head + payload are written.
   static constexpr std::size_t kRecordPlaintext = 16384;  // TLS 1.3 maximum
   void write_tls_from(std::size_t done) {
     const OutFrame& f = outq_.front();
@@ -875,25 +880,28 @@ class Session : public std::enable_shared_from_this<Session> {
       const auto* p = static_cast<const std::uint8_t*>(f.payload.data()) + (at - head);
       return asio::buffer(p, std::min(total - at, kRecordPlaintext));
     };
+    CoalescingStream& out = tls_->next_layer();
     asio::error_code ec;
-    while (total - done > kRecordPlaintext &&
-           tls_->next_layer().write_room() >= CoalescingStream::kFullRecord) {
-      done += tls_->write_some(piece(done), ec);
-      if (ec) break;  // sticky: the asynchronous write below reports it
+    while (done < total && out.write_room() >= CoalescingStream::kFullRecord) {
+      done += write_record(*tls_, piece(done), ec);
+      if (ec) {
+        on_write(ec);
+        return;
+      }
     }
-    const asio::const_buffer b = piece(done);
-    const bool last = done + b.size() == total;
-    asio::async_write(*tls_, b,
-                      [self = shared_from_this(), next = done + b.size(), last](
-                          const asio::error_code& e, std::size_t) {
-                        if (e || last || self->phase_ == Phase::kClosed) {
-                          self->on_write(e || self->phase_ != Phase::kClosed
-                                             ? e
-                                             : asio::error::operation_aborted);
-                          return;
-                        }
-                        self->write_tls_from(next);
-                      });
+    const bool last = done == total;
+    // Last record: wait for everything; otherwise for room for the next record.
+    const std::uint64_t target =
+        last ? out.accepted()
+             : out.accepted() - std::min<std::uint64_t>(
+                                    out.accepted(), out.write_capacity() - CoalescingStream::kFullRecord);
+    out.async_wait_sent(target, [self = shared_from_this(), done, last](const asio::error_code& e) {
+      if (e || last || self->phase_ == Phase::kClosed) {
+        self->on_write(e || self->phase_ != Phase::kClosed ? e : asio::error::operation_aborted);
+        return;
+      }
+      self->write_tls_from(done);
+    });
   }
 
   void on_write(const asio::error_code& ec) {
