@@ -12,8 +12,11 @@
 
 #include <openssl/ssl.h>
 
+#include <sys/mman.h>
+
 #include <asio.hpp>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -91,6 +94,29 @@ struct ExchangeState {
 
 namespace {
 
+struct FreeDeleter {
+  void operator()(float* p) const { std::free(p); }
+};
+
+// Memory for one iteration ahead of a neighbour (`floats` floats), mapped in at once and in
+// transparent huge pages where the kernel offers them: touched page by page as chunks land, a
+// 100 MB staging buffer took ~25 600 page faults of ~14 us each on the benchmark VM, spread over
+// the first iterations' receives (docs/net.md, "Page faults"); with 2 MiB pages, populated here,
+// it takes a few ms, once. Both advices are hints: a kernel without them faults pages in lazily.
+std::unique_ptr<float[], FreeDeleter> staging_buffer(std::size_t floats) {
+  constexpr std::size_t kHuge = std::size_t{2} << 20;
+  const std::size_t bytes = (floats * sizeof(float) + kHuge - 1) / kHuge * kHuge;
+  auto* p = static_cast<float*>(std::aligned_alloc(kHuge, std::max(bytes, kHuge)));
+  GOSSIP_CHECK(p != nullptr) << "cannot allocate " << bytes << " bytes of staging memory";
+#ifdef MADV_HUGEPAGE
+  ::madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+#ifdef MADV_POPULATE_WRITE
+  ::madvise(p, bytes, MADV_POPULATE_WRITE);
+#endif
+  return std::unique_ptr<float[], FreeDeleter>(p);
+}
+
 // A posted receive (or, with ex == nullptr, the staging buffer for one iteration ahead).
 struct RecvSlot {
   int peer = -1;
@@ -145,9 +171,9 @@ struct Peer {
   std::deque<OutFrame> waiting;      // frames posted while there was no link
   std::map<std::uint64_t, std::shared_ptr<RecvSlot>> recvs;
   std::shared_ptr<RecvSlot> staging;
-  // Backing memory of `staging`, allocated on first use and kept (uninitialised: pages are only
-  // touched where a chunk lands). One session reads at a time, so slots never overlap in it.
-  std::unique_ptr<float[]> staging_memory;
+  // Backing memory of `staging`, allocated on first use and kept (staging_buffer()). One session
+  // reads at a time, so slots never overlap in it.
+  std::unique_ptr<float[], FreeDeleter> staging_memory;
   std::uint64_t floor = 0;  // frames for iterations below this are stale
   std::int64_t backoff_ms = 0;
   std::unique_ptr<asio::steady_timer> retry;
@@ -1300,7 +1326,7 @@ Transport::Impl::Target Transport::Impl::classify(Peer& p, const pb::Params& par
     slot = std::make_shared<RecvSlot>();
     slot->peer = p.addr.node_id;
     slot->iteration = it;
-    if (!p.staging_memory) p.staging_memory.reset(new float[opts_.self.param_count]);
+    if (!p.staging_memory) p.staging_memory = staging_buffer(opts_.self.param_count);
     slot->buffer = {p.staging_memory.get(), opts_.self.param_count};
     p.staging = slot;
   } else {
