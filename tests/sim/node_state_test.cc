@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -131,7 +132,18 @@ TEST_CASE("mix is bit-identical to sgd::Backend::mix with terms in increasing no
                                    64, **backend);
   compared += compare_with_backend(random_doubly_stochastic(9, 4, rng), 130, **backend);
   compared += compare_with_backend(random_doubly_stochastic(33, 6, rng), 17, **backend);
-  CHECK(compared == 2 * (16 + 200 + 5 + 9 + 33));
+  // One term per row (a permutation), and rows of up to 24 terms: mix_rows' kernels with the
+  // terms fixed at compile time (1..16 terms) and the generic tiles past 16 terms.
+  compared += compare_with_backend(random_doubly_stochastic(12, 1, rng), 200, **backend);
+  const auto many = random_doubly_stochastic(40, 24, rng);
+  const Eigen::MatrixXd many_dense(many);
+  int most_terms = 0;
+  for (int i = 0; i < 40; ++i) {
+    most_terms = std::max(most_terms, static_cast<int>((many_dense.row(i).array() != 0).count()));
+  }
+  CHECK(most_terms > 16);
+  compared += compare_with_backend(many, 1000, **backend);
+  CHECK(compared == 2 * (16 + 200 + 5 + 9 + 33 + 12 + 40));
 }
 
 TEST_CASE("banded runs: detected where rows are shifted copies, and mixed bit for bit") {
