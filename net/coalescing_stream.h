@@ -180,6 +180,16 @@ class CoalescingStream {
                                                                    st_->sock);
   }
 
+  // Completes once received bytes wait in the read-ahead buffer (at once if some already do),
+  // with the socket's error (eof included) otherwise; read_some then has them. For readers that
+  // take bytes with read_some only (net::read_record's BIO). While it is in flight read_some says
+  // would_block. One read or wait at a time.
+  template <typename WaitToken>
+  auto async_wait_readable(WaitToken&& token) {
+    return asio::async_compose<WaitToken, void(asio::error_code)>(ReadableOp{st_}, token,
+                                                                   st_->sock);
+  }
+
   template <typename MutableBufferSequence, typename ReadToken>
   auto async_read_some(const MutableBufferSequence& buffers, ReadToken&& token) {
     return asio::async_compose<ReadToken, void(asio::error_code, std::size_t)>(
@@ -377,6 +387,35 @@ class CoalescingStream {
       } else {
         self.complete(ec, size);
       }
+    }
+  };
+
+  struct ReadableOp {
+    std::shared_ptr<State> st;
+    bool started = false;
+
+    template <typename Self>
+    void operator()(Self& self, asio::error_code ec = {}, std::size_t n = 0) {
+      State& s = *st;
+      if (!started) {
+        started = true;
+        if (s.rpos == s.rend) {
+          s.async_reading = true;
+          s.socket_reads++;
+          s.sock.async_read_some(asio::buffer(s.rbuf), std::move(self));
+          return;
+        }
+        asio::post(s.sock.get_executor(), std::move(self));
+        return;
+      }
+      if (s.async_reading) {  // back from the socket
+        s.async_reading = false;
+        s.rpos = 0;
+        s.rend = n;
+        if (n == 0 && !ec) ec = asio::error::eof;
+        if (n != 0) ec = {};
+      }
+      self.complete(ec);
     }
   };
 

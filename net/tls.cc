@@ -7,11 +7,13 @@
 #include <openssl/x509.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <ctime>
 #include <memory>
+#include <vector>
 
 namespace gossip::net {
 namespace {
@@ -169,18 +171,51 @@ void keep_record_buffers(TlsStream& stream) {
 
 namespace {
 
-// The BIO that direct_record_writes() installs: writes append to the CoalescingStream (never
-// short, never a retry); everything else is refused. Its data pointer is the stream, which
-// outlives the SSL object (asio::ssl::stream destroys its engine, and with it the SSL object and
-// this BIO, before its next layer).
+// The BIO that direct_records() installs on both sides of the session. Writes append to the
+// CoalescingStream (never short, never a retry); reads first return what asio's BIO pair still
+// held at the switch, then what the stream's read-ahead buffer or one non-blocking recv(2) has
+// (a retry when nothing has arrived, 0 at the end of the stream). The stream outlives the BIO:
+// asio::ssl::stream destroys its engine, and with it the SSL object and this BIO, before its
+// next layer.
+struct RecordBio {
+  CoalescingStream* stream = nullptr;
+  std::vector<std::uint8_t> carried;  // from asio's BIO pair
+  std::size_t carried_pos = 0;
+  asio::error_code read_error;  // the socket's, for read_record to report
+};
+
+RecordBio& record_bio(BIO* bio) { return *static_cast<RecordBio*>(BIO_get_data(bio)); }
+
 int record_bio_write(BIO* bio, const char* data, int len) {
-  if (len <= 0) return 0;
-  auto* out = static_cast<CoalescingStream*>(BIO_get_data(bio));
   BIO_clear_retry_flags(bio);
+  if (len <= 0) return 0;
   asio::error_code ec;
-  out->write_some(asio::buffer(data, static_cast<std::size_t>(len)), ec);
-  if (ec) return -1;  // the sticky write error; write_record reports it
-  return len;
+  record_bio(bio).stream->write_some(asio::buffer(data, static_cast<std::size_t>(len)), ec);
+  return ec ? -1 : len;  // the sticky write error; write_record reports it
+}
+
+int record_bio_read(BIO* bio, char* out, int len) {
+  BIO_clear_retry_flags(bio);
+  if (len <= 0) return 0;
+  RecordBio& rb = record_bio(bio);
+  const auto want = static_cast<std::size_t>(len);
+  if (rb.carried_pos < rb.carried.size()) {
+    const std::size_t n = std::min(want, rb.carried.size() - rb.carried_pos);
+    std::memcpy(out, rb.carried.data() + rb.carried_pos, n);
+    rb.carried_pos += n;
+    if (rb.carried_pos == rb.carried.size()) std::vector<std::uint8_t>().swap(rb.carried);
+    return static_cast<int>(n);
+  }
+  asio::error_code ec;
+  const std::size_t n = rb.stream->read_some(asio::buffer(out, want), ec);
+  if (!ec) return static_cast<int>(n);
+  if (ec == asio::error::would_block || ec == asio::error::try_again) {
+    BIO_set_retry_read(bio);
+    return -1;
+  }
+  if (ec == asio::error::eof) return 0;
+  rb.read_error = ec;
+  return -1;
 }
 
 long record_bio_ctrl(BIO*, int cmd, long, void*) {
@@ -190,17 +225,26 @@ long record_bio_ctrl(BIO*, int cmd, long, void*) {
 }
 
 int record_bio_create(BIO* bio) {
+  BIO_set_data(bio, new RecordBio);
   BIO_set_init(bio, 1);
+  return 1;
+}
+
+int record_bio_destroy(BIO* bio) {
+  delete static_cast<RecordBio*>(BIO_get_data(bio));
+  BIO_set_data(bio, nullptr);
   return 1;
 }
 
 const BIO_METHOD* record_bio_method() {
   static BIO_METHOD* const method = [] {
-    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "gossip record sink");
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "gossip records");
     if (m == nullptr) return m;
     BIO_meth_set_write(m, record_bio_write);
+    BIO_meth_set_read(m, record_bio_read);
     BIO_meth_set_ctrl(m, record_bio_ctrl);
     BIO_meth_set_create(m, record_bio_create);
+    BIO_meth_set_destroy(m, record_bio_destroy);
     return m;
   }();
   return method;
@@ -208,16 +252,24 @@ const BIO_METHOD* record_bio_method() {
 
 }  // namespace
 
-Status direct_record_writes(TlsStream& stream) {
+Status direct_records(TlsStream& stream) {
   const BIO_METHOD* method = record_bio_method();
   BIO* bio = method ? BIO_new(method) : nullptr;
   if (bio == nullptr) return internal_error("cannot create the TLS record BIO: " + openssl_errors());
-  BIO_set_data(bio, &stream.next_layer());
+  RecordBio& rb = record_bio(bio);
+  rb.stream = &stream.next_layer();
   SSL* ssl = stream.native_handle();
-  // The read side stays asio's BIO pair; SSL_set_bio takes over `bio` and drops the session's
-  // reference to the pair's write side (asio's engine keeps its own end).
-  BIO* rbio = SSL_get_rbio(ssl);
-  SSL_set_bio(ssl, rbio, bio);
+  // What the peer sent after its last handshake message and asio already fed to OpenSSL (the
+  // pair is drained whenever OpenSSL asks for more, so this is all asio holds: nothing waits in
+  // its engine buffer).
+  BIO* pair = SSL_get_rbio(ssl);
+  char chunk[4096];
+  for (int n; (n = BIO_read(pair, chunk, sizeof(chunk))) > 0;) {
+    rb.carried.insert(rb.carried.end(), chunk, chunk + n);
+  }
+  // SSL_set_bio takes one reference to `bio` for each side (it adds the second) and drops the
+  // pair's two (asio's engine keeps the pair's other end and frees it).
+  SSL_set_bio(ssl, bio, bio);
   return Status::ok();
 }
 
@@ -240,6 +292,43 @@ std::size_t write_record(TlsStream& stream, asio::const_buffer data, asio::error
   } else {
     ec = asio::error::connection_aborted;
   }
+  return 0;
+}
+
+std::size_t read_record(TlsStream& stream, asio::mutable_buffer data, asio::error_code& ec) {
+  ec = {};
+  if (data.size() == 0) return 0;
+  SSL* ssl = stream.native_handle();
+  ERR_clear_error();
+  std::size_t got = 0;
+  const int ok = SSL_read_ex(ssl, data.data(), data.size(), &got);
+  if (ok == 1) return got;
+  RecordBio& rb = record_bio(SSL_get_rbio(ssl));
+  switch (SSL_get_error(ssl, ok)) {
+    case SSL_ERROR_WANT_READ:
+      ec = asio::error::would_block;
+      break;
+    case SSL_ERROR_ZERO_RETURN:  // close_notify
+      ec = asio::error::eof;
+      break;
+    case SSL_ERROR_SYSCALL:
+      ec = rb.read_error ? rb.read_error : asio::ssl::error::stream_truncated;
+      break;
+    default: {
+      const unsigned long e = ERR_peek_last_error();
+      if (rb.read_error) {
+        ec = rb.read_error;
+      } else if (ERR_GET_LIB(e) == ERR_LIB_SSL &&
+                 ERR_GET_REASON(e) == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
+        ec = asio::ssl::error::stream_truncated;  // the end of the stream without close_notify
+      } else if (e != 0) {
+        ec = asio::error_code(static_cast<int>(e), asio::error::get_ssl_category());
+      } else {
+        ec = asio::error::connection_aborted;
+      }
+    }
+  }
+  ERR_clear_error();
   return 0;
 }
 
@@ -320,3 +409,4 @@ Status check_own_certificate(const TlsConfig& config, const CertIdentity& expect
 }
 
 }  // namespace gossip::net
+

@@ -44,23 +44,109 @@ inline asio::ip::tcp::socket& tls_socket(TlsStream& stream) { return stream.next
 // 34 KiB per link).
 void keep_record_buffers(TlsStream& stream);
 
-// Routes the session's outgoing TLS records straight into the CoalescingStream's write-behind
-// buffer: a BIO over the stream replaces the write side of asio's BIO pair, so each record is
-// copied once (OpenSSL's record buffer -> write-behind buffer) instead of three times (-> BIO pair
-// -> engine buffer -> write-behind buffer); the sender of a bulk transfer is the side that limits
-// the rate (docs/net.md, "TLS throughput"). Records are still made by OpenSSL (SSL_write_ex on the
-// session asio::ssl::stream set up); reads still go through asio::ssl::stream. From then on the
-// session's writes must use write_record() and CoalescingStream::async_wait_sent(): an
-// asio::ssl::stream write would complete before its bytes are sent. Call once, after the handshake
-// completed, with no write in flight. InternalError if OpenSSL cannot make the BIO.
-Status direct_record_writes(TlsStream& stream);
+// After the handshake, moves the session's TLS records between OpenSSL and the CoalescingStream
+// directly: one BIO over the stream replaces asio's BIO pair on both sides, so each byte is copied
+// once in user space between the kernel's buffer and OpenSSL's record buffer (the read-ahead /
+// write-behind buffer of the CoalescingStream) instead of three times (via the BIO pair and
+// asio's 17 KiB engine buffers). Records are still made and opened by OpenSSL (SSL_write_ex /
+// SSL_read_ex on the session asio::ssl::stream set up and authenticated); only the byte transport
+// under it changes (docs/net.md, "TLS throughput"). From then on the session is used through
+// write_record() + CoalescingStream::async_wait_sent() and TlsRecordReader, never through
+// asio::ssl::stream's read or write operations again. Bytes the peer sent after its last
+// handshake message that asio's BIO pair already holds are carried over. Call once, when
+// async_handshake has completed successfully and before any other read or write.
+// InternalError if OpenSSL cannot make the BIO.
+Status direct_records(TlsStream& stream);
 
 // Encrypts `data` (at most 16 KiB, one TLS 1.3 record's plaintext) into one record appended to
 // the stream's write-behind buffer, to be sent by its background writer. Returns the bytes taken
 // (all of them) or 0 with `ec` set: the stream's sticky write error, or the TLS error. Never
 // blocks; the caller bounds the backlog (CoalescingStream::write_room) and waits for it to be
-// sent (CoalescingStream::async_wait_sent). Only after direct_record_writes().
+// sent (CoalescingStream::async_wait_sent). Only after direct_records().
 std::size_t write_record(TlsStream& stream, asio::const_buffer data, asio::error_code& ec);
+
+// Decrypts received records into `data`: returns the plaintext bytes (> 0), or 0 with `ec`:
+// would_block when no whole record has arrived, eof after the peer's close_notify,
+// asio::ssl::error::stream_truncated when the connection ends without one, or the TLS / socket
+// error. Never blocks. Only after direct_records().
+std::size_t read_record(TlsStream& stream, asio::mutable_buffer data, asio::error_code& ec);
+
+// A TLS session after direct_records() as an Asio read stream (for asio::async_read): read_some
+// is read_record; async_read_some decrypts what has arrived and otherwise waits for the socket
+// (CoalescingStream::async_wait_readable), one read at a time. Must outlive its operations.
+class TlsRecordReader {
+ public:
+  using executor_type = CoalescingStream::executor_type;
+  explicit TlsRecordReader(TlsStream& stream) : stream_(&stream) {}
+  executor_type get_executor() { return stream_->next_layer().get_executor(); }
+
+  template <typename MutableBufferSequence>
+  std::size_t read_some(const MutableBufferSequence& buffers, asio::error_code& ec) {
+    return read_record(*stream_, first_nonempty(buffers), ec);
+  }
+
+  template <typename MutableBufferSequence, typename ReadToken>
+  auto async_read_some(const MutableBufferSequence& buffers, ReadToken&& token) {
+    return asio::async_compose<ReadToken, void(asio::error_code, std::size_t)>(
+        ReadOp(stream_, first_nonempty(buffers)), token, stream_->next_layer().socket());
+  }
+
+ private:
+  template <typename MutableBufferSequence>
+  static asio::mutable_buffer first_nonempty(const MutableBufferSequence& buffers) {
+    for (auto it = asio::buffer_sequence_begin(buffers); it != asio::buffer_sequence_end(buffers);
+         ++it) {
+      asio::mutable_buffer b(*it);
+      if (b.size() != 0) return b;
+    }
+    return {};
+  }
+
+  struct ReadOp {
+    ReadOp(TlsStream* s, asio::mutable_buffer d) : stream(s), data(d) {}
+    TlsStream* stream;
+    asio::mutable_buffer data;
+    enum { kStart, kDone, kWaiting } phase = kStart;
+    asio::error_code result;  // kDone: what the read at initiation gave
+    std::size_t got = 0;
+
+    template <typename Self>
+    void operator()(Self& self, asio::error_code ec = {}) {
+      switch (phase) {
+        case kStart:
+          got = data.size() == 0 ? 0 : read_record(*stream, data, result);
+          if (result == asio::error::would_block) break;
+          phase = kDone;  // done at once: complete, but never inside the initiation
+          asio::post(stream->next_layer().get_executor(), std::move(self));
+          return;
+        case kDone:
+          self.complete(result, got);
+          return;
+        case kWaiting:
+          if (ec == asio::error::eof) {  // OpenSSL says how it ended (close_notify or not)
+            asio::error_code tls_ec;
+            const std::size_t n = read_record(*stream, data, tls_ec);
+            self.complete(n != 0 || tls_ec != asio::error::would_block ? tls_ec : ec, n);
+            return;
+          }
+          if (ec) {
+            self.complete(ec, 0);
+            return;
+          }
+          got = read_record(*stream, data, result);
+          if (result != asio::error::would_block) {
+            self.complete(result, got);
+            return;
+          }
+          break;
+      }
+      phase = kWaiting;
+      stream->next_layer().async_wait_readable(std::move(self));
+    }
+  };
+
+  TlsStream* stream_;
+};
 
 struct CertIdentity {
   int node_id = -1;

@@ -424,10 +424,12 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
  private:
+  // The stream that frames are read from: after the TLS handshake the session's records are
+  // opened by TlsRecordReader (net/tls.h), asio::ssl::stream only made the handshake.
   template <typename F>
   void with_stream(F&& f) {
     if (tls_) {
-      f(*tls_);
+      f(*tls_reader_);
     } else {
       f(*plain_);
     }
@@ -478,10 +480,11 @@ class Session : public std::enable_shared_from_this<Session> {
       reject(permission_denied("TLS handshake failed: " + ec.message()));
       return;
     }
-    if (Status s = direct_record_writes(*tls_); !s.is_ok()) {
+    if (Status s = direct_records(*tls_); !s.is_ok()) {
       close(s);
       return;
     }
+    tls_reader_ = std::make_unique<TlsRecordReader>(*tls_);
     Result<CertIdentity> id = cert_identity(SSL_get0_peer_certificate(tls_->native_handle()));
     if (!id.is_ok()) {
       reject(id.status());
@@ -768,7 +771,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void read_tls_piece(std::uint8_t* dst, std::size_t n, std::size_t got) {
     asio::error_code ec;
     while (got < n) {
-      got += tls_->read_some(asio::buffer(dst + got, n - got), ec);
+      got += tls_reader_->read_some(asio::buffer(dst + got, n - got), ec);
       if (ec) break;
     }
     if (got == n) {
@@ -779,7 +782,7 @@ class Session : public std::enable_shared_from_this<Session> {
       on_payload(ec);
       return;
     }
-    tls_->async_read_some(
+    tls_reader_->async_read_some(
         asio::buffer(dst + got, n - got),
         [self = shared_from_this(), dst, n, got](const asio::error_code& e, std::size_t k) {
           if (e || self->phase_ == Phase::kClosed || self->target_->resolved) {
@@ -881,12 +884,10 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     std::array<asio::const_buffer, 2> bufs{asio::buffer(*f.head), f.payload};
-    with_stream([&](auto& s) {
-      asio::async_write(s, bufs, TransferRest{asio::buffer_size(bufs)},
-                        [self = shared_from_this()](const asio::error_code& ec, std::size_t) {
-                          self->on_write(ec);
-                        });
-    });
+    asio::async_write(*plain_, bufs, TransferRest{asio::buffer_size(bufs)},
+                      [self = shared_from_this()](const asio::error_code& ec, std::size_t) {
+                        self->on_write(ec);
+                      });
   }
 
   // TLS: encrypts the frame record by record straight into the CoalescingStream's write-behind
@@ -958,6 +959,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string remote_;
   Phase phase_ = Phase::kConnecting;
   std::unique_ptr<SslStream> tls_;
+  std::unique_ptr<TlsRecordReader> tls_reader_;  // after the handshake (direct_records)
   std::unique_ptr<tcp::socket> plain_;
   std::int64_t deadline_ms_ = 0;  // for the handshake
   std::int64_t last_rx_ms_ = 0;
