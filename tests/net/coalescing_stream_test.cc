@@ -2,7 +2,9 @@
 // real loopback sockets in one io_context: bytes arrive exactly and in order whatever the mix of
 // write and read sizes, a short write completes only once everything before it is in the kernel
 // (so a shutdown right after it loses nothing), bulk writes never run more than the buffer ahead,
-// errors are reported and sticky, and TLS 1.3 over it moves large buffers both ways byte-exact.
+// errors are reported and sticky, and TLS 1.3 over it moves large buffers both ways byte-exact,
+// through asio::ssl::stream and after direct_records() (records straight between OpenSSL and the
+// stream: nothing lost at the switch, close_notify and a bare close told apart).
 #include "net/coalescing_stream.h"
 
 #include <doctest/doctest.h>
@@ -571,6 +573,236 @@ TEST_CASE("TLS over the coalescing stream: synchronous write_some and read_some 
   CHECK(got == data);
   CHECK(sync_records == 384);
   CHECK(would_block > 0);
+}
+
+TEST_CASE("coalescing stream: async_wait_sent completes only when the kernel has taken the bytes") {
+  asio::io_context io;
+  CoalescingStream a(io);
+  tcp::socket b(io);
+  connect_pair(io, a.socket(), b);
+  small_buffers(a.socket());
+  small_buffers(b);
+  const auto data = pattern(4u << 20, 7);
+  asio::error_code ec;
+  for (std::size_t at = 0; at < data.size(); at += 64 * 1024) {
+    a.write_some(asio::buffer(data.data() + at, 64 * 1024), ec);
+    REQUIRE_FALSE(ec);
+  }
+  REQUIRE(a.accepted() == data.size());
+  bool done = false;
+  a.async_wait_sent(a.accepted(), [&](const asio::error_code& e) {
+    CHECK_FALSE(e);
+    CHECK(a.unsent() == 0);
+    done = true;
+  });
+  // Nobody reads: 4 MiB cannot all be in 16 KiB socket buffers.
+  io.run_for(std::chrono::milliseconds(200));
+  CHECK_FALSE(done);
+  CHECK(a.unsent() > 0);
+  std::vector<std::uint8_t> got(data.size());
+  asio::async_read(b, asio::buffer(got), [](const asio::error_code& e, std::size_t) {
+    CHECK_FALSE(e);
+  });
+  io.restart();
+  io.run_for(std::chrono::seconds(30));
+  CHECK(done);
+  CHECK(got == data);
+  // A target already reached completes at once (posted, not inside the call).
+  bool again = false;
+  a.async_wait_sent(a.accepted(), [&](const asio::error_code& e) {
+    CHECK_FALSE(e);
+    again = true;
+  });
+  CHECK_FALSE(again);
+  io.restart();
+  io.poll();
+  CHECK(again);
+}
+
+TEST_CASE("coalescing stream: async_wait_readable waits for bytes, then read_some has them") {
+  asio::io_context io;
+  CoalescingStream a(io);
+  tcp::socket b(io);
+  connect_pair(io, a.socket(), b);
+  asio::error_code ec;
+  std::uint8_t buf[64];
+  CHECK(a.read_some(asio::buffer(buf), ec) == 0);
+  CHECK(ec == asio::error::would_block);
+  int woken = 0;
+  a.async_wait_readable([&](const asio::error_code& e) {
+    CHECK_FALSE(e);
+    ++woken;
+  });
+  io.run_for(std::chrono::milliseconds(100));
+  CHECK(woken == 0);
+  // While the wait owns the read-ahead buffer, read_some takes nothing.
+  CHECK(a.read_some(asio::buffer(buf), ec) == 0);
+  CHECK(ec == asio::error::would_block);
+  const std::string msg = "twelve bytes";
+  asio::write(b, asio::buffer(msg));
+  io.restart();
+  io.run_for(std::chrono::seconds(10));
+  REQUIRE(woken == 1);
+  const std::size_t n = a.read_some(asio::buffer(buf), ec);
+  REQUIRE_FALSE(ec);
+  CHECK(std::string(reinterpret_cast<char*>(buf), n) == msg);
+  // The end of the stream completes a wait with eof.
+  b.shutdown(tcp::socket::shutdown_send);
+  asio::error_code end;
+  a.async_wait_readable([&](const asio::error_code& e) { end = e; });
+  io.restart();
+  io.run_for(std::chrono::seconds(10));
+  CHECK(end == asio::error::eof);
+}
+
+// Both ends after direct_records(): the transport's write pattern (write_record while there is
+// room, then async_wait_sent) against asio::async_read over TlsRecordReader.
+void send_records(TlsStream& s, const std::vector<std::uint8_t>& data, std::size_t done,
+                  std::function<void(const asio::error_code&)> finished) {
+  CoalescingStream& out = s.next_layer();
+  asio::error_code ec;
+  while (done < data.size() && out.write_room() >= CoalescingStream::kFullRecord) {
+    const std::size_t k = std::min<std::size_t>(16384, data.size() - done);
+    const std::size_t n = write_record(s, asio::buffer(data.data() + done, k), ec);
+    if (ec) {
+      finished(ec);
+      return;
+    }
+    REQUIRE(n == k);
+    done += n;
+  }
+  const bool last = done == data.size();
+  const std::uint64_t target =
+      last ? out.accepted() : out.accepted() - (out.write_capacity() - CoalescingStream::kFullRecord);
+  out.async_wait_sent(target, [&s, &data, done, last, finished](const asio::error_code& e) {
+    if (e || last) {
+      finished(e);
+      return;
+    }
+    send_records(s, data, done, finished);
+  });
+}
+
+TEST_CASE("TLS direct records: 16 MiB both ways at once arrive byte-exact") {
+  const std::string dir = testing::cert_dir();
+  REQUIRE(!dir.empty());
+  auto ctx1 = make_tls_context(testing::tls_for(dir, 1));
+  auto ctx2 = make_tls_context(testing::tls_for(dir, 2));
+  REQUIRE(ctx1.is_ok());
+  REQUIRE(ctx2.is_ok());
+  asio::io_context io;
+  TlsStream a(io, **ctx1), b(io, **ctx2);
+  handshake_pair(io, a, b);
+  REQUIRE(direct_records(a).is_ok());
+  REQUIRE(direct_records(b).is_ok());
+  TlsRecordReader ra(a), rb(b);
+  const auto ab = pattern(16u << 20, 51), ba = pattern(16u << 20 | 12345, 52);
+  std::vector<std::uint8_t> got_b(ab.size()), got_a(ba.size());
+  int finished = 0;
+  auto check = [&](const asio::error_code& e) {
+    CHECK_FALSE(e);
+    ++finished;
+  };
+  send_records(a, ab, 0, check);
+  send_records(b, ba, 0, check);
+  asio::async_read(rb, asio::buffer(got_b), [&](const asio::error_code& e, std::size_t) { check(e); });
+  asio::async_read(ra, asio::buffer(got_a), [&](const asio::error_code& e, std::size_t) { check(e); });
+  io.run_for(std::chrono::seconds(60));
+  CHECK(finished == 4);
+  CHECK(got_b == ab);
+  CHECK(got_a == ba);
+}
+
+TEST_CASE("TLS direct records: bytes asio had already taken past the handshake are carried over") {
+  const std::string dir = testing::cert_dir();
+  REQUIRE(!dir.empty());
+  auto ctx1 = make_tls_context(testing::tls_for(dir, 1));
+  auto ctx2 = make_tls_context(testing::tls_for(dir, 2));
+  REQUIRE(ctx1.is_ok());
+  REQUIRE(ctx2.is_ok());
+  asio::io_context io;
+  TlsStream a(io, **ctx1), b(io, **ctx2);
+  handshake_pair(io, a, b);
+  // `b` sends three records at once; `a` reads one byte of them through asio::ssl::stream, so
+  // asio feeds its BIO pair with everything that has arrived and OpenSSL holds the rest of the
+  // first record: the switch must lose neither.
+  REQUIRE(direct_records(b).is_ok());
+  const auto data = pattern(3 * 16384, 61);
+  bool sent = false;
+  send_records(b, data, 0, [&](const asio::error_code& e) {
+    CHECK_FALSE(e);
+    sent = true;
+  });
+  io.run_for(std::chrono::seconds(10));
+  io.restart();
+  REQUIRE(sent);
+  std::uint8_t first = 0;
+  std::size_t n = 0;
+  asio::error_code ec;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  do {
+    n = a.read_some(asio::buffer(&first, 1), ec);
+  } while (ec == asio::error::would_block && std::chrono::steady_clock::now() < until);
+  REQUIRE_FALSE(ec);
+  REQUIRE(n == 1);
+  CHECK(first == data[0]);
+  CHECK(a.next_layer().socket_reads() >= 1);
+  REQUIRE(direct_records(a).is_ok());
+  TlsRecordReader ra(a);
+  std::vector<std::uint8_t> rest(data.size() - 1);
+  bool done = false;
+  asio::async_read(ra, asio::buffer(rest), [&](const asio::error_code& e, std::size_t) {
+    CHECK_FALSE(e);
+    done = true;
+  });
+  io.run_for(std::chrono::seconds(10));
+  REQUIRE(done);
+  CHECK(std::equal(rest.begin(), rest.end(), data.begin() + 1));
+}
+
+TEST_CASE("TLS direct records: close_notify reads as eof, a bare TCP close as stream_truncated") {
+  const std::string dir = testing::cert_dir();
+  REQUIRE(!dir.empty());
+  auto ctx1 = make_tls_context(testing::tls_for(dir, 1));
+  auto ctx2 = make_tls_context(testing::tls_for(dir, 2));
+  REQUIRE(ctx1.is_ok());
+  REQUIRE(ctx2.is_ok());
+  for (const bool notify : {true, false}) {
+    CAPTURE(notify);
+    asio::io_context io;
+    TlsStream a(io, **ctx1), b(io, **ctx2);
+    handshake_pair(io, a, b);
+    REQUIRE(direct_records(a).is_ok());
+    REQUIRE(direct_records(b).is_ok());
+    const auto data = pattern(100000, 71);
+    bool sent = false;
+    send_records(b, data, 0, [&](const asio::error_code& e) {
+      CHECK_FALSE(e);
+      if (notify) SSL_shutdown(b.native_handle());  // close_notify, through the record BIO
+      b.next_layer().async_wait_sent(b.next_layer().accepted(), [&](const asio::error_code& e2) {
+        CHECK_FALSE(e2);
+        tls_socket(b).shutdown(tcp::socket::shutdown_send);
+        sent = true;
+      });
+    });
+    TlsRecordReader ra(a);
+    std::vector<std::uint8_t> got(data.size());
+    asio::error_code first, end;
+    asio::async_read(ra, asio::buffer(got), [&](const asio::error_code& e, std::size_t) {
+      first = e;
+      std::uint8_t more[16];
+      ra.async_read_some(asio::buffer(more), [&](const asio::error_code& e2, std::size_t n) {
+        CHECK(n == 0);
+        end = e2;
+      });
+    });
+    io.run_for(std::chrono::seconds(10));
+    CHECK(sent);
+    CHECK_FALSE(first);
+    CHECK(got == data);
+    CHECK(end == (notify ? asio::error_code(asio::error::eof)
+                         : asio::error_code(asio::ssl::error::stream_truncated)));
+  }
 }
 
 }  // namespace
