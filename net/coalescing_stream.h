@@ -1,4 +1,8 @@
-// CoalescingStream: the TCP stream under asio::ssl::stream on TLS links (net::TlsStream).
+// CoalescingStream: the TCP stream under asio::ssl::stream on TLS links (net::TlsStream). After
+// the handshake OpenSSL reads and writes it directly through a BIO (net::direct_records): records
+// go in with write_some and out with read_some, and async_wait_sent / async_wait_readable are
+// the waits; the asynchronous read and write operations below serve asio::ssl::stream during the
+// handshake (and any user of the plain layering).
 //
 // asio::ssl::stream moves at most one TLS record (<= 17 KiB) per call to its next layer: every
 // 16 KiB of payload costs one send(2), and every <= 17 KiB received one recv(2). On loopback the

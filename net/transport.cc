@@ -101,8 +101,8 @@ struct FreeDeleter {
 // Memory for one iteration ahead of a neighbour (`floats` floats), mapped in at once and in
 // transparent huge pages where the kernel offers them: touched page by page as chunks land, a
 // 100 MB staging buffer took ~25 600 page faults of ~14 us each on the benchmark VM, spread over
-// the first iterations' receives (docs/net.md, "Page faults"); with 2 MiB pages, populated here,
-// it takes a few ms, once. Both advices are hints: a kernel without them faults pages in lazily.
+// the first iterations' receives (docs/net.md, "TLS records straight to the stream, staging memory
+// in huge pages"); with 2 MiB pages, populated here, it takes a few ms, once. Both advices are hints: a kernel without them faults pages in lazily.
 std::unique_ptr<float[], FreeDeleter> staging_buffer(std::size_t floats) {
   constexpr std::size_t kHuge = std::size_t{2} << 20;
   const std::size_t bytes = (floats * sizeof(float) + kHuge - 1) / kHuge * kHuge;
