@@ -9,6 +9,7 @@
 
 #include <doctest/doctest.h>
 
+#include <array>
 #include <asio.hpp>
 #include <asio/ssl.hpp>
 #include <cstring>
@@ -36,6 +37,17 @@ void connect_pair(asio::io_context& io, tcp::socket& a, tcp::socket& b) {
   tcp::acceptor acc(io, {asio::ip::address_v4::loopback(), 0});
   a.connect(acc.local_endpoint());
   acc.accept(b);
+}
+
+// The TLS contexts of nodes 1 and 2 from the test certificates.
+std::array<std::shared_ptr<asio::ssl::context>, 2> node_contexts() {
+  const std::string dir = testing::cert_dir();
+  REQUIRE(!dir.empty());
+  auto ctx1 = make_tls_context(testing::tls_for(dir, 1));
+  auto ctx2 = make_tls_context(testing::tls_for(dir, 2));
+  REQUIRE(ctx1.is_ok());
+  REQUIRE(ctx2.is_ok());
+  return {*ctx1, *ctx2};
 }
 
 // Connects two TLS streams over loopback and runs both handshakes (a is the client).
@@ -342,14 +354,9 @@ TEST_CASE("coalescing stream: destroyed with a flush in flight, nothing leaks or
 }
 
 TEST_CASE("TLS over the coalescing stream: 16 MiB both ways at once arrive byte-exact") {
-  const std::string dir = testing::cert_dir();
-  REQUIRE(!dir.empty());
-  auto ctx1 = make_tls_context(testing::tls_for(dir, 1));
-  auto ctx2 = make_tls_context(testing::tls_for(dir, 2));
-  REQUIRE(ctx1.is_ok());
-  REQUIRE(ctx2.is_ok());
+  const auto ctx = node_contexts();
   asio::io_context io;
-  TlsStream a(io, **ctx1), b(io, **ctx2);
+  TlsStream a(io, *ctx[0]), b(io, *ctx[1]);
   handshake_pair(io, a, b);
   // A frame-like mix: a short header, then a large payload as two buffers; repeated.
   const auto ab = pattern(16u << 20, 12), ba = pattern(16u << 20, 13);
@@ -531,14 +538,9 @@ TEST_CASE("coalescing stream: synchronous read_some never blocks") {
 }
 
 TEST_CASE("TLS over the coalescing stream: synchronous write_some and read_some move whole records") {
-  const std::string dir = testing::cert_dir();
-  REQUIRE(!dir.empty());
-  auto ctx1 = make_tls_context(testing::tls_for(dir, 1));
-  auto ctx2 = make_tls_context(testing::tls_for(dir, 2));
-  REQUIRE(ctx1.is_ok());
-  REQUIRE(ctx2.is_ok());
+  const auto ctx = node_contexts();
   asio::io_context io;
-  TlsStream a(io, **ctx1), b(io, **ctx2);
+  TlsStream a(io, *ctx[0]), b(io, *ctx[1]);
   keep_record_buffers(a);
   keep_record_buffers(b);
   handshake_pair(io, a, b);
@@ -684,14 +686,9 @@ void send_records(TlsStream& s, const std::vector<std::uint8_t>& data, std::size
 }
 
 TEST_CASE("TLS direct records: 16 MiB both ways at once arrive byte-exact") {
-  const std::string dir = testing::cert_dir();
-  REQUIRE(!dir.empty());
-  auto ctx1 = make_tls_context(testing::tls_for(dir, 1));
-  auto ctx2 = make_tls_context(testing::tls_for(dir, 2));
-  REQUIRE(ctx1.is_ok());
-  REQUIRE(ctx2.is_ok());
+  const auto ctx = node_contexts();
   asio::io_context io;
-  TlsStream a(io, **ctx1), b(io, **ctx2);
+  TlsStream a(io, *ctx[0]), b(io, *ctx[1]);
   handshake_pair(io, a, b);
   REQUIRE(direct_records(a).is_ok());
   REQUIRE(direct_records(b).is_ok());
@@ -714,14 +711,9 @@ TEST_CASE("TLS direct records: 16 MiB both ways at once arrive byte-exact") {
 }
 
 TEST_CASE("TLS direct records: bytes asio had already taken past the handshake are carried over") {
-  const std::string dir = testing::cert_dir();
-  REQUIRE(!dir.empty());
-  auto ctx1 = make_tls_context(testing::tls_for(dir, 1));
-  auto ctx2 = make_tls_context(testing::tls_for(dir, 2));
-  REQUIRE(ctx1.is_ok());
-  REQUIRE(ctx2.is_ok());
+  const auto ctx = node_contexts();
   asio::io_context io;
-  TlsStream a(io, **ctx1), b(io, **ctx2);
+  TlsStream a(io, *ctx[0]), b(io, *ctx[1]);
   handshake_pair(io, a, b);
   // `b` sends three records at once; `a` reads one byte of them through asio::ssl::stream, so
   // asio feeds its BIO pair with everything that has arrived and OpenSSL holds the rest of the
@@ -761,16 +753,11 @@ TEST_CASE("TLS direct records: bytes asio had already taken past the handshake a
 }
 
 TEST_CASE("TLS direct records: close_notify reads as eof, a bare TCP close as stream_truncated") {
-  const std::string dir = testing::cert_dir();
-  REQUIRE(!dir.empty());
-  auto ctx1 = make_tls_context(testing::tls_for(dir, 1));
-  auto ctx2 = make_tls_context(testing::tls_for(dir, 2));
-  REQUIRE(ctx1.is_ok());
-  REQUIRE(ctx2.is_ok());
+  const auto ctx = node_contexts();
   for (const bool notify : {true, false}) {
     CAPTURE(notify);
     asio::io_context io;
-    TlsStream a(io, **ctx1), b(io, **ctx2);
+    TlsStream a(io, *ctx[0]), b(io, *ctx[1]);
     handshake_pair(io, a, b);
     REQUIRE(direct_records(a).is_ok());
     REQUIRE(direct_records(b).is_ok());
