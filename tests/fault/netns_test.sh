@@ -80,15 +80,24 @@ n=$(udp_delivered 0 1 200)
 ((n == 200)) || fail "host 0 -> 1 delivered $n of 200 datagrams without any fault"
 
 # Rate limit: TCP throughput with and without tbf on host 0's egress (iperf3 server in host 1).
+# Every iperf3 runs under `timeout`: a one-shot server whose client never got through would
+# otherwise wait forever (CI once hung here for its whole 240 s on a loaded machine). A server
+# that is not reached within ~5 s is replaced, three times at most.
 iperf_mbps() {
-  "$netns" exec 1 iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
-  local server=$!
-  local out=""
-  for _ in $(seq 50); do
-    out=$("$netns" exec 0 iperf3 -c "$a1" -p 5201 -t 1 -J 2>/dev/null) && break
-    sleep 0.1
+  local out="" server
+  for _ in 1 2 3; do
+    timeout 30 "$netns" exec 1 iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
+    server=$!
+    for _ in $(seq 50); do
+      out=$(timeout 15 "$netns" exec 0 iperf3 -c "$a1" -p 5201 -t 1 -J 2>/dev/null) && break
+      out=""
+      sleep 0.1
+    done
+    kill "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+    [[ -n $out ]] && break
   done
-  wait "$server" || true
+  [[ -n $out ]] || fail "iperf3 from host 0 to host 1 did not complete (3 servers, 50 tries each)"
   /usr/bin/python3 -c 'import json,sys; print(int(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"] / 1e6))' <<<"$out"
 }
 free=$(iperf_mbps)
