@@ -165,10 +165,14 @@ class CoalescingStream {
     return size;
   }
 
-  // Bytes accepted so far (async_write_some, write_some), and the most that may wait unsent
-  // before bulk writes have to wait (the `write_buffer` of the constructor).
+  // Bytes accepted so far (async_write_some, write_some).
   std::uint64_t accepted() const { return st_->accepted; }
-  std::size_t write_capacity() const { return st_->cap; }
+  // The value of sent bytes at which write_room() is back to a whole TLS record: the target for
+  // async_wait_sent when a writer of records has run out of room.
+  std::uint64_t room_target() const {
+    const std::uint64_t keep = st_->cap - kFullRecord;
+    return st_->accepted > keep ? st_->accepted - keep : 0;
+  }
   // The first error of a background write (sticky; fails every later write), or none.
   asio::error_code write_error() const { return st_->write_error; }
 
@@ -176,7 +180,7 @@ class CoalescingStream {
   // or with the sticky write error. Starts sending whatever is buffered at once. For callers that
   // append with write_some and need to know when their bytes are out (net::write_record's
   // users: a frame is written when its last record is in the kernel, and a bulk writer waits
-  // for the backlog to fall to accepted() - write_capacity()). One wait (or waiting write) at a
+  // for the backlog to fall to room_target()). One wait (or waiting write) at a
   // time, as for writes.
   template <typename WaitToken>
   auto async_wait_sent(std::uint64_t target, WaitToken&& token) {
@@ -303,6 +307,20 @@ class CoalescingStream {
     });
   }
 
+  // One async_read_some from the socket into the (empty) read-ahead buffer for `self`; read_some
+  // says would_block until filled() records what came.
+  template <typename Self>
+  static void fill(State& s, Self&& self) {
+    s.async_reading = true;
+    s.socket_reads++;
+    s.sock.async_read_some(asio::buffer(s.rbuf), std::forward<Self>(self));
+  }
+  static void filled(State& s, std::size_t n) {
+    s.async_reading = false;
+    s.rpos = 0;
+    s.rend = n;
+  }
+
   template <typename Buffers>
   struct ReadOp {
     std::shared_ptr<State> st;
@@ -314,20 +332,18 @@ class CoalescingStream {
       State& s = *st;
       if (!started) {
         started = true;
-        s.async_reading = true;
         if (s.rpos == s.rend && asio::buffer_size(buffers) != 0) {
-          s.socket_reads++;
-          s.sock.async_read_some(asio::buffer(s.rbuf), std::move(self));
+          fill(s, std::move(self));
           return;
         }
+        s.async_reading = true;  // until the posted completion has copied
         // Data already buffered (or nothing asked): complete, but never inside the initiation.
         asio::post(s.sock.get_executor(), std::move(self));
         return;
       }
       s.async_reading = false;
       if (s.rpos == s.rend) {  // back from the socket
-        s.rpos = 0;
-        s.rend = n;
+        filled(s, n);
         if (n == 0) {
           self.complete(ec, 0);
           return;
@@ -404,18 +420,14 @@ class CoalescingStream {
       if (!started) {
         started = true;
         if (s.rpos == s.rend) {
-          s.async_reading = true;
-          s.socket_reads++;
-          s.sock.async_read_some(asio::buffer(s.rbuf), std::move(self));
+          fill(s, std::move(self));
           return;
         }
         asio::post(s.sock.get_executor(), std::move(self));
         return;
       }
       if (s.async_reading) {  // back from the socket
-        s.async_reading = false;
-        s.rpos = 0;
-        s.rend = n;
+        filled(s, n);
         if (n == 0 && !ec) ec = asio::error::eof;
         if (n != 0) ec = {};
       }

@@ -893,7 +893,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // TLS: encrypts the frame record by record straight into the CoalescingStream's write-behind
   // buffer (net::write_record: one SSL_write each, no trip through the io_context) while it has
   // room for a whole record; when it has none, waits until the kernel has taken enough
-  // (the backlog back within write_capacity) and goes on. The frame is written when its last
+  // (CoalescingStream::room_target) and goes on. The frame is written when its last
   // record is in the kernel: whoever then half-closes after a Goodbye loses nothing. `done`
   // bytes of head + payload are written.
   static constexpr std::size_t kRecordPlaintext = 16384;  // TLS 1.3 maximum
@@ -918,10 +918,7 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     const bool last = done == total;
     // Last record: wait for everything; otherwise for room for the next record.
-    const std::uint64_t target =
-        last ? out.accepted()
-             : out.accepted() - std::min<std::uint64_t>(
-                                    out.accepted(), out.write_capacity() - CoalescingStream::kFullRecord);
+    const std::uint64_t target = last ? out.accepted() : out.room_target();
     out.async_wait_sent(target, [self = shared_from_this(), done, last](const asio::error_code& e) {
       if (e || last || self->phase_ == Phase::kClosed) {
         self->on_write(e || self->phase_ != Phase::kClosed ? e : asio::error::operation_aborted);

@@ -674,8 +674,7 @@ void send_records(TlsStream& s, const std::vector<std::uint8_t>& data, std::size
     done += n;
   }
   const bool last = done == data.size();
-  const std::uint64_t target =
-      last ? out.accepted() : out.accepted() - (out.write_capacity() - CoalescingStream::kFullRecord);
+  const std::uint64_t target = last ? out.accepted() : out.room_target();
   out.async_wait_sent(target, [&s, &data, done, last, finished](const asio::error_code& e) {
     if (e || last) {
       finished(e);
