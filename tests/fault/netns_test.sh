@@ -89,7 +89,9 @@ iperf_mbps() {
     timeout 30 "$netns" exec 1 iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
     server=$!
     for _ in $(seq 50); do
-      out=$(timeout 15 "$netns" exec 0 iperf3 -c "$a1" -p 5201 -t 1 -J 2>/dev/null) && break
+      # Success needs a result too: iperf3 can exit 0 with only an "error" object in its JSON.
+      out=$(timeout 15 "$netns" exec 0 iperf3 -c "$a1" -p 5201 -t 1 -J 2>/dev/null) &&
+        grep -q '"sum_received"' <<<"$out" && break
       out=""
       sleep 0.1
     done
