@@ -29,6 +29,7 @@ Result<Device> parse_device(std::string_view name) {
 }
 
 double Model::loss_and_grad_rows(const float* params, const Dataset& data,
+                                 const AlignedRows* /*aligned*/,
                                  std::span<const std::int64_t> indices, float* grad) {
   gather(data, indices, rows_scratch_);
   return loss_and_grad(params, rows_scratch_, grad);

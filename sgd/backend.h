@@ -64,9 +64,11 @@ class Model {
   // loss_and_grad over the examples `indices` of `data` (host memory), in that order, without the
   // caller gathering a Batch: bit for bit what gather(data, indices, b) followed by
   // loss_and_grad(params, b, grad) returns. The cpu backend reads the rows of the linear models
-  // (least_squares, logistic) in place; everything else gathers into a scratch batch owned by the
-  // model (this default).
+  // (least_squares, logistic) in place — from `aligned` when given (AlignedRows(data), the same
+  // values with 64-byte-aligned rows; may be null) — and everything else gathers into a scratch
+  // batch owned by the model (this default, which ignores `aligned`).
   virtual double loss_and_grad_rows(const float* params, const Dataset& data,
+                                    const AlignedRows* aligned,
                                     std::span<const std::int64_t> indices, float* grad);
 
  private:

@@ -2,6 +2,7 @@
 #include "sgd/dataset.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -52,6 +53,20 @@ void gather(const Dataset& data, std::span<const std::int64_t> indices, Batch& o
     } else {
       out.targets[r] = data.targets[i];
     }
+  }
+}
+
+AlignedRows::AlignedRows(const Dataset& data)
+    : stride_((static_cast<std::size_t>(data.dim) + 15) / 16 * 16),
+      num_rows_(data.num_examples),
+      dim_(data.dim) {
+  constexpr std::size_t kLineFloats = 64 / sizeof(float);
+  storage_.assign(static_cast<std::size_t>(num_rows_) * stride_ + kLineFloats, 0.0f);
+  const auto address = reinterpret_cast<std::uintptr_t>(storage_.data());
+  offset_ = ((64 - address % 64) % 64) / sizeof(float);
+  for (std::int64_t i = 0; i < num_rows_; ++i) {
+    std::memcpy(storage_.data() + offset_ + i * stride_, data.features.data() + i * data.dim,
+                static_cast<std::size_t>(data.dim) * sizeof(float));
   }
 }
 

@@ -41,6 +41,36 @@ struct Batch {
   std::vector<float> targets;        // regression
 };
 
+// The features of a Dataset again, every row starting on a 64-byte boundary: the row stride is dim
+// rounded up to a multiple of 16 floats (zeros in between), so no 16-float vector load of a row
+// spans two cache lines. With dim = 999, every row of `features` but one in 16 starts mid-line and
+// nearly every vector load of it reads two lines; the linear models' gradient over 8 random rows
+// ran 20–25% faster from aligned rows (microbenchmark, 8–128 MB of rows). For a reader that visits
+// random rows many times (the simulator's in-place batch views); the values are the features', bit
+// for bit. Costs a second copy of the features.
+class AlignedRows {
+ public:
+  AlignedRows() = default;
+  explicit AlignedRows(const Dataset& data);
+  // Move-only: a copy's buffer would start at another address, so its 64-byte offset would differ.
+  AlignedRows(const AlignedRows&) = delete;
+  AlignedRows& operator=(const AlignedRows&) = delete;
+  AlignedRows(AlignedRows&&) = default;
+  AlignedRows& operator=(AlignedRows&&) = default;
+
+  std::int64_t num_rows() const { return num_rows_; }
+  int dim() const { return dim_; }
+  std::size_t stride() const { return stride_; }  // floats from one row to the next
+  const float* row(std::int64_t i) const { return storage_.data() + offset_ + i * stride_; }
+
+ private:
+  std::vector<float> storage_;
+  std::size_t offset_ = 0;  // floats from storage_.data() to the first 64-byte boundary
+  std::size_t stride_ = 0;
+  std::int64_t num_rows_ = 0;
+  int dim_ = 0;
+};
+
 // Copies the examples `indices` of `data` into `out`, in the order given.
 void gather(const Dataset& data, std::span<const std::int64_t> indices, Batch& out);
 // The whole data set (or rows [begin, end)) as a batch view copy; used by evaluation.

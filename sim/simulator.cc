@@ -12,6 +12,7 @@
 
 #include "common/check.h"
 #include "common/clock.h"
+#include "sgd/cpu/dense_net.h"
 
 namespace gossip::sim {
 
@@ -73,6 +74,7 @@ Result<std::unique_ptr<Simulator>> Simulator::create(const sgd::Problem& problem
   s->config_ = config;
   s->num_nodes_ = problem.config.num_nodes;
   s->dim_ = problem.spec.num_params();
+  s->rows_ = (s->dim_ + 15) / 16 * 16;
   if (static_cast<int>(problem.shards.size()) != s->num_nodes_) {
     return invalid_argument("problem has " + std::to_string(problem.shards.size()) +
                             " shards for " + std::to_string(s->num_nodes_) + " nodes");
@@ -101,6 +103,9 @@ Result<std::unique_ptr<Simulator>> Simulator::create(const sgd::Problem& problem
     }
     s->samplers_.push_back(problem.sampler(i, config.batch_size));
   }
+  if (sgd::cpu::is_linear(problem.spec)) {
+    s->train_rows_ = std::make_unique<const sgd::AlignedRows>(*problem.train);
+  }
   s->eval_train_ = head(problem.train, config.eval_examples);
   s->eval_test_ = head(problem.test, config.eval_examples);
   return s;
@@ -108,17 +113,17 @@ Result<std::unique_ptr<Simulator>> Simulator::create(const sgd::Problem& problem
 
 Result<RunTrace> Simulator::run(const ProgressFn& progress) {
   const int n = num_nodes_;
-  const auto d = static_cast<Eigen::Index>(dim_);
+  const auto d = static_cast<Eigen::Index>(rows_);  // padded: see rows_
   const std::vector<float> x0 = problem_->initial_params();
   GOSSIP_CHECK_EQ(x0.size(), dim_);
   const bool cpsgd = config_.algorithm == Algorithm::kCpsgd;
   const Eigen::Index cols = cpsgd ? 1 : n;
-  x_.resize(d, cols);
+  x_ = StateMatrix::Zero(d, cols);
   for (Eigen::Index i = 0; i < cols; ++i) {
     std::memcpy(x_.col(i).data(), x0.data(), dim_ * sizeof(float));
   }
-  next_.resize(d, cols);
-  u_.resize(d, 1);  // one direction at a time (step())
+  next_ = StateMatrix::Zero(d, cols);
+  u_ = StateMatrix::Zero(d, 1);  // one direction at a time (step()); its padding rows stay zero
   velocity_ = StateMatrix::Zero(optimizer_->state_size() > 0 ? d : 0, cols);
   grad_.assign(dim_, 0.0f);
   grad_sum_.assign(cpsgd ? dim_ : 0, 0.0);
@@ -166,7 +171,8 @@ void Simulator::step(std::int64_t t) {
     std::fill(grad_sum_.begin(), grad_sum_.end(), 0.0);
     for (int i = 0; i < n; ++i) {
       batch_loss_sum_ +=
-          model_->loss_and_grad_rows(x_.data(), train, samplers_[i].next(), grad_.data());
+          model_->loss_and_grad_rows(x_.data(), train, train_rows_.get(), samplers_[i].next(),
+                                     grad_.data());
       ++batch_loss_count_;
       for (std::size_t k = 0; k < dim_; ++k) grad_sum_[k] += grad_[k];
     }
@@ -198,7 +204,8 @@ void Simulator::step(std::int64_t t) {
     const std::int64_t start_ns = timed ? clock.monotonic_ns() : 0;
     float* xi = x_.col(i).data();
     const std::span<const std::int64_t> batch = samplers_[i].next();
-    batch_loss_sum_ += model_->loss_and_grad_rows(xi, train, batch, grad_.data());
+    batch_loss_sum_ +=
+        model_->loss_and_grad_rows(xi, train, train_rows_.get(), batch, grad_.data());
     ++batch_loss_count_;
     optimizer_->direction(*backend_, xi, grad_.data(),
                           momentum ? velocity_.col(i).data() : nullptr, u);

@@ -97,8 +97,9 @@ class Simulator {
   // Runs all iterations from x_0 and returns the evaluation points.
   Result<RunTrace> run(const ProgressFn& progress = {});
 
-  // The node models after run(): column i is node i (C-PSGD: every column is the one model).
-  const StateMatrix& params() const { return x_; }
+  // The node models after run(), d × n: column i is node i (C-PSGD: every column is the one
+  // model). A copy without the state's padding rows.
+  StateMatrix params() const { return x_.topRows(static_cast<Eigen::Index>(dim_)); }
   int num_nodes() const { return num_nodes_; }
   const RunConfig& config() const { return config_; }
 
@@ -112,14 +113,21 @@ class Simulator {
   RunConfig config_;
   int num_nodes_ = 0;
   std::size_t dim_ = 0;
+  // Rows of the state matrices: dim_ rounded up to 16 floats, so that every column starts on a
+  // 64-byte boundary and no vector load of the mixing or of the gradient spans two cache lines.
+  // The padding rows hold zeros and stay zero (mixing forms Σ W_ij·0 − γ·0).
+  std::size_t rows_ = 0;
   std::unique_ptr<sgd::Backend> backend_;
   std::unique_ptr<sgd::Model> model_;
   std::unique_ptr<sgd::Optimizer> optimizer_;
   std::vector<MixingPlan> plans_;  // one per W(t) of the period
   std::vector<sgd::BatchSampler> samplers_;
   std::shared_ptr<const sgd::Dataset> eval_train_, eval_test_;
-  StateMatrix x_, next_, velocity_;  // d × n (C-PSGD: d × 1 except x_ for params())
-  StateMatrix u_;                    // d × 1: the direction of the node being stepped
+  // The training rows 64-byte aligned (sgd::AlignedRows), for the linear models, which read their
+  // batch rows in place; null for the others (they gather).
+  std::unique_ptr<const sgd::AlignedRows> train_rows_;
+  StateMatrix x_, next_, velocity_;  // rows_ × n (C-PSGD: rows_ × 1 except x_ for params())
+  StateMatrix u_;                    // rows_ × 1: the direction of the node being stepped
   std::vector<float> grad_;
   std::vector<double> grad_sum_;
   double batch_loss_sum_ = 0;

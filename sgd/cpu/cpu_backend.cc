@@ -53,10 +53,14 @@ class CpuModel final : public Model {
 
   // The linear models read the rows in place (the same kernel as loss_and_grad, so the same
   // bits); the others gather (Model's default).
-  double loss_and_grad_rows(const float* params, const Dataset& data,
+  double loss_and_grad_rows(const float* params, const Dataset& data, const AlignedRows* aligned,
                             std::span<const std::int64_t> indices, float* grad) override {
-    if (!linear_) return Model::loss_and_grad_rows(params, data, indices, grad);
+    if (!linear_) return Model::loss_and_grad_rows(params, data, aligned, indices, grad);
     GOSSIP_CHECK_EQ(data.dim, spec_.input_dim);
+    if (aligned != nullptr) {
+      GOSSIP_CHECK(aligned->num_rows() == data.num_examples && aligned->dim() == data.dim)
+          << "aligned rows of another data set";
+    }
     const bool regression = spec_.kind == ModelKind::kLeastSquares;
     const std::size_t b = indices.size();
     rows_.resize(b);
@@ -65,7 +69,7 @@ class CpuModel final : public Model {
     for (std::size_t j = 0; j < b; ++j) {
       const std::int64_t i = indices[j];
       GOSSIP_CHECK(i >= 0 && i < data.num_examples) << "example index " << i;
-      rows_[j] = data.features.data() + i * data.dim;
+      rows_[j] = aligned != nullptr ? aligned->row(i) : data.features.data() + i * data.dim;
       if (regression) {
         targets_[j] = data.targets[i];
       } else {

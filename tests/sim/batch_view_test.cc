@@ -8,7 +8,9 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "common/random.h"
@@ -109,6 +111,28 @@ float linear_reference(const ModelSpec& spec, const float* p, const std::vector<
   return loss;
 }
 
+TEST_CASE("AlignedRows: every row on a 64-byte boundary, the features' values, zeros between") {
+  for (int dim : {1, 15, 16, 17, 999}) {
+    const Dataset data = random_dataset(9, dim, 0, 500 + dim);
+    AlignedRows rows(data);
+    INFO("dim " << dim);
+    CHECK(rows.num_rows() == 9);
+    CHECK(rows.dim() == dim);
+    CHECK(rows.stride() % 16 == 0);
+    CHECK(rows.stride() >= static_cast<std::size_t>(dim));
+    CHECK(rows.stride() < static_cast<std::size_t>(dim) + 16);
+    for (std::int64_t i = 0; i < 9; ++i) {
+      CHECK(reinterpret_cast<std::uintptr_t>(rows.row(i)) % 64 == 0);
+      CHECK(std::memcmp(rows.row(i), data.features.data() + i * dim, dim * sizeof(float)) == 0);
+      for (std::size_t k = dim; k < rows.stride(); ++k) CHECK(rows.row(i)[k] == 0.0f);
+    }
+    // A move keeps the buffer, so the rows stay aligned and in place.
+    const float* first = rows.row(0);
+    AlignedRows moved = std::move(rows);
+    CHECK(moved.row(0) == first);
+  }
+}
+
 TEST_CASE("loss_and_grad_rows is bit-identical to gather + loss_and_grad for every model") {
   auto backend = make_backend(Device::kCpu, 1);
   REQUIRE(backend.is_ok());
@@ -129,6 +153,7 @@ TEST_CASE("loss_and_grad_rows is bit-identical to gather + loss_and_grad for eve
         ModelSpec spec{c.kind, dim, c.hidden, c.classes, l2};
         REQUIRE(spec.validate().is_ok());
         const Dataset data = random_dataset(40, dim, c.classes, 100 + dim);
+        const AlignedRows aligned(data);
         auto model = (*backend)->make_model(spec);
         REQUIRE(model.is_ok());
         for (int batch : {1, 3, 4, 5, 8, 300}) {
@@ -136,12 +161,18 @@ TEST_CASE("loss_and_grad_rows is bit-identical to gather + loss_and_grad for eve
           const std::vector<std::int64_t> idx = random_indices(batch, data.num_examples, rng);
           Batch gathered;
           gather(data, idx, gathered);
-          std::vector<float> g_gather(spec.num_params()), g_rows(spec.num_params(), -1.0f);
+          std::vector<float> g_gather(spec.num_params()), g_rows(spec.num_params(), -1.0f),
+              g_aligned(spec.num_params(), -2.0f);
           const double l_gather = (*model)->loss_and_grad(p.data(), gathered, g_gather.data());
-          const double l_rows = (*model)->loss_and_grad_rows(p.data(), data, idx, g_rows.data());
+          const double l_rows =
+              (*model)->loss_and_grad_rows(p.data(), data, nullptr, idx, g_rows.data());
+          const double l_aligned =
+              (*model)->loss_and_grad_rows(p.data(), data, &aligned, idx, g_aligned.data());
           INFO("model " << spec.to_string() << " l2 " << l2 << " batch " << batch);
           CHECK(bits_equal_loss(l_gather, l_rows));
           CHECK(same_bits(g_gather, g_rows));
+          CHECK(bits_equal_loss(l_gather, l_aligned));
+          CHECK(same_bits(g_gather, g_aligned));
           ++compared;
         }
       }
@@ -168,7 +199,7 @@ TEST_CASE("linear models follow the documented summation order and agree with do
           const std::vector<float> p = random_params(spec, rng);
           const std::vector<std::int64_t> idx = random_indices(batch, data.num_examples, rng);
           std::vector<float> g(spec.num_params()), g_ref;
-          const double loss = (*model)->loss_and_grad_rows(p.data(), data, idx, g.data());
+          const double loss = (*model)->loss_and_grad_rows(p.data(), data, nullptr, idx, g.data());
           std::vector<const float*> rows;
           std::vector<std::int32_t> labels;
           std::vector<float> targets;

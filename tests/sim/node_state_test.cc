@@ -132,6 +132,11 @@ TEST_CASE("mix is bit-identical to sgd::Backend::mix with terms in increasing no
                                    64, **backend);
   compared += compare_with_backend(random_doubly_stochastic(9, 4, rng), 130, **backend);
   compared += compare_with_backend(random_doubly_stochastic(33, 6, rng), 17, **backend);
+  // Columns of whole 64-byte lines (d % 16 == 0, the simulator's padded state): mix runs node by
+  // node over whole columns instead of row blocks and bands.
+  compared += compare_with_backend(
+      generated(topology::GeneratorKind::kExponential, 64).mixing_matrix(), 1008, **backend);
+  compared += compare_with_backend(random_doubly_stochastic(21, 5, rng), 1008, **backend);
   // One term per row (a permutation), and rows of up to 24 terms: mix_rows' kernels with the
   // terms fixed at compile time (1..16 terms) and the generic tiles past 16 terms.
   compared += compare_with_backend(random_doubly_stochastic(12, 1, rng), 200, **backend);
@@ -143,7 +148,7 @@ TEST_CASE("mix is bit-identical to sgd::Backend::mix with terms in increasing no
   }
   CHECK(most_terms > 16);
   compared += compare_with_backend(many, 1000, **backend);
-  CHECK(compared == 2 * (16 + 200 + 5 + 9 + 33 + 12 + 40));
+  CHECK(compared == 2 * (16 + 200 + 5 + 9 + 33 + 64 + 21 + 12 + 40));
 }
 
 TEST_CASE("banded runs: detected where rows are shifted copies, and mixed bit for bit") {
@@ -190,8 +195,9 @@ TEST_CASE("banded runs: detected where rows are shifted copies, and mixed bit fo
   CHECK(MixingPlan::from_matrix(generated(topology::GeneratorKind::kExponential, 16)
                                     .mixing_matrix())->bands().empty());
 
-  // Bit for bit: widths with only a tail (d < 64), 64-row tiles only, 128-row steps plus a
-  // 64-row tile plus a tail (d = 1000), and several row blocks (n = 64: 2048 rows per block).
+  // Bit for bit: widths with only a tail (d < 64), 128-row steps plus a 64-row tile plus a tail
+  // (d = 1000), and several row blocks (n = 64: 2048 rows per block); d = 64 and 192 (multiples
+  // of 16) take the whole-column path instead of the bands.
   int compared = 0;
   for (Eigen::Index d : {1, 37, 64, 192, 1000, 5000}) {
     compared += compare_with_backend(ring, d, **backend);
