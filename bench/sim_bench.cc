@@ -164,8 +164,7 @@ double best_copy_gbps(float* dst, const float* src, Eigen::Index n, double secon
 }
 
 void bench_mixing(const std::vector<int>& nodes, int dim, double seconds) {
-  // The simulator's layout: each column padded to a multiple of 16 floats (64 bytes).
-  const Eigen::Index rows = (dim + 15) / 16 * 16;
+  const Eigen::Index rows = padded_rows(dim);  // the simulator's layout
   std::printf("\n== mixing X <- X W^T (pure gossip), d = %d in columns of %ld floats (the "
               "simulator's layout), GB/s counting one read of X and one write (8*rows*n bytes per "
               "call), per %s second; copy = the faster of std::memcpy and a 16-float load/store "

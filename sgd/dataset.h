@@ -50,7 +50,6 @@ struct Batch {
 // for bit. Costs a second copy of the features.
 class AlignedRows {
  public:
-  AlignedRows() = default;
   explicit AlignedRows(const Dataset& data);
   // Move-only: a copy's buffer would start at another address, so its 64-byte offset would differ.
   AlignedRows(const AlignedRows&) = delete;

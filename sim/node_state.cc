@@ -380,14 +380,7 @@ void mix(const MixingPlan& plan, const StateMatrix& x, float gamma, const StateM
   const Eigen::Index d = x.rows();
   out.resize(d, n);
   if (d == 0) return;
-  const int* row_begin = plan.row_begin().data();
-  const int* column = plan.column().data();
-  const float* weight = plan.weight().data();
-  const float* in = x.data();
-  const float* upd = update != nullptr ? update->data() : nullptr;
-  float* result = out.data();
-  const float neg_gamma = -gamma;
-  if (d % 16 == 0) {
+  if (padded_rows(d) == d) {
     // Columns of whole 64-byte lines (the simulator's padded state, sim/simulator.h): node by
     // node over the whole column, mix_node's kernel. With no vector load spanning two lines this
     // beat the row blocks and the banded window below at every n (sim_bench, d = 1000 in
@@ -395,17 +388,18 @@ void mix(const MixingPlan& plan, const StateMatrix& x, float gamma, const StateM
     // 93–95 against 76–86, n = 1024 89–92 against 78–92; exponential graph within ±10%), while
     // with columns of 1000 floats the bands stay ahead (n = 64: 105 against 98).
     for (int i = 0; i < n; ++i) {
-      const Eigen::Index offset = static_cast<Eigen::Index>(i) * d;
-      const int b = row_begin[i], e = row_begin[i + 1];
-      if (b == e) {
-        std::fill(result + offset, result + offset + d, 0.0f);
-        continue;
-      }
-      mix_rows(result + offset, in, d, d, column + b, weight + b, e - b, neg_gamma,
-               upd != nullptr ? upd + offset : nullptr);
+      mix_node(plan, x, i, gamma, update != nullptr ? update->col(i).data() : nullptr,
+               out.col(i).data());
     }
     return;
   }
+  const int* row_begin = plan.row_begin().data();
+  const int* column = plan.column().data();
+  const float* weight = plan.weight().data();
+  const float* in = x.data();
+  const float* upd = update != nullptr ? update->data() : nullptr;
+  float* result = out.data();
+  const float neg_gamma = -gamma;
   // Rows per block: keep a block of all n input columns around 512 KiB (L2-resident), in whole
   // multiples of kTile floats so that the inner loops run on full tiles.
   const Eigen::Index target = (512 * 1024) / (static_cast<Eigen::Index>(sizeof(float)) * n);

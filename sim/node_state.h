@@ -79,6 +79,11 @@ void mix(const MixingPlan& plan, const StateMatrix& x, float gamma, const StateM
 void mix_node(const MixingPlan& plan, const StateMatrix& x, int i, float gamma, const float* u,
               float* out_col);
 
+// Rows of a state matrix that holds d parameters per node in the simulator's layout: d rounded up
+// to a multiple of 16 floats, so that every column fills whole 64-byte lines (the padding rows are
+// zero and mixing keeps them zero).
+inline Eigen::Index padded_rows(Eigen::Index d) { return (d + 15) / 16 * 16; }
+
 // x̄ = (1/n) Σ_i x_i, accumulated in double.
 Eigen::VectorXd node_average(const StateMatrix& x);
 

@@ -74,7 +74,7 @@ Result<std::unique_ptr<Simulator>> Simulator::create(const sgd::Problem& problem
   s->config_ = config;
   s->num_nodes_ = problem.config.num_nodes;
   s->dim_ = problem.spec.num_params();
-  s->rows_ = (s->dim_ + 15) / 16 * 16;
+  s->rows_ = static_cast<std::size_t>(padded_rows(static_cast<Eigen::Index>(s->dim_)));
   if (static_cast<int>(problem.shards.size()) != s->num_nodes_) {
     return invalid_argument("problem has " + std::to_string(problem.shards.size()) +
                             " shards for " + std::to_string(s->num_nodes_) + " nodes");

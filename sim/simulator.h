@@ -113,9 +113,9 @@ class Simulator {
   RunConfig config_;
   int num_nodes_ = 0;
   std::size_t dim_ = 0;
-  // Rows of the state matrices: dim_ rounded up to 16 floats, so that every column starts on a
-  // 64-byte boundary and no vector load of the mixing or of the gradient spans two cache lines.
-  // The padding rows hold zeros and stay zero (mixing forms Σ W_ij·0 − γ·0).
+  // Rows of the state matrices, padded_rows(dim_): every column starts on a 64-byte boundary, so
+  // no vector load of the mixing or of the gradient spans two cache lines. The padding rows hold
+  // zeros and stay zero (mixing forms Σ W_ij·0 − γ·0).
   std::size_t rows_ = 0;
   std::unique_ptr<sgd::Backend> backend_;
   std::unique_ptr<sgd::Model> model_;
