@@ -8,7 +8,16 @@
 //     copy of the same buffer into the same output (also one read and one write; the faster of
 //     std::memcpy and a 16-float load/store loop), for
 //     sim::mix (all columns, blocked) and for sim::mix_node over every node (what the default
-//     combine-then-adapt simulation runs, there fused into each node's step).
+//     combine-then-adapt simulation runs, there fused into each node's step);
+//  3. two bounds measured on the machine at hand, so a shortfall can be told from a limit:
+//     "rows alone", the node-iterations per second of a loop that only reads every node's batch
+//     rows (the simulator's samplers and rows, 8 rows side by side as the forward reads them, one
+//     FMA per 16 features: the forward dot products against a fixed vector; no backward, no
+//     mixing, no update), a reference for how much of a node-iteration is the row reads (a
+//     measured pattern, not a proof: another read order could be faster), and
+//     "FMA bound", the mixing GB/s at this core's peak rate of 16-float FMAs with K of them per
+//     16 outputs (gossipd's arithmetic: w_0·x_0, then fma(w_q, x_q, acc) for q = 1..K−1; the
+//     simulator mixes with those bits, so no kernel of it can do fewer).
 // Figures only, no assertions. Single-threaded on both sides (the simulator's backend runs one
 // thread; numpy gets OPENBLAS_NUM_THREADS=1, OMP_NUM_THREADS=1). Both sides are timed with their
 // own thread's CPU time by default (the machine is shared: wall time would count other jobs'
@@ -61,8 +70,9 @@ class Timer {
 // Timed runs per side; the fastest counts (the numpy reference gets the same: --repeats).
 constexpr int kRepeats = 2;
 
-// Node-iterations per second of the Simulator, best of kRepeats timed runs.
-double simulator_rate(int n, int dim, int batch, const std::string& topo_name, double seconds) {
+// The benchmark's problem: synthetic least squares with `dim` parameters, kExamplesPerNode
+// training examples per node, iid shards.
+Result<sgd::Problem> least_squares(int n, int dim) {
   sgd::ProblemConfig pc;
   pc.model = sgd::ModelKind::kLeastSquares;
   pc.data = sgd::DataKind::kLeastSquares;
@@ -70,7 +80,12 @@ double simulator_rate(int n, int dim, int batch, const std::string& topo_name, d
   pc.synthetic_train = static_cast<std::int64_t>(n) * kExamplesPerNode;
   pc.synthetic_test = 64;
   pc.num_nodes = n;
-  auto problem = sgd::make_problem(pc);
+  return sgd::make_problem(pc);
+}
+
+// Node-iterations per second of the Simulator, best of kRepeats timed runs.
+double simulator_rate(int n, int dim, int batch, const std::string& topo_name, double seconds) {
+  auto problem = least_squares(n, dim);
   auto topo = make_topology(topo_name, n, topology::WeightScheme::kDefault);
   if (!problem.is_ok() || !topo.is_ok()) {
     std::fprintf(stderr, "setup failed: %s %s\n", problem.status().to_string().c_str(),
@@ -163,6 +178,67 @@ double best_copy_gbps(float* dst, const float* src, Eigen::Index n, double secon
   return std::max(by_memcpy, by_loop) * bytes / 1e9;
 }
 
+// Node-iterations per second of a loop that does nothing but read each node's batch rows, as the
+// simulator draws them (its samplers, its 64-byte-aligned rows) and as its forward reads them (8
+// rows side by side), with one FMA per 16 features: the forward dot products against a fixed
+// vector, the part of a least-squares gradient that has to touch every feature of every batch
+// row. The simulator reads the same rows and then does the backward, the mixing and the update.
+double rows_alone_rate(int n, int dim, int batch, double seconds) {
+  auto problem = least_squares(n, dim);
+  if (!problem.is_ok()) return -1;
+  const sgd::AlignedRows rows(*problem->train);
+  std::vector<sgd::BatchSampler> samplers;
+  for (int i = 0; i < n; ++i) samplers.push_back(problem->sampler(i, batch));
+  const int m = rows.dim();
+  using sgd::cpu::F16;
+  const F16 w = F16::broadcast(0.5f);
+  std::vector<float> sink(16);
+  constexpr int kGroup = 8;  // rows read side by side, as the forward's dot_rows<8> reads them
+  const double passes = best_calls_per_s([&] {
+    for (int i = 0; i < n; ++i) {
+      const std::span<const std::int64_t> b = samplers[static_cast<std::size_t>(i)].next();
+      for (std::size_t j0 = 0; j0 < b.size(); j0 += kGroup) {
+        const int g = static_cast<int>(std::min<std::size_t>(kGroup, b.size() - j0));
+        const float* x[kGroup];
+        F16 acc[kGroup];
+        for (int j = 0; j < g; ++j) {
+          x[j] = rows.row(b[j0 + static_cast<std::size_t>(j)]);
+          acc[j] = F16::zero();
+        }
+        int k = 0;
+        for (; k + 16 <= m; k += 16) {
+          for (int j = 0; j < g; ++j) acc[j] = F16::fma(F16::load(x[j] + k), w, acc[j]);
+        }
+        for (int j = 0; j < g; ++j) {
+          if (k < m) acc[j] = F16::fma_head(x[j] + k, x[j] + k, m - k, acc[j]);
+          acc[j].store(sink.data());  // keeps the reads: the store depends on every one of them
+        }
+      }
+    }
+  }, seconds);
+  return passes * n;
+}
+
+// This core's peak rate of 16-float FMAs (F16::fma, the unit the mixing kernels use): 12
+// independent chains, so latency does not count, operands in registers, so memory does not.
+double peak_fma16_per_s(double seconds) {
+  using sgd::cpu::F16;
+  constexpr int kChains = 12, kSteps = 1 << 14;
+  F16 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = F16::broadcast(static_cast<float>(c));
+  const F16 a = F16::broadcast(0.999f), b = F16::broadcast(1e-3f);
+  const double calls = best_calls_per_s([&] {
+    for (int s = 0; s < kSteps; ++s) {
+      for (int c = 0; c < kChains; ++c) acc[c] = F16::fma(acc[c], a, b);
+    }
+    asm volatile("" : : "r"(&acc) : "memory");
+  }, seconds);
+  float out[16];
+  acc[0].store(out);
+  if (out[0] == 12345.0f) std::puts("");  // keeps the chains
+  return calls * kChains * kSteps;
+}
+
 void bench_mixing(const std::vector<int>& nodes, int dim, double seconds) {
   const Eigen::Index rows = padded_rows(dim);  // the simulator's layout
   std::printf("\n== mixing X <- X W^T (pure gossip), d = %d in columns of %ld floats (the "
@@ -173,8 +249,12 @@ void bench_mixing(const std::vector<int>& nodes, int dim, double seconds) {
   std::printf("(mix = sim::mix, the blocked kernel over all n columns (ATC order, library users); "
               "per-node = sim::mix_node for i = 0..n-1, the kernel the default CTA simulation runs "
               "inside its per-node pass, timed here alone)\n");
-  std::printf("%7s %12s %6s %10s %10s %13s %10s %8s %9s\n", "nodes", "topology", "terms", "MiB",
-              "mix GB/s", "per-node GB/s", "copy GB/s", "mix/copy", "node/copy");
+  const double fma16 = peak_fma16_per_s(seconds / 2);
+  std::printf("(FMA bound = 128 bytes x %.2f G 16-float FMAs/s (this core's peak) / terms: K FMAs "
+              "per 16 outputs, gossipd's arithmetic, all operands in registers)\n", fma16 / 1e9);
+  std::printf("%7s %12s %6s %10s %10s %13s %10s %8s %9s %10s %11s\n", "nodes", "topology",
+              "terms", "MiB", "mix GB/s", "per-node GB/s", "copy GB/s", "mix/copy", "node/copy",
+              "FMA bound", "bound/copy");
   for (int n : nodes) {
     StateMatrix x(rows, n), out(rows, n);
     Rng rng(1);
@@ -197,9 +277,11 @@ void bench_mixing(const std::vector<int>& nodes, int dim, double seconds) {
       // Terms per output node (self included): each output float costs that many FMAs, and each
       // term is a load unless its column is shared through a band's register window.
       const double terms = static_cast<double>(plan->column().size()) / n;
-      std::printf("%7d %12s %6.1f %10.1f %10.2f %13.2f %10.2f %7.0f%% %8.0f%%\n", n, name, terms,
-                  4.0 * static_cast<double>(rows) * n / (1 << 20), mix_rate, node_rate, copy_rate,
-                  100 * mix_rate / copy_rate, 100 * node_rate / copy_rate);
+      const double fma_bound = 128.0 * fma16 / terms / 1e9;
+      std::printf("%7d %12s %6.1f %10.1f %10.2f %13.2f %10.2f %7.0f%% %8.0f%% %10.2f %10.0f%%\n",
+                  n, name, terms, 4.0 * static_cast<double>(rows) * n / (1 << 20), mix_rate,
+                  node_rate, copy_rate, 100 * mix_rate / copy_rate, 100 * node_rate / copy_rate,
+                  fma_bound, 100 * fma_bound / copy_rate);
       std::fflush(stdout);
     }
   }
@@ -227,16 +309,23 @@ int main(int argc, char** argv) {
   std::printf("== D-PSGD on synthetic least squares, d = %d, batch %d, %d examples per node, "
               "1 thread (node-iterations per %s second, higher is better)\n", dim, batch,
               kExamplesPerNode, g_wall ? "wall" : "thread CPU");
-  std::printf("%7s %12s %14s %14s %8s\n", "nodes", "topology", "gossip-sim", "numpy", "ratio");
+  std::printf("(rows alone: node-iterations/s of a loop that only reads each node's batch rows as "
+              "the forward does, one FMA per 16 features, no backward, mixing or update; sim/rows "
+              "= gossip-sim's share of that rate)\n");
+  std::printf("%7s %12s %14s %14s %8s %12s %9s\n", "nodes", "topology", "gossip-sim", "numpy",
+              "ratio", "rows alone", "sim/rows");
   for (int n : nodes) {
+    const double rows_rate = rows_alone_rate(n, dim, batch, seconds / 2);
     for (const char* topo : {"ring", "exponential"}) {
       const double ours = simulator_rate(n, dim, batch, topo, seconds);
       const double theirs =
           reference ? numpy_rate(script, n, dim, batch, topo, seconds, ours) : -1;
       if (theirs > 0) {
-        std::printf("%7d %12s %14.0f %14.0f %7.1fx\n", n, topo, ours, theirs, ours / theirs);
+        std::printf("%7d %12s %14.0f %14.0f %7.1fx %12.0f %8.0f%%\n", n, topo, ours, theirs,
+                    ours / theirs, rows_rate, 100 * ours / rows_rate);
       } else {
-        std::printf("%7d %12s %14.0f %14s %8s\n", n, topo, ours, "n/a", "");
+        std::printf("%7d %12s %14.0f %14s %8s %12.0f %8.0f%%\n", n, topo, ours, "n/a", "",
+                    rows_rate, 100 * ours / rows_rate);
       }
       std::fflush(stdout);
     }
