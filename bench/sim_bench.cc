@@ -9,15 +9,16 @@
 //     std::memcpy and a 16-float load/store loop), for
 //     sim::mix (all columns, blocked) and for sim::mix_node over every node (what the default
 //     combine-then-adapt simulation runs, there fused into each node's step);
-//  3. two bounds measured on the machine at hand, so a shortfall can be told from a limit:
+//  3. two figures measured on the machine at hand, so a shortfall can be told from a limit:
 //     "rows alone", the node-iterations per second of a loop that only reads every node's batch
 //     rows (the simulator's samplers and rows, 8 rows side by side as the forward reads them, one
 //     FMA per 16 features: the forward dot products against a fixed vector; no backward, no
 //     mixing, no update), a reference for how much of a node-iteration is the row reads (a
 //     measured pattern, not a proof: another read order could be faster), and
 //     "FMA bound", the mixing GB/s at this core's peak rate of 16-float FMAs with K of them per
-//     16 outputs (gossipd's arithmetic: w_0·x_0, then fma(w_q, x_q, acc) for q = 1..K−1; the
-//     simulator mixes with those bits, so no kernel of it can do fewer).
+//     16 outputs (gossipd's arithmetic: w_0·x_0, then fma(w_q, x_q, acc) for q = 1..K−1, K
+//     operations on the FMA pipes; the simulator mixes with those bits, so no kernel of it can
+//     do fewer): a bound on the mixing's GB/s whatever its memory access.
 // Figures only, no assertions. Single-threaded on both sides (the simulator's backend runs one
 // thread; numpy gets OPENBLAS_NUM_THREADS=1, OMP_NUM_THREADS=1). Both sides are timed with their
 // own thread's CPU time by default (the machine is shared: wall time would count other jobs'
