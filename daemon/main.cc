@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.h"
 #include "daemon/exit_codes.h"
 #include "daemon/launcher.h"
 #include "daemon/run.h"
@@ -125,12 +126,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   add_overrides(launch_cmd, launch_overrides);
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : kExitUsage;
-  }
+  static_assert(kExitUsage == gossip::kExitUsageError);
+  if (const auto rc = gossip::parse_command_line(app, argc, argv)) return *rc;
   if (run_cmd->parsed()) {
     run.overrides = run_overrides;
     if (resume_at_opt->count() > 0) run.resume_at = resume_at;

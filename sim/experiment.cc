@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <sstream>
 
 #include "common/check.h"
@@ -226,10 +227,27 @@ std::optional<bool> dpsgd_wins(const Series& d, const Series& c) {
 
 }  // namespace
 
+Status check_sweep_values(SweepParam param, const std::vector<std::string>& values) {
+  if (values.empty()) return invalid_argument("sweep needs at least one value (--values)");
+  for (const std::string& v : values) {
+    if (param == SweepParam::kBandwidth) {
+      GOSSIP_RETURN_IF_ERROR(parse_bandwidth_bps(v).status());
+    } else if (param == SweepParam::kLatency) {
+      GOSSIP_RETURN_IF_ERROR(parse_duration_s(v).status());
+    } else if (param == SweepParam::kNodes) {
+      GOSSIP_ASSIGN_OR_RETURN(const double n, parse_count(v));
+      if (n < 1 || n != std::floor(n) || n > std::numeric_limits<int>::max()) {
+        return invalid_argument("sweep: nodes '" + v + "' is not a positive integer");
+      }
+    }
+  }
+  return Status::ok();
+}
+
 Result<SweepResult> run_sweep(const ExperimentConfig& config, SweepParam param,
                               const std::vector<std::string>& values,
                               const LabelledProgress& progress) {
-  if (values.empty()) return invalid_argument("sweep needs at least one value (--values)");
+  GOSSIP_RETURN_IF_ERROR(check_sweep_values(param, values));
   SweepResult out;
   out.param = param;
   std::vector<Run> shared;
@@ -245,8 +263,7 @@ Result<SweepResult> run_sweep(const ExperimentConfig& config, SweepParam param,
     } else if (param == SweepParam::kLatency) {
       GOSSIP_ASSIGN_OR_RETURN(c.cost.net.latency_s, parse_duration_s(v));
     } else if (param == SweepParam::kNodes) {
-      GOSSIP_ASSIGN_OR_RETURN(const double n, parse_count(v));
-      if (n < 1 || n != std::floor(n)) return invalid_argument("sweep: nodes '" + v + "'");
+      GOSSIP_ASSIGN_OR_RETURN(const double n, parse_count(v));  // checked above
       c.nodes = static_cast<int>(n);
     } else {
       c.topologies = {v};

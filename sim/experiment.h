@@ -129,6 +129,11 @@ struct SweepResult {
   std::vector<std::string> crossovers;
 };
 
+// InvalidArgument naming the first value of `values` that `param` cannot take (a bandwidth,
+// duration or node count that does not parse; an empty list). Topology values are checked when
+// they are built. run_sweep calls it before any simulation.
+Status check_sweep_values(SweepParam param, const std::vector<std::string>& values);
+
 Result<SweepResult> run_sweep(const ExperimentConfig& config, SweepParam param,
                               const std::vector<std::string>& values,
                               const LabelledProgress& progress = {});

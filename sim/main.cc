@@ -9,6 +9,7 @@
 #include <limits>
 #include <sstream>
 
+#include "common/cli.h"
 #include "sgd/optimizer.h"
 #include "sgd/problem.h"
 #include "sim/experiment.h"
@@ -250,9 +251,17 @@ Result<ExperimentConfig> build_config(const Options& o) {
   return c;
 }
 
+// A runtime error or invalid input (a data or topology file): exit 1.
 int fail(const Status& s) {
   std::cerr << "gossip-sim: " << s.to_string() << "\n";
   return 1;
+}
+
+// A bad command line (an option's value, a missing or unknown option): exit 2, as CLI11's own
+// usage errors.
+int usage(const Status& s) {
+  std::cerr << "gossip-sim: " << s.to_string() << "\n";
+  return kExitUsageError;
 }
 
 Status write_file(const std::string& path, const std::string& text) {
@@ -313,10 +322,10 @@ int main(int argc, char** argv) {
   sweep->add_option("--values", sweep_values, "Comma-separated values, e.g. 100Mbps,1Gbps,10Gbps")
       ->required();
 
-  CLI11_PARSE(app, argc, argv);
+  if (const auto rc = parse_command_line(app, argc, argv)) return *rc;
 
   auto config = build_config(o);
-  if (!config.is_ok()) return fail(config.status());
+  if (!config.is_ok()) return usage(config.status());
   ExperimentConfig& c = *config;
 
   ProgressBar bar(!o.quiet);
@@ -329,13 +338,13 @@ int main(int argc, char** argv) {
     if (run->parsed()) {
       if (algorithm == "dpsgd") {
         c.include_cpsgd = false;
-        if (c.topologies.size() != 1) return fail(invalid_argument("run takes one --topology"));
+        if (c.topologies.size() != 1) return usage(invalid_argument("run takes one --topology"));
       } else if (algorithm == "cpsgd" || algorithm == "cpsgd-ps" ||
                  algorithm == "cpsgd-allreduce") {
         c.include_dpsgd = false;
       } else {
-        return fail(invalid_argument("--algorithm '" + algorithm +
-                                     "': expected dpsgd, cpsgd, cpsgd-ps or cpsgd-allreduce"));
+        return usage(invalid_argument("--algorithm '" + algorithm +
+                                      "': expected dpsgd, cpsgd, cpsgd-ps or cpsgd-allreduce"));
       }
     }
     auto result = run_experiment(c, progress);
@@ -356,7 +365,9 @@ int main(int argc, char** argv) {
     }
   } else {
     auto param = parse_sweep_param(sweep_param);
-    if (!param.is_ok()) return fail(param.status());
+    if (!param.is_ok()) return usage(param.status());
+    const Status values = check_sweep_values(*param, split(sweep_values));
+    if (!values.is_ok()) return usage(values);
     auto result = run_sweep(c, *param, split(sweep_values), progress);
     bar.finish();
     if (!result.is_ok()) return fail(result.status());

@@ -1,7 +1,8 @@
 // gossip-topo: generate, validate, analyze, weight, optimize, compare and export topologies.
 // Every subcommand takes topology files (text format or JSON) or, where it makes sense, a
 // generator given on the command line (--kind ring --nodes 32). Exit codes: 0 success, 1 invalid
-// input (the message names file:line:column or the node/edge), 2 usage error (CLI11).
+// input (the message names file:line:column or the node/edge), 2 usage error (an unknown or
+// missing option, an option's value, a generator's parameters).
 #include <CLI/CLI.hpp>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <memory>
 #include <sstream>
 
+#include "common/cli.h"
 #include "topology/advisor.h"
 #include "topology/optimize.h"
 #include "topology/spectral.h"
@@ -85,9 +87,18 @@ ValidationOptions no_spectrum() {
   return v;
 }
 
+// Invalid input (a topology file that breaks a rule, a spectrum that does not converge) or a
+// runtime error: exit 1.
 int fail(const Status& s) {
   std::cerr << "gossip-topo: " << s.message() << "\n";
   return 1;
+}
+
+// A bad command line (an option's value, a generator's parameters, a missing or extra argument):
+// exit 2, as CLI11's own usage errors.
+int usage(const Status& s) {
+  std::cerr << "gossip-topo: " << s.message() << "\n";
+  return gossip::kExitUsageError;
 }
 
 // ---------------------------------------------------------------- topology source
@@ -135,6 +146,12 @@ struct Source {
     s.p = p;
     s.seed = seed;
     return s;
+  }
+
+  // Exit code for a failed load(file): 1 when a file was read (its content is the input), 2 when
+  // the topology came from the command line (--kind and its parameters, or file and --kind mixed).
+  int load_failed(const std::string& file, const Status& s) const {
+    return !file.empty() && kind.empty() ? fail(s) : usage(s);
   }
 
   Result<Topology> load(const std::string& file, bool check_spectrum = true) const {
@@ -204,14 +221,14 @@ std::string report_json(const Topology& t, const SpectralReport& r, const Advice
 
 int cmd_generate(const Source& src, bool explicit_form, bool json, const std::string& name) {
   auto spec = src.spec();
-  if (!spec.is_ok()) return fail(spec.status());
+  if (!spec.is_ok()) return usage(spec.status());
   auto scheme = parse_weight_scheme(src.weights);
-  if (!scheme.is_ok()) return fail(scheme.status());
+  if (!scheme.is_ok()) return usage(scheme.status());
   // Build and validate first, so that a generator that cannot produce a valid topology fails here.
   auto t = Topology::generate(*spec, *scheme, src.host, src.base_port);
-  if (!t.is_ok()) return fail(t.status());
+  if (!t.is_ok()) return usage(t.status());
   Status st = validate(*t);
-  if (!st.is_ok()) return fail(invalid_argument("generated topology is invalid: " + st.message()));
+  if (!st.is_ok()) return usage(invalid_argument("generated topology is invalid: " + st.message()));
   const std::string nm = name.empty() ? t->name() : name;
   if (explicit_form) {
     t->set_name(nm);
@@ -269,12 +286,12 @@ int cmd_validate(const std::vector<std::string>& files, bool json) {
 int cmd_analyze(const Source& src, const std::string& file, const std::string& method,
                 const Model& model, bool json) {
   auto m = parse_spectral_method(method);
-  if (!m.is_ok()) return fail(m.status());
+  if (!m.is_ok()) return usage(m.status());
   auto cost = model.get();
-  if (!cost.is_ok()) return fail(cost.status());
+  if (!cost.is_ok()) return usage(cost.status());
   // Validation without the spectral rule first; the analysis below is the spectral rule.
   auto t = src.load(file, /*check_spectrum=*/false);
-  if (!t.is_ok()) return fail(t.status());
+  if (!t.is_ok()) return src.load_failed(file, t.status());
   SpectralOptions opt;
   opt.method = *m;
   auto r = analyze(*t, opt);
@@ -326,14 +343,17 @@ int cmd_analyze(const Source& src, const std::string& file, const std::string& m
 
 int cmd_weights(const Source& src, const std::string& file, std::int64_t iteration,
                 const std::string& format) {
+  if (iteration < 0) return usage(invalid_argument("--iteration must be >= 0"));
+  if (format != "dense" && format != "triplets" && format != "json") {
+    return usage(invalid_argument("--format must be dense, triplets or json"));
+  }
   auto t = src.load(file);
-  if (!t.is_ok()) return fail(t.status());
-  if (iteration < 0) return fail(invalid_argument("--iteration must be >= 0"));
+  if (!t.is_ok()) return src.load_failed(file, t.status());
   const auto& w = t->mixing_matrix_rows(iteration);
   const int n = t->num_nodes();
   std::cout << std::setprecision(17);
   if (format == "dense") {
-    if (n > 200) return fail(invalid_argument("--format dense refused for n > 200; use triplets"));
+    if (n > 200) return usage(invalid_argument("--format dense refused for n > 200; use triplets"));
     const Eigen::MatrixXd d = Eigen::MatrixXd(w);
     for (int i = 0; i < n; ++i) {
       for (int j = 0; j < n; ++j) std::cout << (j ? " " : "") << d(i, j);
@@ -355,8 +375,6 @@ int cmd_weights(const Source& src, const std::string& file, std::int64_t iterati
         first = false;
       }
     std::cout << "]}\n";
-  } else {
-    return fail(invalid_argument("--format must be dense, triplets or json"));
   }
   return 0;
 }
@@ -364,7 +382,7 @@ int cmd_weights(const Source& src, const std::string& file, std::int64_t iterati
 int cmd_optimize(const Source& src, const std::string& file, int iterations, double time_limit,
                  const std::string& output, bool json) {
   auto t = src.load(file);
-  if (!t.is_ok()) return fail(t.status());
+  if (!t.is_ok()) return src.load_failed(file, t.status());
   OptimizeOptions o;
   o.max_iterations = iterations;
   o.time_limit_s = time_limit;
@@ -400,9 +418,9 @@ int cmd_optimize(const Source& src, const std::string& file, int iterations, dou
 int cmd_compare(const std::vector<std::string>& files, const std::vector<std::string>& kinds,
                 int nodes, const std::string& method, const Model& model, bool json) {
   auto m = parse_spectral_method(method);
-  if (!m.is_ok()) return fail(m.status());
+  if (!m.is_ok()) return usage(m.status());
   auto cost = model.get();
-  if (!cost.is_ok()) return fail(cost.status());
+  if (!cost.is_ok()) return usage(cost.status());
   std::vector<Topology> topos;
   std::vector<std::string> labels;
   for (const auto& f : files) {
@@ -418,18 +436,18 @@ int cmd_compare(const std::vector<std::string>& files, const std::vector<std::st
     if (k == "torus" || k == "grid") {
       const int side = static_cast<int>(std::lround(std::sqrt(nodes)));
       if (side * side != nodes)
-        return fail(invalid_argument("compare --kinds torus/grid needs a square --nodes"));
+        return usage(invalid_argument("compare --kinds torus/grid needs a square --nodes"));
       s.rows = s.cols = side;
       s.nodes = 0;
     }
     if (k == "random_regular") s.degree = 4;
     if (k == "k_ring") s.k = 2;
     auto t = s.load("", false);
-    if (!t.is_ok()) return fail(t.status().with_context(k));
+    if (!t.is_ok()) return usage(t.status().with_context(k));
     labels.push_back(k);
     topos.push_back(std::move(*t));
   }
-  if (topos.empty()) return fail(invalid_argument("nothing to compare: give files or --kinds"));
+  if (topos.empty()) return usage(invalid_argument("nothing to compare: give files or --kinds"));
   if (!json)
     std::cout << std::left << std::setw(24) << "topology" << std::right << std::setw(8) << "nodes"
               << std::setw(6) << "deg" << std::setw(14) << "gap/iter" << std::setw(12)
@@ -459,9 +477,9 @@ int cmd_compare(const std::vector<std::string>& files, const std::vector<std::st
 int cmd_export(const Source& src, const std::string& file, bool dot, bool json, bool edges,
                bool pbtxt) {
   if (dot + json + edges + pbtxt != 1)
-    return fail(invalid_argument("choose exactly one of --dot, --json, --edges, --pbtxt"));
+    return usage(invalid_argument("choose exactly one of --dot, --json, --edges, --pbtxt"));
   auto t = src.load(file);
-  if (!t.is_ok()) return fail(t.status());
+  if (!t.is_ok()) return src.load_failed(file, t.status());
   const auto& g = t->graph();
   if (dot) {
     const bool d = g.is_directed();
@@ -522,26 +540,28 @@ int main(int argc, char** argv) {
   std::int64_t iteration = 0;
   int iterations = 300;
   double time_limit = 60;
-  Source src;
+  Source src;      // analyze, weights, optimize, compare, export: no addresses unless asked
+  Source gen_src;  // generate: files are for deployments, so addresses by default
+  gen_src.base_port = 7000;
   Model model;
 
   auto* gen = app.add_subcommand("generate", "print a topology file for a generator");
-  gen->add_option("kind", src.kind, "ring, k_ring, torus, grid, hypercube, complete, star, "
-                                    "exponential, one_peer_exponential, random_regular, erdos_renyi")
+  gen->add_option("kind", gen_src.kind,
+                  "ring, k_ring, torus, grid, hypercube, complete, star, exponential, "
+                  "one_peer_exponential, random_regular, erdos_renyi")
       ->required();
   {
-    gen->add_option("-n,--nodes", src.nodes, "number of nodes");
-    gen->add_option("--rows", src.rows, "torus/grid rows");
-    gen->add_option("--cols", src.cols, "torus/grid columns");
-    gen->add_option("-k,--k", src.k, "k_ring: neighbours on each side")->capture_default_str();
-    gen->add_option("--degree", src.degree, "random_regular: degree");
-    gen->add_option("-p,--p", src.p, "erdos_renyi: edge probability");
-    gen->add_option("--seed", src.seed, "random generators: seed")->capture_default_str();
-    gen->add_option("--host", src.host, "host of every node")->capture_default_str();
-    src.base_port = 7000;  // files are for deployments: addresses by default
-    gen->add_option("--base-port", src.base_port, "node i listens on base-port + i")
+    gen->add_option("-n,--nodes", gen_src.nodes, "number of nodes");
+    gen->add_option("--rows", gen_src.rows, "torus/grid rows");
+    gen->add_option("--cols", gen_src.cols, "torus/grid columns");
+    gen->add_option("-k,--k", gen_src.k, "k_ring: neighbours on each side")->capture_default_str();
+    gen->add_option("--degree", gen_src.degree, "random_regular: degree");
+    gen->add_option("-p,--p", gen_src.p, "erdos_renyi: edge probability");
+    gen->add_option("--seed", gen_src.seed, "random generators: seed")->capture_default_str();
+    gen->add_option("--host", gen_src.host, "host of every node")->capture_default_str();
+    gen->add_option("--base-port", gen_src.base_port, "node i listens on base-port + i")
         ->capture_default_str();
-    gen->add_option("-w,--weights", src.weights,
+    gen->add_option("-w,--weights", gen_src.weights,
                     "metropolis_hastings (mh), max_degree, uniform, lazy, lazy_uniform, "
                     "best_constant, optimized (fdla), default")
         ->capture_default_str();
@@ -595,13 +615,13 @@ int main(int argc, char** argv) {
   exp->add_flag("--edges", edges, "plain edge list 'i j weight'");
   exp->add_flag("--pbtxt", pbtxt, "explicit topology, text format");
 
-  CLI11_PARSE(app, argc, argv);
-  if (gen->parsed()) return cmd_generate(src, explicit_form, json, name);
+  if (const auto rc = gossip::parse_command_line(app, argc, argv)) return *rc;
+  if (gen->parsed()) return cmd_generate(gen_src, explicit_form, json, name);
   if (val->parsed()) return cmd_validate(files, json);
   if (ana->parsed()) return cmd_analyze(src, file, method, model, json);
   if (wts->parsed()) return cmd_weights(src, file, iteration, format);
   if (opt->parsed()) return cmd_optimize(src, file, iterations, time_limit, output, json);
   if (cmp->parsed()) return cmd_compare(files, kinds, src.nodes, method, model, json);
   if (exp->parsed()) return cmd_export(src, file, dot, json, edges, pbtxt);
-  return 2;
+  return gossip::kExitUsageError;
 }

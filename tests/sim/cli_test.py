@@ -66,13 +66,24 @@ with tempfile.TemporaryDirectory() as tmp:
     check([pt["value"] for pt in s["points"]] == ["10Mbps", "1Gbps", "100Gbps"], "sweep points")
     check(len(s["crossovers"]) == 2, f"one crossover line per C-PSGD scheme: {s['crossovers']}")
 
-    for bad in (["compare", *SMALL, "--bandwidth", "fast"],
-                ["compare", *SMALL, "--topology", "nonexistent.pbtxt"],
-                ["run", *SMALL, "--algorithm", "sgd"],
-                ["compare", "--problem", "imagenet", *SMALL[2:]],
-                ["compare", *SMALL, "--straggler", "gaussian:1"],
-                ["sweep", *SMALL, "--param", "colour", "--values", "1"]):
+    # A bad command line exits 2 (README: "2 usage/config error"), CLI11's own errors included;
+    # a topology file that cannot be read is invalid input: 1.
+    for bad, code in ((["compare", *SMALL, "--bandwidth", "fast"], 2),
+                      (["compare", *SMALL, "--topology", "nonexistent.pbtxt"], 1),
+                      (["run", *SMALL, "--algorithm", "sgd"], 2),
+                      (["compare", "--problem", "imagenet", *SMALL[2:]], 2),
+                      (["compare", *SMALL, "--straggler", "gaussian:1"], 2),
+                      (["sweep", *SMALL, "--param", "colour", "--values", "1"], 2),
+                      (["sweep", *SMALL, "--param", "bandwidth"], 2),
+                      (["sweep", *SMALL, "--param", "bandwidth", "--values", "1Gbps,10Xbps"], 2),
+                      (["sweep", *SMALL, "--param", "nodes", "--values", "8,2.5"], 2),
+                      (["compare", *SMALL, "--bogus"], 2),
+                      (["compare", *SMALL[:2], "--nodes", "abc"], 2),
+                      ([], 2)):
         p = sim(*bad, ok=False)
-        check("gossip-sim:" in p.stderr or "Error" in p.stderr or "error" in p.stderr,
+        check(p.returncode == code, f"{bad} exited {p.returncode}, expected {code}: {p.stderr!r}")
+        check("gossip-sim:" in p.stderr or "Error" in p.stderr or "error" in p.stderr
+              or "required" in p.stderr or "expected" in p.stderr or "convert" in p.stderr,
               f"error message for {bad}: {p.stderr!r}")
+        check("Traceback" not in p.stderr and p.stdout == "", f"nothing but the message for {bad}")
 print("ok")
