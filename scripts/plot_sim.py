@@ -14,6 +14,7 @@ sweep value's rows. Exits non-zero with a message on a missing file or an unusab
 import argparse
 import csv
 import math
+import os
 import sys
 from collections import OrderedDict
 
@@ -92,6 +93,12 @@ def main():
     ap.add_argument("--title", default="", help="title prefix")
     a = ap.parse_args()
     rows = load(a.csv)
+    out_dir = os.path.dirname(a.out)
+    if out_dir:  # --out plots/lian: create plots/ as a user would expect
+        try:
+            os.makedirs(out_dir, exist_ok=True)
+        except OSError as e:
+            sys.exit(f"plot_sim: cannot create {out_dir}: {e.strerror}")
     sweep_param = rows[0].get("sweep_param", "")
     values = list(OrderedDict.fromkeys(r.get("sweep_value", "") for r in rows))
     first = [r for r in rows if r.get("sweep_value", "") == values[0]]

@@ -50,6 +50,20 @@ with tempfile.TemporaryDirectory() as tmp:
     ring = [r for r in rows if r["topology"] == "ring"]
     check(float(ring[-1]["train_loss"]) < float(ring[0]["train_loss"]), "loss decreases")
 
+    # scripts/plot_sim.py on that CSV: three PNGs, in a directory it creates.
+    plot = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "plot_sim.py")
+    prefix = os.path.join(tmp, "plots", "sub", "c")
+    p = subprocess.run(["/usr/bin/python3", plot, out, "--out", prefix], capture_output=True, text=True,
+                       timeout=120)
+    check(p.returncode == 0, f"plot_sim.py exited {p.returncode}: {p.stderr}")
+    for suffix in ("_loss_iter.png", "_loss_time.png", "_consensus.png"):
+        with open(prefix + suffix, "rb") as f:
+            check(f.read(8) == b"\x89PNG\r\n\x1a\n", f"{suffix} is a PNG")
+    p = subprocess.run(["/usr/bin/python3", plot, os.path.join(tmp, "missing.csv"), "--out", prefix],
+                       capture_output=True, text=True, timeout=120)
+    check(p.returncode != 0 and "plot_sim:" in p.stderr and "Traceback" not in p.stderr,
+          f"plot_sim.py on a missing file: {p.returncode} {p.stderr!r}")
+
     j = json.loads(sim("compare", *SMALL, "--json").stdout)
     check({s["algorithm"] for s in j["series"]} == {"cpsgd-ps", "cpsgd-allreduce", "dpsgd"}, "JSON series")
     check(j["config"]["nodes"] == 8 and j["config"]["compute_s"] == 0.01, "JSON config")
