@@ -106,7 +106,8 @@ int main(int argc, char** argv) {
                       "at the end write DIR/node_<id>.f32 (raw float32 parameters)");
   run_cmd->add_option("--metrics", run.metrics_path, "metrics JSON lines file ('-' for stdout)");
   run_cmd->add_option("--listen", run.listen_host, "address to listen on (default: this node's host)");
-  run_cmd->add_flag("--print-config", run.print_config, "print the effective training config");
+  run_cmd->add_flag("--print-config", run.print_config,
+                   "print the effective training config (file, overrides, defaults), then run");
   add_overrides(run_cmd, run_overrides);
 
   LaunchOptions launch;

@@ -1,6 +1,7 @@
 // Loading the training config the way both gossipd subcommands do: file, then `--set` overrides
 // and named flags (in command-line order), then defaults, then validation — so an override is
-// validated like a value written in the file, and errors still point into the file.
+// validated like a value written in the file; an error in a value the command line set names the
+// command line, the others point into the file.
 #pragma once
 
 #include <string>

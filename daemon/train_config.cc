@@ -139,7 +139,12 @@ std::vector<FieldError> collect_errors(const TrainConfig& c) {
 
   // Optimizer.
   const pb::Optimizer& o = c.optimizer();
-  check_finite_range(e, "optimizer.lr", o.lr(), 0, false, kInf, true, "finite and >= 0");
+  if (!o.has_lr()) {
+    // No default: a forgotten learning rate would otherwise train nothing (lr 0 is pure gossip).
+    e.push_back({"optimizer.lr", "required (the learning rate; 0 for pure gossip)"});
+  } else {
+    check_finite_range(e, "optimizer.lr", o.lr(), 0, false, kInf, true, "finite and >= 0");
+  }
   if (o.kind() == pb::Optimizer::MOMENTUM || o.kind() == pb::Optimizer::NESTEROV) {
     check_finite_range(e, "optimizer.momentum", o.momentum(), 0, true, 1, true, "in (0, 1)");
   } else if (o.momentum() != 0) {
@@ -171,7 +176,7 @@ std::vector<FieldError> collect_errors(const TrainConfig& c) {
   if (t.connect_ms() == 0) e.push_back({"timeouts.connect_ms", "must be > 0 milliseconds"});
   if (t.deadline_ms() == 0) e.push_back({"timeouts.deadline_ms", "must be > 0 milliseconds"});
   if (t.heartbeat_ms() == 0) e.push_back({"timeouts.heartbeat_ms", "must be > 0 milliseconds"});
-  if (t.heartbeat_ms() > t.deadline_ms()) {
+  if (t.deadline_ms() > 0 && t.heartbeat_ms() > t.deadline_ms()) {
     e.push_back({"timeouts.heartbeat_ms", "must not exceed timeouts.deadline_ms"});
   }
   if (c.fault().has_admit_margin() && c.fault().admit_margin() == 0) {
@@ -257,14 +262,17 @@ void fill_defaults(TrainConfig& c) {
   pb::Timeouts* t = c.mutable_timeouts();
   if (!t->has_connect_ms()) t->set_connect_ms(30000);
   if (!t->has_deadline_ms()) t->set_deadline_ms(10000);
-  if (!t->has_heartbeat_ms()) t->set_heartbeat_ms(std::min<std::uint32_t>(1000, t->deadline_ms()));
+  // At most the deadline; an explicit deadline of 0 is reported on its own, not as a heartbeat of 0.
+  if (!t->has_heartbeat_ms()) {
+    t->set_heartbeat_ms(t->deadline_ms() > 0 ? std::min<std::uint32_t>(1000, t->deadline_ms()) : 1000);
+  }
   pb::Fault* f = c.mutable_fault();
   if (f->policy() == pb::Fault::POLICY_UNSPECIFIED) f->set_policy(pb::Fault::CARRY_ON);
   if (!f->has_admit_margin()) f->set_admit_margin(2);
 }
 
 Status validate_train_config(const TrainConfig& config, const std::string& name,
-                             std::string_view text) {
+                             std::string_view text, const std::vector<std::string>& overrides) {
   std::vector<FieldError> errors = collect_errors(config);
   if (errors.empty()) return Status::ok();
   // Re-parse the source with a location tree (cheap; configs are small) to point at each field.
@@ -276,9 +284,23 @@ Status validate_train_config(const TrainConfig& config, const std::string& name,
     parser.WriteLocationsTo(&tree);
     have_tree = parser.ParseFromString(std::string(text), &scratch);
   }
+  // The last override of a field (or of a message enclosing it) is where its value came from.
+  const auto overridden_by = [&overrides](const std::string& path) -> const std::string* {
+    const std::string* found = nullptr;
+    for (const std::string& o : overrides) {
+      std::string p = trim(std::string_view(o).substr(0, o.find('=')));
+      std::replace(p.begin(), p.end(), '-', '_');
+      if (path == p || path.rfind(p + ".", 0) == 0) found = &o;
+    }
+    return found;
+  };
   std::string message;
   for (const FieldError& e : errors) {
     if (!message.empty()) message += "\n";
+    if (const std::string* o = overridden_by(e.path)) {
+      message += "command line (" + *o + "): " + e.path + ": " + e.message;
+      continue;
+    }
     std::string loc =
         have_tree ? location_of(&tree, TrainConfig::descriptor(), e.path) : std::string();
     message += name + ":" + loc + (loc.empty() ? " " : "") + e.path + ": " + e.message;

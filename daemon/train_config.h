@@ -11,6 +11,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/env.h"
 #include "common/status.h"
@@ -32,8 +33,11 @@ void fill_defaults(TrainConfig& config);
 
 // Checks every field's value and the fields against each other. `name` prefixes messages; when
 // `text` (the source) is given, messages also carry the line and column of the offending field.
+// `overrides` ("path=value", as given to apply_override): a field set there is blamed on the
+// command line ("command line (optimizer.lr=-1): optimizer.lr: ..."), not on the file.
 Status validate_train_config(const TrainConfig& config, const std::string& name = "config",
-                             std::string_view text = {});
+                             std::string_view text = {},
+                             const std::vector<std::string>& overrides = {});
 
 // "path.to.field=value": parses and sets one field (see the file comment). InvalidArgument naming
 // the path when the field does not exist or the value does not parse.

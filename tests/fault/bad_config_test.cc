@@ -95,11 +95,41 @@ TEST_CASE("NaN, infinite and negative learning rates are rejected naming optimiz
   CHECK(contains(o->message(), "optimizer.lr"));
 }
 
+TEST_CASE("a config without a learning rate is refused, lr 0 (pure gossip) is accepted") {
+  expect_rejected(*load(replace(kBase, " lr: 0.1", "")), "", "optimizer.lr: required");
+  expect_rejected(*load(replace(kBase, "optimizer { kind: SGD lr: 0.1 }\n", "")), "",
+                  "optimizer.lr: required");
+  auto zero = load(replace(kBase, "lr: 0.1", "lr: 0"));
+  REQUIRE_MESSAGE(zero->result.is_ok(), zero->message());
+  CHECK(zero->result->optimizer().lr() == 0);
+  auto set = load(replace(kBase, " lr: 0.1", ""), {"optimizer.lr=0.2"});
+  REQUIRE_MESSAGE(set->result.is_ok(), set->message());
+  CHECK(set->result->optimizer().lr() == 0.2);
+}
+
+TEST_CASE("a bad value set on the command line is blamed on the command line, not the file") {
+  // lr is written at 4:13 in the file; the override's -1 is what fails.
+  auto o = load(kBase, {"optimizer.lr=-1"});
+  REQUIRE_FALSE(o->result.is_ok());
+  INFO("message: ", o->message());
+  CHECK(contains(o->message(), "command line (optimizer.lr=-1): optimizer.lr: must be finite"));
+  CHECK_FALSE(contains(o->message(), o->path));
+  // A whole message set on the command line covers its fields.
+  auto m = load(kBase, {"optimizer={ kind: SGD lr: -1 }"});
+  REQUIRE_FALSE(m->result.is_ok());
+  CHECK(contains(m->message(), "command line (optimizer={ kind: SGD lr: -1 }): optimizer.lr"));
+  // An error in the file next to a harmless override still points into the file.
+  expect_rejected(*load(replace(kBase, "batch_size: 16", "batch_size: 0"), {"optimizer.lr=0.2"}),
+                  ":5:1:", "batch_size: must be > 0");
+}
+
 TEST_CASE("timeouts <= 0 are rejected naming the field") {
   for (const char* field : {"connect_ms", "deadline_ms", "heartbeat_ms"}) {
     CAPTURE(field);
-    expect_rejected(*load(kBase + "timeouts { " + field + ": 0 }\n"), ":7:",
-                    std::string("timeouts.") + field + ": must be > 0");
+    auto zero = load(kBase + "timeouts { " + field + ": 0 }\n");
+    expect_rejected(*zero, ":7:", std::string("timeouts.") + field + ": must be > 0");
+    // That error alone: a deadline of 0 once also reported the defaulted heartbeat (min(1000, 0)).
+    CHECK_MESSAGE(zero->message().find('\n') == std::string::npos, zero->message());
     // Negative values do not fit the unsigned field: a parse error pointing at the value.
     expect_rejected(*load(kBase + "timeouts { " + field + ": -100 }\n"), ":7:",
                     "Expected integer");
