@@ -194,8 +194,8 @@ double rows_alone_rate(int n, int dim, int batch, double seconds) {
   using sgd::cpu::F16;
   const F16 w = F16::broadcast(0.5f);
   std::vector<float> sink(16);
-  constexpr int kGroup = 8;  // rows read side by side, as the forward's dot_rows<8> reads them
-  const double passes = best_calls_per_s([&] {
+  constexpr int kGroup = 8;    // rows read side by side, as the forward's dot_rows<8> reads them
+  const auto one_pass = [&] {  // every node's batch once
     for (int i = 0; i < n; ++i) {
       const std::span<const std::int64_t> b = samplers[static_cast<std::size_t>(i)].next();
       for (std::size_t j0 = 0; j0 < b.size(); j0 += kGroup) {
@@ -216,8 +216,8 @@ double rows_alone_rate(int n, int dim, int batch, double seconds) {
         }
       }
     }
-  }, seconds);
-  return passes * n;
+  };
+  return best_calls_per_s(one_pass, seconds) * n;
 }
 
 // This core's peak rate of 16-float FMAs (F16::fma, the unit the mixing kernels use): 12
@@ -228,12 +228,13 @@ double peak_fma16_per_s(double seconds) {
   F16 acc[kChains];
   for (int c = 0; c < kChains; ++c) acc[c] = F16::broadcast(static_cast<float>(c));
   const F16 a = F16::broadcast(0.999f), b = F16::broadcast(1e-3f);
-  const double calls = best_calls_per_s([&] {
+  const auto steps = [&] {
     for (int s = 0; s < kSteps; ++s) {
       for (int c = 0; c < kChains; ++c) acc[c] = F16::fma(acc[c], a, b);
     }
     asm volatile("" : : "r"(&acc) : "memory");
-  }, seconds);
+  };
+  const double calls = best_calls_per_s(steps, seconds);
   float out[16];
   acc[0].store(out);
   if (out[0] == 12345.0f) std::puts("");  // keeps the chains
@@ -251,11 +252,13 @@ void bench_mixing(const std::vector<int>& nodes, int dim, double seconds) {
               "per-node = sim::mix_node for i = 0..n-1, the kernel the default CTA simulation runs "
               "inside its per-node pass, timed here alone)\n");
   const double fma16 = peak_fma16_per_s(seconds / 2);
-  std::printf("(FMA bound = 128 bytes x %.2f G 16-float FMAs/s (this core's peak) / terms: K FMAs "
-              "per 16 outputs, gossipd's arithmetic, all operands in registers)\n", fma16 / 1e9);
-  std::printf("%7s %12s %6s %10s %10s %13s %10s %8s %9s %10s %11s\n", "nodes", "topology",
-              "terms", "MiB", "mix GB/s", "per-node GB/s", "copy GB/s", "mix/copy", "node/copy",
-              "FMA bound", "bound/copy");
+  std::printf(
+      "(FMA bound = 128 bytes x %.2f G 16-float FMAs/s (this core's peak) / terms: K FMAs "
+      "per 16 outputs, gossipd's arithmetic, all operands in registers)\n",
+      fma16 / 1e9);
+  std::printf("%7s %12s %6s %10s %10s %13s %10s %8s %9s %10s %11s\n", "nodes", "topology", "terms",
+              "MiB", "mix GB/s", "per-node GB/s", "copy GB/s", "mix/copy", "node/copy", "FMA bound",
+              "bound/copy");
   for (int n : nodes) {
     StateMatrix x(rows, n), out(rows, n);
     Rng rng(1);
@@ -279,10 +282,10 @@ void bench_mixing(const std::vector<int>& nodes, int dim, double seconds) {
       // term is a load unless its column is shared through a band's register window.
       const double terms = static_cast<double>(plan->column().size()) / n;
       const double fma_bound = 128.0 * fma16 / terms / 1e9;
-      std::printf("%7d %12s %6.1f %10.1f %10.2f %13.2f %10.2f %7.0f%% %8.0f%% %10.2f %10.0f%%\n",
-                  n, name, terms, 4.0 * static_cast<double>(rows) * n / (1 << 20), mix_rate,
-                  node_rate, copy_rate, 100 * mix_rate / copy_rate, 100 * node_rate / copy_rate,
-                  fma_bound, 100 * fma_bound / copy_rate);
+      std::printf("%7d %12s %6.1f %10.1f %10.2f %13.2f %10.2f %7.0f%% %8.0f%% %10.2f %10.0f%%\n", n,
+                  name, terms, 4.0 * static_cast<double>(rows) * n / (1 << 20), mix_rate, node_rate,
+                  copy_rate, 100 * mix_rate / copy_rate, 100 * node_rate / copy_rate, fma_bound,
+                  100 * fma_bound / copy_rate);
       std::fflush(stdout);
     }
   }
@@ -310,23 +313,27 @@ int main(int argc, char** argv) {
   std::printf("== D-PSGD on synthetic least squares, d = %d, batch %d, %d examples per node, "
               "1 thread (node-iterations per %s second, higher is better)\n", dim, batch,
               kExamplesPerNode, g_wall ? "wall" : "thread CPU");
-  std::printf("(rows alone: node-iterations/s of a loop that only reads each node's batch rows as "
-              "the forward does, one FMA per 16 features, no backward, mixing or update; sim/rows "
-              "= gossip-sim's share of that rate)\n");
+  std::printf(
+      "(rows alone: node-iterations/s of a loop that only reads each node's batch rows as "
+      "the forward does, one FMA per 16 features, no backward, mixing or update; sim/rows "
+      "= gossip-sim's share of that rate)\n");
   std::printf("%7s %12s %14s %14s %8s %12s %9s\n", "nodes", "topology", "gossip-sim", "numpy",
               "ratio", "rows alone", "sim/rows");
   for (int n : nodes) {
-    const double rows_rate = rows_alone_rate(n, dim, batch, seconds / 2);
+    const double rows_rate = rows_alone_rate(n, dim, batch, seconds / 2);  // < 0: setup failed
     for (const char* topo : {"ring", "exponential"}) {
       const double ours = simulator_rate(n, dim, batch, topo, seconds);
       const double theirs =
           reference ? numpy_rate(script, n, dim, batch, topo, seconds, ours) : -1;
       if (theirs > 0) {
-        std::printf("%7d %12s %14.0f %14.0f %7.1fx %12.0f %8.0f%%\n", n, topo, ours, theirs,
-                    ours / theirs, rows_rate, 100 * ours / rows_rate);
+        std::printf("%7d %12s %14.0f %14.0f %7.1fx", n, topo, ours, theirs, ours / theirs);
       } else {
-        std::printf("%7d %12s %14.0f %14s %8s %12.0f %8.0f%%\n", n, topo, ours, "n/a", "",
-                    rows_rate, 100 * ours / rows_rate);
+        std::printf("%7d %12s %14.0f %14s %8s", n, topo, ours, "n/a", "");
+      }
+      if (rows_rate > 0) {
+        std::printf(" %12.0f %8.0f%%\n", rows_rate, 100 * ours / rows_rate);
+      } else {
+        std::printf(" %12s %9s\n", "n/a", "");
       }
       std::fflush(stdout);
     }

@@ -90,6 +90,9 @@ std::string config_fingerprint(const TrainConfig& config) {
   *c.mutable_shard() = config.shard();
   c.set_batch_size(config.batch_size());
   *c.mutable_optimizer() = config.optimizer();
+  // lr has presence since it became required; an lr of 0 printed nothing before, so the text
+  // (and the fingerprint of checkpoints written then) stays the same without it.
+  if (c.optimizer().lr() == 0) c.mutable_optimizer()->clear_lr();
   c.set_seed(config.seed());
   std::string text = to_text(c);
   uLong crc = crc32(0L, reinterpret_cast<const Bytef*>(text.data()), static_cast<uInt>(text.size()));

@@ -262,9 +262,10 @@ void fill_defaults(TrainConfig& c) {
   pb::Timeouts* t = c.mutable_timeouts();
   if (!t->has_connect_ms()) t->set_connect_ms(30000);
   if (!t->has_deadline_ms()) t->set_deadline_ms(10000);
-  // At most the deadline; an explicit deadline of 0 is reported on its own, not as a heartbeat of 0.
+  // At most the deadline; a deadline of 0 is reported on its own, not as a heartbeat of 0 too.
   if (!t->has_heartbeat_ms()) {
-    t->set_heartbeat_ms(t->deadline_ms() > 0 ? std::min<std::uint32_t>(1000, t->deadline_ms()) : 1000);
+    const std::uint32_t deadline = t->deadline_ms();
+    t->set_heartbeat_ms(deadline > 0 ? std::min<std::uint32_t>(1000, deadline) : 1000);
   }
   pb::Fault* f = c.mutable_fault();
   if (f->policy() == pb::Fault::POLICY_UNSPECIFIED) f->set_policy(pb::Fault::CARRY_ON);
@@ -290,7 +291,9 @@ Status validate_train_config(const TrainConfig& config, const std::string& name,
     for (const std::string& o : overrides) {
       std::string p = trim(std::string_view(o).substr(0, o.find('=')));
       std::replace(p.begin(), p.end(), '-', '_');
-      if (path == p || path.rfind(p + ".", 0) == 0) found = &o;
+      const bool inside = path.size() > p.size() && path.compare(0, p.size(), p) == 0 &&
+                          (path[p.size()] == '.' || path[p.size()] == '[');
+      if (path == p || inside) found = &o;  // the field, one of its elements or a subfield
     }
     return found;
   };

@@ -520,12 +520,19 @@ Result<pb::TopologyFile> explicit_file(const Topology& topology) {
   f.set_name(topology.name());
   f.set_directed(topology.is_directed());
   const int n = topology.num_nodes();
+  constexpr int kDefaultBasePort = 7000;
+  if (topology.addresses().empty() && kDefaultBasePort + static_cast<std::int64_t>(n) - 1 > 65535) {
+    return invalid_argument("an explicit file needs an address per node and " + std::to_string(n) +
+                            " nodes do not fit ports " + std::to_string(kDefaultBasePort) +
+                            "..65535; give a host list or write the generator form");
+  }
   for (int i = 0; i < n; ++i) {
     auto* node = f.add_node();
     node->set_id(i);
     // Files always carry addresses; a topology built without them gets loopback ports 7000 + i.
-    node->set_address(topology.addresses().empty() ? "127.0.0.1:" + std::to_string(7000 + i)
-                                                   : topology.addresses()[i].to_string());
+    node->set_address(topology.addresses().empty()
+                          ? "127.0.0.1:" + std::to_string(kDefaultBasePort + i)
+                          : topology.addresses()[i].to_string());
   }
   // Schemes that are a function of the graph alone are re-derived on load (bit for bit); all
   // others are written out, diagonal included, so the reload has the same fingerprint.

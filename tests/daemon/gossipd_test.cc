@@ -343,7 +343,7 @@ TEST_CASE("bad input: exit code 2 and a message naming file, line and field") {
   std::string topo = write_topology(dir.path, "RING", 4);
   std::string cfg = dir.path + "/bad.pbtxt";
   std::ofstream(cfg) << "model { kind: MLP hidden: 8 }\ndata { dataset: FASHION_MNIST }\n"
-                        "batch_size: 0\niterations: 5\n";
+                        "batch_size: 0\niterations: 5\noptimizer { lr: 0.1 }\n";
   std::string out = dir.path + "/out.txt";
   CHECK(run_shell(bin("daemon/gossipd") + " run " + topo + " --node 0 --config " + cfg +
                   " --insecure 2> " + out) == kExitUsage);

@@ -43,6 +43,20 @@ TrainConfig small_config(std::uint64_t iterations) {
   return *c;
 }
 
+TEST_CASE("config fingerprint: an lr of 0 reads as it did before lr had presence") {
+  // Checkpoints of pure-gossip runs written before optimizer.lr became required carry the
+  // fingerprint of a text without "lr: 0"; they must stay loadable.
+  TrainConfig with = small_config(10);
+  with.mutable_optimizer()->set_lr(0);
+  TrainConfig without = with;
+  without.mutable_optimizer()->clear_lr();
+  REQUIRE(with.optimizer().has_lr());
+  CHECK(config_fingerprint(with) == config_fingerprint(without));
+  TrainConfig other = with;
+  other.mutable_optimizer()->set_lr(0.05);
+  CHECK(config_fingerprint(other) != config_fingerprint(with));
+}
+
 topology::Topology make_topology(topology::GeneratorKind kind, int n) {
   topology::GeneratorSpec spec;
   spec.kind = kind;

@@ -118,6 +118,12 @@ TEST_CASE("a bad value set on the command line is blamed on the command line, no
   auto m = load(kBase, {"optimizer={ kind: SGD lr: -1 }"});
   REQUIRE_FALSE(m->result.is_ok());
   CHECK(contains(m->message(), "command line (optimizer={ kind: SGD lr: -1 }): optimizer.lr"));
+  // An element of a repeated field set on the command line: hidden[1] is the override's 0, not
+  // the file's 32.
+  auto h = load(replace(kBase, "kind: LOGISTIC", "kind: MLP hidden: 16 hidden: 32"),
+                {"model.hidden=16,0"});
+  REQUIRE_FALSE(h->result.is_ok());
+  CHECK(contains(h->message(), "command line (model.hidden=16,0): model.hidden[1]"));
   // An error in the file next to a harmless override still points into the file.
   expect_rejected(*load(replace(kBase, "batch_size: 16", "batch_size: 0"), {"optimizer.lr=0.2"}),
                   ":5:1:", "batch_size: must be > 0");

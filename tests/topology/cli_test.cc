@@ -110,6 +110,10 @@ TEST_CASE("analyze --kind needs no ports: more nodes than a port range holds") {
   const Run g = run("generate ring --nodes 70000");  // a file for deployment: ports by default
   CHECK(g.code == 2);
   CHECK(g.out.find("port") != std::string::npos);
+  // An explicit file needs an address per node: refused, not written with ports past 65535.
+  const Run e = run("export --kind ring --nodes 70000 --pbtxt");
+  CHECK(e.code == 1);
+  CHECK_MESSAGE(e.out.find("65535") != std::string::npos, e.out.substr(0, 300));
 }
 
 TEST_CASE("weights, compare, optimize and export produce what they promise") {
