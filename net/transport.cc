@@ -174,6 +174,9 @@ struct Peer {
   // Backing memory of `staging`, allocated on first use and kept (staging_buffer()). One session
   // reads at a time, so slots never overlap in it.
   std::unique_ptr<float[], FreeDeleter> staging_memory;
+  // `staging` is a complete iteration kept from a link the peer closed with Goodbye (it finished
+  // the run one iteration ahead of us): a receive posted later takes it; a new link drops it.
+  bool staging_outlived_link = false;
   std::uint64_t floor = 0;  // frames for iterations below this are stale
   std::int64_t backoff_ms = 0;
   std::unique_ptr<asio::steady_timer> retry;
@@ -252,7 +255,9 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   void fail_recv(Peer& p, std::shared_ptr<RecvSlot> slot, const Status& s);
   void advance_floor(Peer& p, std::uint64_t floor);
   void resume_reader(Peer& p);
-  void fail_peer(Peer& p, const Status& s);
+  // Resolves the peer's posted receives with `s` and drops its staging, unless
+  // `keep_complete_staging` and the staging holds a whole iteration.
+  void fail_peer(Peer& p, const Status& s, bool keep_complete_staging = false);
   void dial(Peer& p);
   void schedule_redial(Peer& p);
   void do_accept();
@@ -307,6 +312,7 @@ class Session : public std::enable_shared_from_this<Session> {
   int peer() const { return peer_; }
   bool established() const { return phase_ == Phase::kEstablished; }
   bool paused() const { return paused_; }
+  bool peer_said_goodbye() const { return peer_said_goodbye_; }
   std::string describe() const {
     return peer_ >= 0 ? node_name(peer_) + " (" + remote_ + ")" : remote_;
   }
@@ -629,6 +635,7 @@ class Session : public std::enable_shared_from_this<Session> {
       case FrameType::kGoodbye: {
         pb::Goodbye g;
         Status s = parse_message(msg_, &g);
+        peer_said_goodbye_ = true;
         close(unavailable(describe() + " said goodbye" +
                           (s.is_ok() ? ": " + g.reason().substr(0, 200) : std::string())));
         return;
@@ -968,6 +975,7 @@ class Session : public std::enable_shared_from_this<Session> {
   pb::Params params_;
   std::shared_ptr<RecvSlot> target_;
   bool paused_ = false;
+  bool peer_said_goodbye_ = false;  // the link ended with the peer's Goodbye
   std::uint64_t discard_left_ = 0;
   std::vector<std::uint8_t> scratch_;
   std::uint64_t payload_done_ = 0;  // bytes of the current payload read and checksummed
@@ -1152,6 +1160,12 @@ void Transport::Impl::on_established(const std::shared_ptr<Session>& s, int id,
   }
   p.session = s;
   if (p.pending == s) p.pending.reset();
+  if (p.staging_outlived_link) {
+    // The peer is back (a restart resumes from its checkpoint and sends again): the staging kept
+    // from its last link is not what this link will deliver.
+    p.staging.reset();
+    p.staging_outlived_link = false;
+  }
   p.backoff_ms = opts_.connect_backoff_initial_ms;
   {
     std::lock_guard l(mu_);
@@ -1191,7 +1205,10 @@ void Transport::Impl::on_session_closed(const std::shared_ptr<Session>& s, const
       hellos_.erase(id);
       peer_iterations_.erase(id);
     }
-    fail_peer(p, unavailable("link to " + node_name(id) + " lost: " + why.message()));
+    // A peer that says Goodbye has sent everything of the iterations it finished (its data
+    // precedes the Goodbye): a whole iteration already staged stays for the receive to come.
+    fail_peer(p, unavailable("link to " + node_name(id) + " lost: " + why.message()),
+              s->peer_said_goodbye());
     if (p.we_dial) schedule_redial(p);
   } else if (p.pending == s) {
     p.pending.reset();
@@ -1199,7 +1216,7 @@ void Transport::Impl::on_session_closed(const std::shared_ptr<Session>& s, const
   }
 }
 
-void Transport::Impl::fail_peer(Peer& p, const Status& s) {
+void Transport::Impl::fail_peer(Peer& p, const Status& s, bool keep_complete_staging) {
   auto recvs = std::move(p.recvs);
   p.recvs.clear();
   for (auto& [iteration, slot] : recvs) {
@@ -1207,7 +1224,12 @@ void Transport::Impl::fail_peer(Peer& p, const Status& s) {
     slot->ex->resolve(true, p.addr.node_id, s);
     p.floor = std::max(p.floor, iteration + 1);
   }
-  p.staging.reset();
+  if (keep_complete_staging && p.staging && p.staging->complete() && !p.staging->reading &&
+      p.staging->iteration >= p.floor) {
+    p.staging_outlived_link = true;
+  } else {
+    p.staging.reset();
+  }
 }
 
 std::uint32_t Transport::Impl::chunk_count(std::uint64_t num_bytes) const {
@@ -1271,6 +1293,7 @@ void Transport::Impl::post_recv(const std::shared_ptr<RecvSlot>& slot) {
 void Transport::Impl::drain_staging(Peer& p, std::shared_ptr<RecvSlot> slot) {
   std::shared_ptr<RecvSlot> st = std::move(p.staging);
   p.staging.reset();
+  p.staging_outlived_link = false;
   for (const auto& [off, cnt] : st->chunks) {
     std::copy_n(st->buffer.data() + off, cnt, slot->buffer.data() + off);
     slot->ex->add_event({p.addr.node_id, slot->iteration, off, cnt});
