@@ -204,6 +204,13 @@ std::string trim(std::string_view s) {
   return std::string(s.substr(b, e - b));
 }
 
+// The field path of an override "path=value" (or of "path" alone): trimmed, '-' read as '_'.
+std::string override_path(std::string_view assignment) {
+  std::string path = trim(assignment.substr(0, assignment.find('=')));
+  std::replace(path.begin(), path.end(), '-', '_');
+  return path;
+}
+
 // One element of an override value in text-format syntax for `field`.
 std::string literal(const gp::FieldDescriptor* field, std::string value) {
   value = trim(value);
@@ -289,8 +296,7 @@ Status validate_train_config(const TrainConfig& config, const std::string& name,
   const auto overridden_by = [&overrides](const std::string& path) -> const std::string* {
     const std::string* found = nullptr;
     for (const std::string& o : overrides) {
-      std::string p = trim(std::string_view(o).substr(0, o.find('=')));
-      std::replace(p.begin(), p.end(), '-', '_');
+      const std::string p = override_path(o);
       const bool inside = path.size() > p.size() && path.compare(0, p.size(), p) == 0 &&
                           (path[p.size()] == '.' || path[p.size()] == '[');
       if (path == p || inside) found = &o;  // the field, one of its elements or a subfield
@@ -325,9 +331,8 @@ Status apply_override(TrainConfig& config, std::string_view assignment) {
     return invalid_argument("--set " + std::string(assignment) +
                             ": expected field.path=value (e.g. optimizer.lr=0.05)");
   }
-  std::string path = trim(assignment.substr(0, eq));
+  std::string path = override_path(assignment);
   std::string value = trim(assignment.substr(eq + 1));
-  std::replace(path.begin(), path.end(), '-', '_');
 
   gp::Message* message = &config;
   std::string rest = path;

@@ -174,9 +174,6 @@ struct Peer {
   // Backing memory of `staging`, allocated on first use and kept (staging_buffer()). One session
   // reads at a time, so slots never overlap in it.
   std::unique_ptr<float[], FreeDeleter> staging_memory;
-  // `staging` is a complete iteration kept from a link the peer closed with Goodbye (it finished
-  // the run one iteration ahead of us): a receive posted later takes it; a new link drops it.
-  bool staging_outlived_link = false;
   std::uint64_t floor = 0;  // frames for iterations below this are stale
   std::int64_t backoff_ms = 0;
   std::unique_ptr<asio::steady_timer> retry;
@@ -256,7 +253,8 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   void advance_floor(Peer& p, std::uint64_t floor);
   void resume_reader(Peer& p);
   // Resolves the peer's posted receives with `s` and drops its staging, unless
-  // `keep_complete_staging` and the staging holds a whole iteration.
+  // `keep_complete_staging` and the staging holds a whole iteration: then it outlives the link (a
+  // receive posted later takes it; a new link drops it, see on_established).
   void fail_peer(Peer& p, const Status& s, bool keep_complete_staging = false);
   void dial(Peer& p);
   void schedule_redial(Peer& p);
@@ -1158,14 +1156,12 @@ void Transport::Impl::on_established(const std::shared_ptr<Session>& s, int id,
   if (p.session && p.session != s) {
     p.session->close(unavailable("replaced by a newer connection from " + node_name(id)));
   }
+  // Staging with no link before this one was kept from a link closed by Goodbye (fail_peer drops
+  // it otherwise). The peer is back (a restart resumes from its checkpoint and sends again): that
+  // staging is not what this link will deliver.
+  if (!p.session) p.staging.reset();
   p.session = s;
   if (p.pending == s) p.pending.reset();
-  if (p.staging_outlived_link) {
-    // The peer is back (a restart resumes from its checkpoint and sends again): the staging kept
-    // from its last link is not what this link will deliver.
-    p.staging.reset();
-    p.staging_outlived_link = false;
-  }
   p.backoff_ms = opts_.connect_backoff_initial_ms;
   {
     std::lock_guard l(mu_);
@@ -1224,12 +1220,9 @@ void Transport::Impl::fail_peer(Peer& p, const Status& s, bool keep_complete_sta
     slot->ex->resolve(true, p.addr.node_id, s);
     p.floor = std::max(p.floor, iteration + 1);
   }
-  if (keep_complete_staging && p.staging && p.staging->complete() && !p.staging->reading &&
-      p.staging->iteration >= p.floor) {
-    p.staging_outlived_link = true;
-  } else {
-    p.staging.reset();
-  }
+  const bool keep = keep_complete_staging && p.staging && p.staging->complete() &&
+                    !p.staging->reading && p.staging->iteration >= p.floor;
+  if (!keep) p.staging.reset();
 }
 
 std::uint32_t Transport::Impl::chunk_count(std::uint64_t num_bytes) const {
@@ -1293,7 +1286,6 @@ void Transport::Impl::post_recv(const std::shared_ptr<RecvSlot>& slot) {
 void Transport::Impl::drain_staging(Peer& p, std::shared_ptr<RecvSlot> slot) {
   std::shared_ptr<RecvSlot> st = std::move(p.staging);
   p.staging.reset();
-  p.staging_outlived_link = false;
   for (const auto& [off, cnt] : st->chunks) {
     std::copy_n(st->buffer.data() + off, cnt, slot->buffer.data() + off);
     slot->ex->add_event({p.addr.node_id, slot->iteration, off, cnt});

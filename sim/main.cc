@@ -366,9 +366,10 @@ int main(int argc, char** argv) {
   } else {
     auto param = parse_sweep_param(sweep_param);
     if (!param.is_ok()) return usage(param.status());
-    const Status values = check_sweep_values(*param, split(sweep_values));
-    if (!values.is_ok()) return usage(values);
-    auto result = run_sweep(c, *param, split(sweep_values), progress);
+    const std::vector<std::string> values = split(sweep_values);
+    const Status checked = check_sweep_values(*param, values);  // run_sweep checks too, but a
+    if (!checked.is_ok()) return usage(checked);                // bad value is a usage error
+    auto result = run_sweep(c, *param, values, progress);
     bar.finish();
     if (!result.is_ok()) return fail(result.status());
     for (const SweepPoint& p : result->points) write_csv_rows(csv, p.series, sweep_param, p.value);
