@@ -19,12 +19,16 @@
 //     16 outputs (gossipd's arithmetic: w_0·x_0, then fma(w_q, x_q, acc) for q = 1..K−1, K
 //     operations on the FMA pipes; the simulator mixes with those bits, so no kernel of it can
 //     do fewer): a bound on the mixing's GB/s whatever its memory access.
-// Figures only, no assertions. Single-threaded on both sides (the simulator's backend runs one
-// thread; numpy gets OPENBLAS_NUM_THREADS=1, OMP_NUM_THREADS=1). Both sides are timed with their
-// own thread's CPU time by default (the machine is shared: wall time would count other jobs'
-// turns on the core), or both with the wall clock (--wall).
+// Figures only, no assertions. The same thread count on both sides: one by default (the
+// simulator's RunConfig::threads = 1; numpy gets OPENBLAS_NUM_THREADS=1, OMP_NUM_THREADS=1), T
+// with --threads T (the simulator steps its nodes on T threads; numpy gets
+// OPENBLAS_NUM_THREADS=T, OMP_NUM_THREADS=T). With one thread both sides are timed with their own
+// thread's CPU time by default (the machine is shared: wall time would count other jobs' turns on
+// the core), or both with the wall clock (--wall); with T > 1 both are timed with the wall clock.
+// The rows-alone loop and the mixing table run on one thread whatever --threads says.
 //
 //   build-sim/bench/sim_bench [--nodes 64,256,1024] [--dim 1000] [--batch 8] [--seconds 2] [--wall]
+//                             [--threads T]
 #include <CLI/CLI.hpp>
 
 #include <time.h>
@@ -52,6 +56,8 @@ constexpr int kExamplesPerNode = 32;
 // Seconds this thread has run (CLOCK_THREAD_CPUTIME_ID) or wall seconds (--wall). On a machine
 // shared with other jobs, thread CPU time leaves out the time the scheduler gave to someone else.
 bool g_wall = false;
+// Threads of both sides in the node-iterations table (--threads).
+int g_threads = 1;
 
 double now_s() {
   timespec ts{};
@@ -99,6 +105,7 @@ double simulator_rate(int n, int dim, int batch, const std::string& topo_name, d
   rc.optimizer.schedule.lr = 0.01;
   rc.eval_examples = 64;  // evaluation (at the first and last iteration only) is not the subject
   rc.eval_local = false;
+  rc.threads = g_threads;
   // Calibrate: a short run, then enough iterations for `seconds`.
   rc.iterations = 3;
   rc.eval_every = rc.iterations;
@@ -125,9 +132,10 @@ double numpy_rate(const std::string& script, int n, int dim, int batch, const st
                   double seconds, double our_rate) {
   // Aim each numpy loop at about `seconds`, assuming it is ~5x slower than us.
   const long iterations = std::max(3L, static_cast<long>(seconds * our_rate / 5 / n));
+  const std::string threads = std::to_string(g_threads);
   const std::string cmd =
-      "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 "
-      "/usr/bin/python3 " + script + " --nodes " + std::to_string(n) + " --dim " +
+      "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=" + threads +
+      " OMP_NUM_THREADS=" + threads + " /usr/bin/python3 " + script + " --nodes " + std::to_string(n) + " --dim " +
       std::to_string(dim) + " --batch " + std::to_string(batch) + " --examples-per-node " +
       std::to_string(kExamplesPerNode) + " --topology " + topo + " --iterations " +
       std::to_string(iterations) + " --repeats " + std::to_string(kRepeats) +
@@ -307,12 +315,19 @@ int main(int argc, char** argv) {
   app.add_flag("!--no-reference", reference, "Skip the numpy reference");
   app.add_flag("--wall", g_wall,
                "Time with the wall clock instead of each side's thread CPU time (both sides)");
+  app.add_option("--threads", g_threads,
+                 "Threads of both sides in the node-iterations table (the simulator's --threads, "
+                 "numpy's OPENBLAS_NUM_THREADS); > 1 times both with the wall clock")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
   app.add_option("--reference-script", script, "numpy reference")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (g_threads > 1) g_wall = true;  // thread CPU time would count one thread of several
 
   std::printf("== D-PSGD on synthetic least squares, d = %d, batch %d, %d examples per node, "
-              "1 thread (node-iterations per %s second, higher is better)\n", dim, batch,
-              kExamplesPerNode, g_wall ? "wall" : "thread CPU");
+              "%d thread%s (node-iterations per %s second, higher is better)\n", dim, batch,
+              kExamplesPerNode, g_threads, g_threads == 1 ? "" : "s",
+              g_wall ? "wall" : "thread CPU");
   std::printf(
       "(rows alone: node-iterations/s of a loop that only reads each node's batch rows as "
       "the forward does, one FMA per 16 features, no backward, mixing or update; sim/rows "
@@ -320,7 +335,8 @@ int main(int argc, char** argv) {
   std::printf("%7s %12s %14s %14s %8s %12s %9s\n", "nodes", "topology", "gossip-sim", "numpy",
               "ratio", "rows alone", "sim/rows");
   for (int n : nodes) {
-    const double rows_rate = rows_alone_rate(n, dim, batch, seconds / 2);  // < 0: setup failed
+    // < 0: setup failed, or several threads (the loop runs on one; a share would mislead)
+    const double rows_rate = g_threads == 1 ? rows_alone_rate(n, dim, batch, seconds / 2) : -1;
     for (const char* topo : {"ring", "exponential"}) {
       const double ours = simulator_rate(n, dim, batch, topo, seconds);
       const double theirs =

@@ -4,11 +4,14 @@
 // ATC adapts in place during the pass and mixes all columns after it (one blocked mix()).
 #include "sim/simulator.h"
 
+#include <algorithm>
 #include <bit>
 #include <span>
 #include <cmath>
 #include <cstring>
 #include <limits>
+
+#include <omp.h>
 
 #include "common/check.h"
 #include "common/clock.h"
@@ -37,6 +40,7 @@ Status RunConfig::validate() const {
   if (iterations < 0) return invalid_argument("iterations must be >= 0");
   if (eval_every <= 0) return invalid_argument("eval-every must be > 0");
   if (eval_examples < 0) return invalid_argument("eval-examples must be >= 0");
+  if (threads < 0) return invalid_argument("threads must be >= 0 (0: one per core)");
   return Status::ok();
 }
 
@@ -92,10 +96,14 @@ Result<std::unique_ptr<Simulator>> Simulator::create(const sgd::Problem& problem
       s->plans_.push_back(std::move(plan));
     }
   }
-  // One thread: the simulator's parallelism is across nodes, and a one-thread backend keeps the
-  // per-step compute time it measures comparable with one real node's.
-  GOSSIP_ASSIGN_OR_RETURN(s->backend_, sgd::make_backend(sgd::Device::kCpu, 1));
-  GOSSIP_ASSIGN_OR_RETURN(s->model_, s->backend_->make_model(problem.spec));
+  // One-thread backends: the simulator's parallelism is across nodes, and a one-thread backend
+  // keeps the per-step compute time it measures comparable with one real node's.
+  const int threads = config.threads > 0 ? config.threads : std::max(1, omp_get_num_procs());
+  s->workers_.resize(static_cast<std::size_t>(std::clamp(threads, 1, std::max(1, s->num_nodes_))));
+  for (Worker& w : s->workers_) {
+    GOSSIP_ASSIGN_OR_RETURN(w.backend, sgd::make_backend(sgd::Device::kCpu, 1));
+    GOSSIP_ASSIGN_OR_RETURN(w.model, w.backend->make_model(problem.spec));
+  }
   s->optimizer_ = std::make_unique<sgd::Optimizer>(config.optimizer, s->dim_);
   for (int i = 0; i < s->num_nodes_; ++i) {
     if (problem.shards[i].empty()) {
@@ -123,10 +131,19 @@ Result<RunTrace> Simulator::run(const ProgressFn& progress) {
     std::memcpy(x_.col(i).data(), x0.data(), dim_ * sizeof(float));
   }
   next_ = StateMatrix::Zero(d, cols);
-  u_ = StateMatrix::Zero(d, 1);  // one direction at a time (step()); its padding rows stay zero
+  u_ = StateMatrix::Zero(cpsgd ? d : 0, 1);  // its padding rows stay zero
   velocity_ = StateMatrix::Zero(optimizer_->state_size() > 0 ? d : 0, cols);
-  grad_.assign(dim_, 0.0f);
+  grad_.assign(cpsgd ? dim_ : 0, 0.0f);
   grad_sum_.assign(cpsgd ? dim_ : 0, 0.0);
+  grads_ = StateMatrix::Zero(cpsgd && workers_.size() > 1 ? static_cast<Eigen::Index>(dim_) : 0,
+                             cpsgd && workers_.size() > 1 ? n : 0);
+  for (Worker& w : workers_) {
+    w.u = StateMatrix::Zero(cpsgd ? 0 : d, 1);  // one direction at a time; padding rows stay zero
+    w.grad.assign(dim_, 0.0f);
+    w.compute_s = 0;
+    w.compute_steps = 0;
+  }
+  node_loss_.assign(static_cast<std::size_t>(n), 0.0);
   batch_loss_sum_ = 0;
   batch_loss_count_ = 0;
   compute_s_ = 0;
@@ -156,9 +173,32 @@ Result<RunTrace> Simulator::run(const ProgressFn& progress) {
     const StateMatrix one = x_;
     x_ = one.replicate(1, n);
   }
+  for (const Worker& w : workers_) {
+    compute_s_ += w.compute_s;
+    compute_steps_ += w.compute_steps;
+  }
   trace.compute_s_per_step = compute_steps_ > 0 ? compute_s_ / compute_steps_ : 0;
   trace.wall_s = wall.elapsed_seconds();
   return trace;
+}
+
+template <typename Fn>
+void Simulator::for_ranges(int count, const Fn& fn) {
+  const int workers = static_cast<int>(workers_.size());
+  const auto range = [&](int w) {
+    fn(w, static_cast<int>(std::int64_t{count} * w / workers),
+       static_cast<int>(std::int64_t{count} * (w + 1) / workers));
+  };
+  if (workers == 1) {
+    range(0);
+    return;
+  }
+#pragma omp parallel num_threads(workers)
+  {
+    // OpenMP may start fewer threads than asked (OMP_THREAD_LIMIT); then a thread takes several
+    // workers, one after the other, and each worker is still used by one thread only.
+    for (int w = omp_get_thread_num(); w < workers; w += omp_get_num_threads()) range(w);
+  }
 }
 
 void Simulator::step(std::int64_t t) {
@@ -166,62 +206,102 @@ void Simulator::step(std::int64_t t) {
   const bool momentum = velocity_.size() > 0;
   const auto gamma = static_cast<float>(optimizer_->learning_rate(t));
   const sgd::Dataset& train = *problem_->train;
-  if (config_.algorithm == Algorithm::kCpsgd) {
-    Stopwatch watch;
-    std::fill(grad_sum_.begin(), grad_sum_.end(), 0.0);
-    for (int i = 0; i < n; ++i) {
-      batch_loss_sum_ +=
-          model_->loss_and_grad_rows(x_.data(), train, train_rows_.get(), samplers_[i].next(),
-                                     grad_.data());
-      ++batch_loss_count_;
-      for (std::size_t k = 0; k < dim_; ++k) grad_sum_[k] += grad_[k];
-    }
-    for (std::size_t k = 0; k < dim_; ++k) grad_[k] = static_cast<float>(grad_sum_[k] / n);
-    optimizer_->step(*backend_, t, x_.data(), grad_.data(), momentum ? velocity_.data() : nullptr,
-                     u_.data());
-    compute_s_ += watch.elapsed_seconds() / n;
-    compute_steps_ += 1;
-    return;
-  }
-  // D-PSGD, one pass over the nodes: node i's gradient and direction at its own x_i^t, then at
-  // once (while u_i and x_i are in L1) its share of the gossip: CTA forms next_i = Σ_j W_ij x_j^t
-  // − γ u_i (mix_node: column i of mix(), the same bits; it reads x^t only, which no node
-  // overwrites before the swap); ATC adapts x_i ← x_i − γ u_i in place (no other node's gradient
-  // reads x_i) and mixes after the pass. u_ is one column, reused by every node.
-  // No software prefetch of the batch rows: prefetching node i + 1's rows (all 64 lines of each
-  // of its 8 rows, one node ahead) while node i computes measured 10-30% slower than none, and
-  // prefetching only the first 2 or 8 lines of each row no different from none
-  // (bench/sim_bench, n = 64 and 1024, 2026-11-23).
-  // The compute time (batch draw, gradient, direction) is clocked per node on every
-  // kComputeTimingStride-th iteration only: two clock reads per node cost a few percent of a
-  // node-iteration here.
-  const MixingPlan& plan = plans_[static_cast<std::size_t>(t % static_cast<std::int64_t>(plans_.size()))];
-  const bool cta = config_.order == MixOrder::kCombineThenAdapt;
-  const bool timed = t % kComputeTimingStride == 0;
   const Clock& clock = Clock::system();
-  float* u = u_.data();
-  for (int i = 0; i < n; ++i) {
-    const std::int64_t start_ns = timed ? clock.monotonic_ns() : 0;
-    float* xi = x_.col(i).data();
-    const std::span<const std::int64_t> batch = samplers_[i].next();
-    batch_loss_sum_ +=
-        model_->loss_and_grad_rows(xi, train, train_rows_.get(), batch, grad_.data());
-    ++batch_loss_count_;
-    optimizer_->direction(*backend_, xi, grad_.data(),
-                          momentum ? velocity_.col(i).data() : nullptr, u);
-    if (timed) {
-      compute_s_ += 1e-9 * static_cast<double>(clock.monotonic_ns() - start_ns);
-      ++compute_steps_;
-    }
-    if (cta) {
-      mix_node(plan, x_, i, gamma, u, next_.col(i).data());
+  if (config_.algorithm == Algorithm::kCpsgd) {
+    // Every node's gradient at the one model x; their average summed in node order in double
+    // (one worker: streamed into grad_sum_; several: gradients kept in grads_ and summed per
+    // element in the same order afterwards, so the same bits).
+    const std::int64_t start_ns = clock.monotonic_ns();
+    const float* x = x_.data();
+    if (workers_.size() == 1) {
+      Worker& w = workers_[0];
+      std::fill(grad_sum_.begin(), grad_sum_.end(), 0.0);
+      for (int i = 0; i < n; ++i) {
+        node_loss_[i] = w.model->loss_and_grad_rows(x, train, train_rows_.get(),
+                                                    samplers_[i].next(), w.grad.data());
+        for (std::size_t k = 0; k < dim_; ++k) grad_sum_[k] += w.grad[k];
+      }
+      for (std::size_t k = 0; k < dim_; ++k) grad_[k] = static_cast<float>(grad_sum_[k] / n);
     } else {
-      // Adapt locally (x_i − γ u_i, rounded as Backend::mix would).
-      for (std::size_t k = 0; k < dim_; ++k) xi[k] = std::fma(-gamma, u[k], xi[k]);
+      for_ranges(n, [&](int w, int first, int last) {
+        Worker& wk = workers_[w];
+        for (int i = first; i < last; ++i) {
+          node_loss_[i] = wk.model->loss_and_grad_rows(x, train, train_rows_.get(),
+                                                       samplers_[i].next(), wk.grad.data());
+          std::memcpy(grads_.col(i).data(), wk.grad.data(), dim_ * sizeof(float));
+        }
+      });
+      for_ranges(static_cast<int>(dim_), [&](int, int first, int last) {
+        double* sum = grad_sum_.data();
+        for (int k = first; k < last; ++k) sum[k] = 0;
+        for (int i = 0; i < n; ++i) {
+          const float* g = grads_.col(i).data();
+          for (int k = first; k < last; ++k) sum[k] += g[k];
+        }
+        for (int k = first; k < last; ++k) grad_[k] = static_cast<float>(sum[k] / n);
+      });
     }
+    optimizer_->step(*workers_[0].backend, t, x_.data(), grad_.data(),
+                     momentum ? velocity_.data() : nullptr, u_.data());
+    compute_s_ += 1e-9 * static_cast<double>(clock.monotonic_ns() - start_ns) *
+                  static_cast<double>(workers_.size()) / n;
+    compute_steps_ += 1;
+  } else {
+    // D-PSGD, one pass over the nodes: node i's gradient and direction at its own x_i^t, then at
+    // once (while u_i and x_i are in L1) its share of the gossip: CTA forms next_i = Σ_j W_ij x_j^t
+    // − γ u_i (mix_node: column i of mix(), the same bits; it reads x^t only, which no node
+    // overwrites before the swap); ATC adapts x_i ← x_i − γ u_i in place (no other node's
+    // gradient reads x_i) and mixes after the pass. Each worker's u is one column, reused by its
+    // nodes.
+    // No software prefetch of the batch rows: prefetching node i + 1's rows (all 64 lines of each
+    // of its 8 rows, one node ahead) while node i computes measured 10-30% slower than none, and
+    // prefetching only the first 2 or 8 lines of each row no different from none
+    // (bench/sim_bench, n = 64 and 1024, 2026-11-23).
+    // The compute time (batch draw, gradient, direction) is clocked per node on every
+    // kComputeTimingStride-th iteration only: two clock reads per node cost a few percent of a
+    // node-iteration here.
+    const MixingPlan& plan =
+        plans_[static_cast<std::size_t>(t % static_cast<std::int64_t>(plans_.size()))];
+    const bool cta = config_.order == MixOrder::kCombineThenAdapt;
+    const bool timed = t % kComputeTimingStride == 0;
+    for_ranges(n, [&](int wi, int first, int last) {
+      Worker& w = workers_[wi];
+      float* u = w.u.data();
+      for (int i = first; i < last; ++i) {
+        const std::int64_t start_ns = timed ? clock.monotonic_ns() : 0;
+        float* xi = x_.col(i).data();
+        const std::span<const std::int64_t> batch = samplers_[i].next();
+        node_loss_[i] =
+            w.model->loss_and_grad_rows(xi, train, train_rows_.get(), batch, w.grad.data());
+        optimizer_->direction(*w.backend, xi, w.grad.data(),
+                              momentum ? velocity_.col(i).data() : nullptr, u);
+        if (timed) {
+          w.compute_s += 1e-9 * static_cast<double>(clock.monotonic_ns() - start_ns);
+          ++w.compute_steps;
+        }
+        if (cta) {
+          mix_node(plan, x_, i, gamma, u, next_.col(i).data());
+        } else {
+          // Adapt locally (x_i − γ u_i, rounded as Backend::mix would).
+          for (std::size_t k = 0; k < dim_; ++k) xi[k] = std::fma(-gamma, u[k], xi[k]);
+        }
+      }
+    });
+    if (!cta) {
+      if (workers_.size() == 1) {
+        mix(plan, x_, 0.0f, nullptr, next_);
+      } else {
+        // Column by column: mix_node gives mix()'s bits.
+        for_ranges(n, [&](int, int first, int last) {
+          for (int i = first; i < last; ++i) mix_node(plan, x_, i, 0.0f, nullptr, next_.col(i).data());
+        });
+      }
+    }
+    x_.swap(next_);
   }
-  if (!cta) mix(plan, x_, 0.0f, nullptr, next_);
-  x_.swap(next_);
+  // The batch losses in node order, whatever the workers.
+  for (int i = 0; i < n; ++i) batch_loss_sum_ += node_loss_[i];
+  batch_loss_count_ += n;
 }
 
 EvalPoint Simulator::evaluate(std::int64_t iteration) {
@@ -229,8 +309,9 @@ EvalPoint Simulator::evaluate(std::int64_t iteration) {
   p.iteration = iteration;
   const Eigen::VectorXd mean_d = node_average(x_);
   const std::vector<float> mean(mean_d.data(), mean_d.data() + mean_d.size());
-  const sgd::EvalResult train = model_->evaluate(mean.data(), *eval_train_);
-  const sgd::EvalResult test = model_->evaluate(mean.data(), *eval_test_);
+  sgd::Model& model = *workers_[0].model;
+  const sgd::EvalResult train = model.evaluate(mean.data(), *eval_train_);
+  const sgd::EvalResult test = model.evaluate(mean.data(), *eval_test_);
   p.train_loss = train.loss;
   p.test_loss = test.loss;
   p.test_accuracy = problem_->test->is_classification() ? test.accuracy : kNaN;
@@ -239,11 +320,16 @@ EvalPoint Simulator::evaluate(std::int64_t iteration) {
     if (x_.cols() == 1) {
       p.local_test_accuracy = p.test_accuracy;  // C-PSGD: the local models are the one model
     } else {
+      const int n = static_cast<int>(x_.cols());
+      std::vector<double> accuracy(static_cast<std::size_t>(n));
+      for_ranges(n, [&](int w, int first, int last) {
+        for (int i = first; i < last; ++i) {
+          accuracy[i] = workers_[w].model->evaluate(x_.col(i).data(), *eval_test_).accuracy;
+        }
+      });
       double sum = 0;
-      for (Eigen::Index i = 0; i < x_.cols(); ++i) {
-        sum += model_->evaluate(x_.col(i).data(), *eval_test_).accuracy;
-      }
-      p.local_test_accuracy = sum / static_cast<double>(x_.cols());
+      for (const double a : accuracy) sum += a;  // in node order, whatever the workers
+      p.local_test_accuracy = sum / static_cast<double>(n);
     }
   }
   p.consensus_distance = consensus_distance(x_);

@@ -20,7 +20,14 @@
 // (Problem::sampler(i, batch)), optimizer (sgd::Optimizer, per-node momentum state) and mixing
 // rounding (sim/node_state.h: terms in increasing node order).
 //
-// Not thread-safe; one Simulator per thread.
+// Threads (RunConfig::threads): the nodes of one iteration are split into contiguous ranges, one per
+// thread (OpenMP), each thread with its own model, backend and scratch; an iteration ends when every
+// thread is done (ATC: two phases, adapt then mix). Results do not depend on the thread count: the
+// batch losses, C-PSGD's gradient average and the local accuracies are summed in node order after
+// the parallel part. The measured compute time per step is taken on every thread, so with several
+// threads it includes their contention for memory.
+//
+// A Simulator is not thread-safe itself; one Simulator per caller.
 #pragma once
 
 #include <cstdint>
@@ -58,6 +65,10 @@ struct RunConfig {
   // at every point and for every algorithm.
   std::int64_t eval_examples = 0;
   bool eval_local = true;  // mean test accuracy of the n local models (n evaluations per point)
+  // Threads that step the nodes (0: one per core). Each takes a contiguous range of nodes with
+  // its own model and scratch; every result is the same bits for every thread count (per-node
+  // work is independent, and every sum across nodes is taken in node order afterwards).
+  int threads = 1;
 
   Status validate() const;
 };
@@ -105,7 +116,22 @@ class Simulator {
 
  private:
   Simulator() = default;
+  // What one thread owns. Worker 0's model also evaluates the averaged model; its backend runs
+  // C-PSGD's optimizer step.
+  struct Worker {
+    std::unique_ptr<sgd::Backend> backend;
+    std::unique_ptr<sgd::Model> model;
+    StateMatrix u;             // rows_ × 1: the direction of the node being stepped
+    std::vector<float> grad;   // dim_
+    double compute_s = 0;
+    std::int64_t compute_steps = 0;
+  };
+
   void step(std::int64_t t);
+  // fn(w, first, last) for every worker w and its range [first, last) of [0, count) (contiguous,
+  // in worker order), in parallel when there are several workers; returns when all are done.
+  template <typename Fn>
+  void for_ranges(int count, const Fn& fn);
   EvalPoint evaluate(std::int64_t iteration);
 
   const sgd::Problem* problem_ = nullptr;
@@ -117,8 +143,6 @@ class Simulator {
   // no vector load of the mixing or of the gradient spans two cache lines. The padding rows hold
   // zeros and stay zero (mixing forms Σ W_ij·0 − γ·0).
   std::size_t rows_ = 0;
-  std::unique_ptr<sgd::Backend> backend_;
-  std::unique_ptr<sgd::Model> model_;
   std::unique_ptr<sgd::Optimizer> optimizer_;
   std::vector<MixingPlan> plans_;  // one per W(t) of the period
   std::vector<sgd::BatchSampler> samplers_;
@@ -127,12 +151,15 @@ class Simulator {
   // batch rows in place; null for the others (they gather).
   std::unique_ptr<const sgd::AlignedRows> train_rows_;
   StateMatrix x_, next_, velocity_;  // rows_ × n (C-PSGD: rows_ × 1 except x_ for params())
-  StateMatrix u_;                    // rows_ × 1: the direction of the node being stepped
-  std::vector<float> grad_;
+  std::vector<Worker> workers_;      // at least one; no more than the nodes
+  std::vector<double> node_loss_;    // the batch loss of each node in the current iteration
+  StateMatrix grads_;                // C-PSGD with several workers: every node's gradient, d × n
   std::vector<double> grad_sum_;
+  std::vector<float> grad_;          // C-PSGD: the averaged gradient
+  StateMatrix u_;                    // C-PSGD: the optimizer's scratch direction, rows_ × 1
   double batch_loss_sum_ = 0;
   std::int64_t batch_loss_count_ = 0;
-  double compute_s_ = 0;
+  double compute_s_ = 0;  // C-PSGD's per-step compute samples (D-PSGD: in the workers)
   std::int64_t compute_steps_ = 0;
 };
 

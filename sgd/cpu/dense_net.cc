@@ -143,7 +143,17 @@ T loss_and_grad(const ModelSpec& spec, const T* params, const T* x, const std::i
     const Mat<T>& delta = ws.delta[l];
     gemm<T>(false, true, s[l + 1], s[l], batch, delta.data(), l == 0 ? x : ws.act[l - 1].data(),
             dw.data());
-    db.noalias() = delta.rowwise().sum();
+    // db = δ·1, each element summed over the batch in example order. Not delta.rowwise().sum():
+    // Eigen peels the destination to its alignment and sums the packet rows in a different order
+    // (pairs of pairs) than the peeled ones (one after the other), so the bits of db depended on
+    // the address of `grad` modulo 64 (one gossip-sim C-PSGD run on the MLP gave other bits when
+    // only its heap layout changed).
+    const int rows = s[l + 1];
+    std::copy_n(delta.data(), rows, db.data());
+    for (int j = 1; j < batch; ++j) {
+      const T* dj = delta.data() + static_cast<std::ptrdiff_t>(j) * rows;
+      for (int i = 0; i < rows; ++i) db[i] += dj[i];
+    }
     if (l > 0) {
       CMap<T> w(params + spec.weight_offset(l), s[l + 1], s[l]);
       Mat<T>& prev = ws.delta[l - 1];
@@ -159,8 +169,19 @@ T loss_and_grad(const ModelSpec& spec, const T* params, const T* x, const std::i
     for (std::size_t l = 0; l < layers; ++l) {
       CMap<T> w(params + spec.weight_offset(l), s[l + 1], s[l]);
       MMap<T> dw(grad + spec.weight_offset(l), s[l + 1], s[l]);
-      sq += w.squaredNorm();
-      dw += l2 * w;
+      // Fixed-order sums, for the same reason as db above: the sum of squares in 16 lanes
+      // (element k in lane k % 16, lanes added in order), dw + l2·w as one FMA per element.
+      const T* wp = w.data();
+      T* dwp = dw.data();
+      const std::ptrdiff_t size = w.size();
+      T lanes[16] = {};
+      std::ptrdiff_t k = 0;
+      for (; k + 16 <= size; k += 16) {
+        for (int q = 0; q < 16; ++q) lanes[q] = std::fma(wp[k + q], wp[k + q], lanes[q]);
+      }
+      for (; k < size; ++k) lanes[k % 16] = std::fma(wp[k], wp[k], lanes[k % 16]);
+      for (const T lane : lanes) sq += lane;
+      for (k = 0; k < size; ++k) dwp[k] = std::fma(l2, wp[k], dwp[k]);
     }
     loss += T(0.5) * l2 * sq;
   }

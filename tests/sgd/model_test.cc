@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "common/random.h"
@@ -158,6 +160,70 @@ TEST_CASE("float Model on the cpu backend matches the double reference") {
     const double loss = (*model)->loss_and_grad(p.data(), b, g.data());
     CHECK(loss == doctest::Approx(loss_ref).epsilon(1e-5));
     for (std::size_t k = 0; k < g.size(); ++k) CHECK(g[k] == doctest::Approx(g_ref[k]).epsilon(1e-4).scale(1));
+  }
+}
+
+TEST_CASE("the float gradient's bits do not depend on where params and grad lie in memory") {
+  // Eigen vectorizes a reduction over the part of its destination that is 64-byte aligned and
+  // sums that part in another order than the peeled rest; db = δ·1 computed that way gave the MLP
+  // gradient bits that depended on the address of `grad` (found through gossip-sim, whose C-PSGD
+  // run changed when only its heap layout did). Every model, params and grad at each of the 16
+  // float offsets in a 64-byte line, against offset 0.
+  struct Case {
+    ModelKind kind;
+    std::vector<int> hidden;
+    int classes;
+  };
+  for (const Case& c : {Case{ModelKind::kLeastSquares, {}, 0}, Case{ModelKind::kLogistic, {}, 2},
+                        Case{ModelKind::kSoftmax, {}, 40}, Case{ModelKind::kMlp, {48, 33}, 10}}) {
+    CAPTURE(static_cast<int>(c.kind));
+    ModelSpec spec;
+    spec.kind = c.kind;
+    spec.input_dim = 37;
+    spec.hidden = c.hidden;
+    spec.num_classes = c.classes;
+    spec.l2 = 0.01f;
+    REQUIRE(spec.validate().is_ok());
+    Batch b;
+    b.rows = 11;
+    b.dim = spec.input_dim;
+    Rng rng(7);
+    for (int k = 0; k < b.rows * b.dim; ++k) b.features.push_back(static_cast<float>(rng.normal()));
+    for (int j = 0; j < b.rows; ++j) {
+      b.targets.push_back(static_cast<float>(rng.normal()));
+      b.labels.push_back(c.classes ? static_cast<std::int32_t>(rng.uniform_int(c.classes)) : 0);
+    }
+    if (c.kind == ModelKind::kLeastSquares) b.labels.clear(); else b.targets.clear();
+    const std::size_t n = spec.num_params();
+    std::vector<float> values(n);
+    for (float& v : values) v = static_cast<float>(0.3 * rng.normal());
+    auto backend = make_backend(Device::kCpu, 1);
+    REQUIRE(backend.is_ok());
+    auto model = (*backend)->make_model(spec);
+    REQUIRE(model.is_ok());
+    // One 64-byte-aligned block per buffer, with room for 15 floats of offset.
+    std::vector<float> params_store(n + 32), grad_store(n + 32);
+    const auto aligned = [](std::vector<float>& v) {
+      const auto addr = reinterpret_cast<std::uintptr_t>(v.data());
+      return v.data() + ((64 - addr % 64) % 64) / sizeof(float);
+    };
+    std::vector<float> g0;
+    double loss0 = 0;
+    for (int offset = 0; offset < 16; ++offset) {
+      CAPTURE(offset);
+      float* params = aligned(params_store) + offset;
+      float* grad = aligned(grad_store) + (offset * 7) % 16;  // another offset than params'
+      std::copy(values.begin(), values.end(), params);
+      std::fill(grad, grad + n, 0.0f);
+      const double loss = (*model)->loss_and_grad(params, b, grad);
+      if (offset == 0) {
+        g0.assign(grad, grad + n);
+        loss0 = loss;
+        continue;
+      }
+      CHECK(loss == loss0);
+      CHECK(std::memcmp(grad, g0.data(), n * sizeof(float)) == 0);
+    }
   }
 }
 

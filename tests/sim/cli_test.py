@@ -74,6 +74,20 @@ with tempfile.TemporaryDirectory() as tmp:
     check(files == [f"node_{i}.f32" for i in range(8)], f"dump files {files}")
     check(all(os.path.getsize(os.path.join(dump, f)) == 4 * 9 for f in files), "9 float32 per node")
 
+    # --threads: the same CSV and the same dumped bits with 1 and 3 threads (the compute time is
+    # given, so even the simulated seconds agree).
+    outputs = []
+    for threads in ("1", "3"):
+        csv_path, dump_dir = os.path.join(tmp, f"t{threads}.csv"), os.path.join(tmp, f"t{threads}")
+        sim("compare", *SMALL, "--topology", "ring,exponential", "--momentum", "0.5", "--threads",
+            threads, "--csv", csv_path)
+        sim("run", *SMALL, "--algorithm", "cpsgd", "--threads", threads, "--dump-params", dump_dir)
+        outputs.append((open(csv_path).read(), [open(os.path.join(dump_dir, f), "rb").read()
+                                                for f in sorted(os.listdir(dump_dir))]))
+    check(outputs[0] == outputs[1], "--threads 1 and --threads 3 give the same CSV and parameters")
+    p = sim("run", *SMALL, "--threads", "-1", ok=False)
+    check(p.returncode == 2 and "threads" in p.stderr, f"--threads -1: {p.returncode} {p.stderr!r}")
+
     p = sim("sweep", *SMALL, "--param", "bandwidth", "--values", "10Mbps,1Gbps,100Gbps",
             "--model-params", "25M", "--json")
     s = json.loads(p.stdout)
