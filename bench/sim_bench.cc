@@ -25,12 +25,14 @@
 // OPENBLAS_NUM_THREADS=T, OMP_NUM_THREADS=T). With one thread both sides are timed with their own
 // thread's CPU time by default (the machine is shared: wall time would count other jobs' turns on
 // the core), or both with the wall clock (--wall); with T > 1 both are timed with the wall clock.
-// The rows-alone loop and the mixing table run on one thread whatever --threads says.
+// The rows-alone loop and the first mixing table run on one thread whatever --threads says; with
+// T > 1 a second mixing table runs mix_node and the copy on T threads over column ranges.
 //
 //   build-sim/bench/sim_bench [--nodes 64,256,1024] [--dim 1000] [--batch 8] [--seconds 2] [--wall]
 //                             [--threads T]
 #include <CLI/CLI.hpp>
 
+#include <omp.h>
 #include <time.h>
 
 #include <algorithm>
@@ -187,6 +189,36 @@ double best_copy_gbps(float* dst, const float* src, Eigen::Index n, double secon
   return std::max(by_memcpy, by_loop) * bytes / 1e9;
 }
 
+// fn(first, last) on g_threads OpenMP threads over contiguous ranges of [0, count), as the
+// simulator splits its nodes.
+template <typename Fn>
+void on_threads(Eigen::Index count, const Fn& fn) {
+#pragma omp parallel num_threads(g_threads)
+  {
+    const Eigen::Index t = omp_get_thread_num(), nt = omp_get_num_threads();
+    fn(count * t / nt, count * (t + 1) / nt);
+  }
+}
+
+// best_copy_gbps with every thread copying its range of columns (rows floats each).
+double best_copy_gbps_threads(float* dst, const float* src, Eigen::Index rows, Eigen::Index cols,
+                              double seconds) {
+  const double bytes = 8.0 * static_cast<double>(rows * cols);
+  const double by_memcpy = best_calls_per_s([&] {
+    on_threads(cols, [&](Eigen::Index first, Eigen::Index last) {
+      std::memcpy(dst + first * rows, src + first * rows, (last - first) * rows * sizeof(float));
+    });
+  }, seconds / 2);
+  const double by_loop = best_calls_per_s([&] {
+    on_threads(cols, [&](Eigen::Index first, Eigen::Index last) {
+      for (Eigen::Index k = first * rows; k < last * rows; k += 16) {  // rows % 16 == 0
+        sgd::cpu::F16::load(src + k).store(dst + k);
+      }
+    });
+  }, seconds / 2);
+  return std::max(by_memcpy, by_loop) * bytes / 1e9;
+}
+
 // Node-iterations per second of a loop that does nothing but read each node's batch rows, as the
 // simulator draws them (its samplers, its 64-byte-aligned rows) and as its forward reads them (8
 // rows side by side), with one FMA per 16 features: the forward dot products against a fixed
@@ -294,6 +326,43 @@ void bench_mixing(const std::vector<int>& nodes, int dim, double seconds) {
                   name, terms, 4.0 * static_cast<double>(rows) * n / (1 << 20), mix_rate, node_rate,
                   copy_rate, 100 * mix_rate / copy_rate, 100 * node_rate / copy_rate, fma_bound,
                   100 * fma_bound / copy_rate);
+      std::fflush(stdout);
+    }
+  }
+  if (g_threads == 1) return;
+  // The same with every thread taking a contiguous range of the columns, as the simulator's
+  // threads do: mix_node per column against a copy of the same ranges on as many threads. The
+  // FMA bound counts g_threads cores at the peak measured on one.
+  std::printf("\n== the same on %d threads (contiguous column ranges, as gossip-sim --threads %d "
+              "splits its nodes), per wall second; copy on as many threads; FMA bound = %d x one "
+              "core's\n", g_threads, g_threads, g_threads);
+  std::printf("%7s %12s %6s %10s %13s %10s %9s %10s %11s\n", "nodes", "topology", "terms", "MiB",
+              "per-node GB/s", "copy GB/s", "node/copy", "FMA bound", "bound/copy");
+  for (int n : nodes) {
+    StateMatrix x(rows, n), out(rows, n);
+    Rng rng(1);
+    x.setZero();
+    for (Eigen::Index i = 0; i < n; ++i) {
+      for (Eigen::Index k = 0; k < dim; ++k) x(k, i) = static_cast<float>(rng.normal());
+    }
+    const double bytes = 8.0 * static_cast<double>(rows) * n;
+    const double copy_rate = best_copy_gbps_threads(out.data(), x.data(), rows, n, seconds);
+    for (const char* name : {"ring", "exponential"}) {
+      auto topo = make_topology(name, n, topology::WeightScheme::kDefault);
+      auto plan = MixingPlan::from_matrix(topo->mixing_matrix());
+      const double node_rate = best_calls_per_s([&] {
+                                 on_threads(n, [&](Eigen::Index first, Eigen::Index last) {
+                                   for (Eigen::Index i = first; i < last; ++i) {
+                                     mix_node(*plan, x, static_cast<int>(i), 0.0f, nullptr,
+                                              out.col(i).data());
+                                   }
+                                 });
+                               }, seconds / 2) * bytes / 1e9;
+      const double terms = static_cast<double>(plan->column().size()) / n;
+      const double fma_bound = g_threads * 128.0 * fma16 / terms / 1e9;
+      std::printf("%7d %12s %6.1f %10.1f %13.2f %10.2f %8.0f%% %10.2f %10.0f%%\n", n, name, terms,
+                  4.0 * static_cast<double>(rows) * n / (1 << 20), node_rate, copy_rate,
+                  100 * node_rate / copy_rate, fma_bound, 100 * fma_bound / copy_rate);
       std::fflush(stdout);
     }
   }

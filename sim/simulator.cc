@@ -8,7 +8,9 @@
 #include <bit>
 #include <span>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <utility>
 #include <limits>
 
 #include <omp.h>
@@ -50,6 +52,12 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // D-PSGD clocks its per-node compute on every kComputeTimingStride-th iteration (from t = 0).
 constexpr std::int64_t kComputeTimingStride = 16;
+
+// step_block: the bytes a block's nodes may occupy (a share of a last-level cache; on the 32 MB L3
+// of the development VM 4 and 8 MB ran alike, 1 MB 1.5x slower at n = 1024, 16 MB a little
+// slower: bench/sim_bench, 2026-11-23), and the most iterations in one block.
+constexpr double kBlockBudgetBytes = 8.0 * 1024 * 1024;
+constexpr int kMaxBlockLevels = 64;
 
 // The first `limit` examples of `data` (all when limit is 0 or larger than the set).
 std::shared_ptr<const sgd::Dataset> head(const std::shared_ptr<const sgd::Dataset>& data,
@@ -114,9 +122,50 @@ Result<std::unique_ptr<Simulator>> Simulator::create(const sgd::Problem& problem
   if (sgd::cpu::is_linear(problem.spec)) {
     s->train_rows_ = std::make_unique<const sgd::AlignedRows>(*problem.train);
   }
+  s->plan_blocks();
   s->eval_train_ = head(problem.train, config.eval_examples);
   s->eval_test_ = head(problem.test, config.eval_examples);
   return s;
+}
+
+void Simulator::plan_blocks() {
+  block_levels_ = 1;
+  block_radius_ = 0;
+  // Blocks of iterations (step_block) for CTA D-PSGD on one worker with one W whose in-neighbours
+  // all lie within a circular distance r that is small against n: a ring (r = 1), a torus
+  // (r = its row length), any circulant band.
+  if (!config_.iteration_blocks || config_.algorithm != Algorithm::kDpsgd ||
+      config_.order != MixOrder::kCombineThenAdapt || plans_.size() != 1) {
+    return;
+  }
+  const int n = num_nodes_;
+  const MixingPlan& plan = plans_[0];
+  int r = 0;
+  for (int i = 0; i < n; ++i) {
+    for (int e = plan.row_begin()[i]; e < plan.row_begin()[i + 1]; ++e) {
+      const int d = std::abs(plan.column()[e] - i);
+      r = std::max(r, std::min(d, n - d));
+    }
+  }
+  // The bytes a node's step touches again on its next level: its shard's rows (the model reads
+  // its batch from them) and its state columns (x, the next x, the velocity).
+  const sgd::Dataset& train = *problem_->train;
+  const double row_bytes =
+      4.0 * static_cast<double>(train_rows_ ? train_rows_->stride() : train.dim);
+  const double shard_rows = static_cast<double>(train.num_examples) / n;
+  const double node_bytes = shard_rows * row_bytes + 3.0 * 4.0 * static_cast<double>(rows_);
+  // A block's working set is about r·levels nodes' bytes.
+  double levels = std::floor(kBlockBudgetBytes / (std::max(r, 1) * node_bytes));
+  const int workers = static_cast<int>(workers_.size());
+  if (workers > 1) {
+    // step_block's phase-2 triangles reach r·(levels − 1) + r into each range from its left end
+    // and must stay apart from the next: ranges longer than 2r·levels + r.
+    const int shortest = n / workers;
+    levels = std::min(levels, std::floor((shortest - r - 1) / (2.0 * std::max(r, 1))));
+  }
+  if (r == 0 || 2 * r >= n || levels < 2) return;
+  block_radius_ = r;
+  block_levels_ = static_cast<int>(std::min(levels, static_cast<double>(kMaxBlockLevels)));
 }
 
 Result<RunTrace> Simulator::run(const ProgressFn& progress) {
@@ -153,20 +202,29 @@ Result<RunTrace> Simulator::run(const ProgressFn& progress) {
   trace.algorithm = config_.algorithm;
   Stopwatch wall;
   trace.points.push_back(evaluate(0));
-  for (std::int64_t t = 0; t < config_.iterations; ++t) {
-    step(t);
-    const std::int64_t done = t + 1;
-    // A sparse probe: a divergence spreads to every entry within a few iterations.
+  for (std::int64_t t = 0; t < config_.iterations;) {
+    // A block of levels never crosses an evaluation point.
+    const std::int64_t next_eval =
+        std::min(config_.iterations, (t / config_.eval_every + 1) * config_.eval_every);
+    const int levels = static_cast<int>(std::min<std::int64_t>(block_levels_, next_eval - t));
+    if (levels > 1) {
+      step_block(t, levels);
+    } else {
+      step(t);
+    }
+    t += levels;
+    // A sparse probe: a divergence spreads to every entry within a few iterations (and a
+    // non-finite value stays non-finite, so a block's end sees one that arose inside it).
     for (Eigen::Index i = 0; i < x_.size(); i += 61) {
       if (!std::isfinite(x_.data()[i])) {
-        return failed_precondition("parameters diverged (non-finite) at iteration " +
-                                   std::to_string(done) + "; lower the learning rate");
+        return failed_precondition("parameters diverged (non-finite) by iteration " +
+                                   std::to_string(t) + "; lower the learning rate");
       }
     }
-    if (done % config_.eval_every == 0 || done == config_.iterations) {
-      trace.points.push_back(evaluate(done));
+    if (t % config_.eval_every == 0 || t == config_.iterations) {
+      trace.points.push_back(evaluate(t));
     }
-    if (progress) progress(done, config_.iterations);
+    if (progress) progress(t, config_.iterations);
   }
   if (cpsgd) {
     // Every node holds the one model: make params() read like D-PSGD's.
@@ -199,6 +257,105 @@ void Simulator::for_ranges(int count, const Fn& fn) {
     // workers, one after the other, and each worker is still used by one thread only.
     for (int w = omp_get_thread_num(); w < workers; w += omp_get_num_threads()) range(w);
   }
+}
+
+double Simulator::node_direction(Worker& w, int i, std::int64_t t, const float* xi) {
+  const bool timed = t % kComputeTimingStride == 0;
+  const Clock& clock = Clock::system();
+  const std::int64_t start_ns = timed ? clock.monotonic_ns() : 0;
+  const double loss = w.model->loss_and_grad_rows(xi, *problem_->train, train_rows_.get(),
+                                                  samplers_[i].next(), w.grad.data());
+  optimizer_->direction(*w.backend, xi, w.grad.data(),
+                        velocity_.size() > 0 ? velocity_.col(i).data() : nullptr, w.u.data());
+  if (timed) {
+    w.compute_s += 1e-9 * static_cast<double>(clock.monotonic_ns() - start_ns);
+    ++w.compute_steps;
+  }
+  return loss;
+}
+
+double Simulator::cta_node(Worker& w, int i, std::int64_t t, const MixingPlan& plan,
+                           const StateMatrix& x, StateMatrix& out) {
+  const double loss = node_direction(w, i, t, x.col(i).data());
+  const auto gamma = static_cast<float>(optimizer_->learning_rate(t));
+  mix_node(plan, x, i, gamma, w.u.data(), out.col(i).data());
+  return loss;
+}
+
+template <typename LevelRange>
+void Simulator::skewed_steps(Worker& w, std::int64_t t0, int levels, const LevelRange& range) {
+  const int n = num_nodes_;
+  const std::int64_t r = block_radius_;
+  const MixingPlan& plan = plans_[0];
+  StateMatrix* buf[2] = {&x_, &next_};
+  std::int64_t first = std::numeric_limits<std::int64_t>::max();
+  std::int64_t last = std::numeric_limits<std::int64_t>::min();
+  for (int j = 0; j < levels; ++j) {
+    const auto [lo, hi] = range(j);
+    if (lo < hi) {
+      first = std::min(first, lo + r * j);
+      last = std::max(last, hi + r * j);
+    }
+  }
+  for (std::int64_t p = first; p < last; ++p) {
+    for (int j = 0; j < levels; ++j) {
+      const std::int64_t ip = p - r * j;
+      const auto [lo, hi] = range(j);
+      if (ip < lo || ip >= hi) continue;
+      const int i = static_cast<int>(((ip % n) + n) % n);
+      block_loss_[static_cast<std::size_t>(j) * n + i] =
+          cta_node(w, i, t0 + j, plan, *buf[j & 1], *buf[(j + 1) & 1]);
+    }
+  }
+}
+
+void Simulator::step_block(std::int64_t t0, int levels) {
+  // Iterations t0 .. t0 + levels − 1 ("levels") of CTA D-PSGD with a banded W (every
+  // in-neighbour within circular distance r = block_radius_). x^{t0+j} lives in buf[j % 2] (x_,
+  // next_); node i's step on level j reads x^{t0+j} of nodes i − r .. i + r and writes
+  // x_i^{t0+j+1} over x_i^{t0+j−1}.
+  //
+  // skewed_steps runs, for each level j, the nodes of an interval [lo_j, hi_j) (node i' mod n),
+  // step (i', j) at position p = i' + r·j, positions in increasing order and, within a position,
+  // levels in increasing order. A step then runs after the neighbours' level j − 1 steps it reads
+  // (positions p − 2r .. p, the one at p on a lower level) and before their level j + 1 steps,
+  // which overwrite what it reads (positions ≥ p, the one at p on a higher level); and the
+  // neighbours' level j − 1 steps that read the x_i^{t0+j−1} it overwrites sit at positions ≤ p.
+  // Steps outside the intervals must be done before (what they produce) or after (what they
+  // overwrite) as the phases below arrange.
+  //
+  // One worker: level j is [r·j, n + r·j), all n nodes with the ring wrapped (a parallelogram).
+  // Several: worker w owns [a_w, a_{w+1}); phase 1 runs on every worker the trapezoid
+  // [a_w + r·j, a_{w+1} − r·j) (nothing in it reads outside the worker's own range), phase 2 the
+  // triangle [a_w − r·j, a_w + r·j) around its left boundary (it reads phase 1's results on both
+  // sides, and nothing phase 1 still needs); plan_blocks keeps every range longer than
+  // 2r·levels + r so the triangles are apart. Either way: the same operations on the same values
+  // as `levels` calls of step(), so the same bits (simulator_test holds them together). What it
+  // buys: a node's steps on consecutive levels are r positions apart, so its shard of the data set
+  // and its columns are used `levels` times while they are in cache instead of once per pass over
+  // all n nodes.
+  const int n = num_nodes_;
+  const std::int64_t r = block_radius_;
+  const int workers = static_cast<int>(workers_.size());
+  block_loss_.assign(static_cast<std::size_t>(levels) * n, 0.0);
+  using Interval = std::pair<std::int64_t, std::int64_t>;
+  if (workers == 1) {
+    skewed_steps(workers_[0], t0, levels, [&](int j) { return Interval{r * j, n + r * j}; });
+  } else {
+    const auto start = [&](int w) { return std::int64_t{n} * w / workers; };
+    for_ranges(workers, [&](int w, int, int) {
+      skewed_steps(workers_[w], t0, levels,
+                   [&](int j) { return Interval{start(w) + r * j, start(w + 1) - r * j}; });
+    });
+    for_ranges(workers, [&](int w, int, int) {
+      skewed_steps(workers_[w], t0, levels,
+                   [&](int j) { return Interval{start(w) - r * j, start(w) + r * j}; });
+    });
+  }
+  // The batch losses in iteration and node order, as step() adds them.
+  for (const double loss : block_loss_) batch_loss_sum_ += loss;
+  batch_loss_count_ += static_cast<std::int64_t>(levels) * n;
+  if (levels & 1) x_.swap(next_);
 }
 
 void Simulator::step(std::int64_t t) {
@@ -263,26 +420,16 @@ void Simulator::step(std::int64_t t) {
     const MixingPlan& plan =
         plans_[static_cast<std::size_t>(t % static_cast<std::int64_t>(plans_.size()))];
     const bool cta = config_.order == MixOrder::kCombineThenAdapt;
-    const bool timed = t % kComputeTimingStride == 0;
     for_ranges(n, [&](int wi, int first, int last) {
       Worker& w = workers_[wi];
-      float* u = w.u.data();
       for (int i = first; i < last; ++i) {
-        const std::int64_t start_ns = timed ? clock.monotonic_ns() : 0;
-        float* xi = x_.col(i).data();
-        const std::span<const std::int64_t> batch = samplers_[i].next();
-        node_loss_[i] =
-            w.model->loss_and_grad_rows(xi, train, train_rows_.get(), batch, w.grad.data());
-        optimizer_->direction(*w.backend, xi, w.grad.data(),
-                              momentum ? velocity_.col(i).data() : nullptr, u);
-        if (timed) {
-          w.compute_s += 1e-9 * static_cast<double>(clock.monotonic_ns() - start_ns);
-          ++w.compute_steps;
-        }
         if (cta) {
-          mix_node(plan, x_, i, gamma, u, next_.col(i).data());
+          node_loss_[i] = cta_node(w, i, t, plan, x_, next_);
         } else {
+          node_loss_[i] = node_direction(w, i, t, x_.col(i).data());
           // Adapt locally (x_i − γ u_i, rounded as Backend::mix would).
+          float* xi = x_.col(i).data();
+          const float* u = w.u.data();
           for (std::size_t k = 0; k < dim_; ++k) xi[k] = std::fma(-gamma, u[k], xi[k]);
         }
       }

@@ -20,9 +20,15 @@
 // (Problem::sampler(i, batch)), optimizer (sgd::Optimizer, per-node momentum state) and mixing
 // rounding (sim/node_state.h: terms in increasing node order).
 //
+// Blocks (RunConfig::iteration_blocks): CTA D-PSGD on a banded W (every in-neighbour within a small
+// circular distance r: ring, torus) runs up to ~60 iterations at a time in a skewed order (node i's
+// step of iteration t0 + j at position i + r·j), so each node's data set rows and columns are
+// reused while in cache; the same operations on the same values as one iteration at a time.
+//
 // Threads (RunConfig::threads): the nodes of one iteration are split into contiguous ranges, one per
 // thread (OpenMP), each thread with its own model, backend and scratch; an iteration ends when every
-// thread is done (ATC: two phases, adapt then mix). Results do not depend on the thread count: the
+// thread is done (ATC: two phases, adapt then mix; blocks: each thread's trapezoid, then the
+// triangles around the range boundaries). Results do not depend on the thread count: the
 // batch losses, C-PSGD's gradient average and the local accuracies are summed in node order after
 // the parallel part. The measured compute time per step is taken on every thread, so with several
 // threads it includes their contention for memory.
@@ -69,6 +75,10 @@ struct RunConfig {
   // its own model and scratch; every result is the same bits for every thread count (per-node
   // work is independent, and every sum across nodes is taken in node order afterwards).
   int threads = 1;
+  // Run CTA D-PSGD on a banded W (ring, torus) in skewed blocks of iterations (Simulator::
+  // block_levels()): the same bits, faster when the data set outgrows the cache. false: one
+  // iteration at a time (the reference the tests hold the blocks to).
+  bool iteration_blocks = true;
 
   Status validate() const;
 };
@@ -113,6 +123,9 @@ class Simulator {
   StateMatrix params() const { return x_.topRows(static_cast<Eigen::Index>(dim_)); }
   int num_nodes() const { return num_nodes_; }
   const RunConfig& config() const { return config_; }
+  // Iterations run as one skewed block (1: none): CTA D-PSGD with a banded W (a ring, a torus);
+  // the same bits as one iteration at a time, with each node's data reused while in cache.
+  int block_levels() const { return block_levels_; }
 
  private:
   Simulator() = default;
@@ -128,6 +141,18 @@ class Simulator {
   };
 
   void step(std::int64_t t);
+  // Iterations t0 .. t0 + levels − 1 of CTA D-PSGD at once, in a skewed order that keeps each
+  // node's data in cache across them (see the .cc); the same bits as `levels` calls of step().
+  void step_block(std::int64_t t0, int levels);
+  void plan_blocks();  // sets block_levels_ and block_radius_ (create())
+  // step_block's skewed order over the steps (i', j), j < levels, i' in range(j) = [lo, hi).
+  template <typename LevelRange>
+  void skewed_steps(Worker& w, std::int64_t t0, int levels, const LevelRange& range);
+  // Node i's batch gradient and direction at iteration t, at xi, into w.u; returns the batch loss.
+  double node_direction(Worker& w, int i, std::int64_t t, const float* xi);
+  // CTA: node_direction at x.col(i), then out.col(i) = Σ_j W_ij x_j − γ_t u_i (mix_node).
+  double cta_node(Worker& w, int i, std::int64_t t, const MixingPlan& plan, const StateMatrix& x,
+                  StateMatrix& out);
   // fn(w, first, last) for every worker w and its range [first, last) of [0, count) (contiguous,
   // in worker order), in parallel when there are several workers; returns when all are done.
   template <typename Fn>
@@ -157,6 +182,10 @@ class Simulator {
   std::vector<double> grad_sum_;
   std::vector<float> grad_;          // C-PSGD: the averaged gradient
   StateMatrix u_;                    // C-PSGD: the optimizer's scratch direction, rows_ × 1
+  // step_block: iterations per block (1: every iteration by step()) and W's circular bandwidth.
+  int block_levels_ = 1;
+  int block_radius_ = 0;
+  std::vector<double> block_loss_;  // levels × n batch losses of one block
   double batch_loss_sum_ = 0;
   std::int64_t batch_loss_count_ = 0;
   double compute_s_ = 0;  // C-PSGD's per-step compute samples (D-PSGD: in the workers)

@@ -212,6 +212,75 @@ TEST_CASE("every thread count gives the same bits") {
   CHECK(bad.validate().message().find("threads") != std::string::npos);
 }
 
+TEST_CASE("blocks of iterations in skewed order give one iteration at a time's bits") {
+  // CTA D-PSGD with a banded W runs several iterations as one block, node i's step on level j at
+  // position i + r·j (sim/simulator.cc, step_block): on one thread over the whole ring, on
+  // several as trapezoids per thread and then triangles around the range boundaries. Both
+  // against iteration_blocks = false (one iteration at a time): rings and tori from the smallest
+  // n the blocks accept (n > 2r), odd and even block lengths (eval_every), blocks cut short by
+  // the last iteration, momentum.
+  struct Case {
+    const char* topology;
+    int n;
+    std::int64_t eval_every;
+    int threads;
+  };
+  for (const Case& c : {Case{"ring", 3, 7, 1}, Case{"ring", 4, 4, 1}, Case{"ring", 5, 9, 1},
+                        Case{"ring", 16, 11, 1}, Case{"ring", 33, 30, 1}, Case{"torus", 12, 5, 1},
+                        Case{"torus", 20, 8, 1}, Case{"ring", 16, 11, 2}, Case{"ring", 33, 30, 2},
+                        Case{"ring", 64, 13, 3}, Case{"ring", 100, 47, 4}}) {
+    CAPTURE(std::string(c.topology));
+    CAPTURE(c.n);
+    CAPTURE(c.threads);
+    sgd::ProblemConfig pc = least_squares(c.n);
+    pc.synthetic_train = 40 * c.n;
+    auto problem = sgd::make_problem(pc);
+    REQUIRE(problem.is_ok());
+    const auto t = topo(c.topology, c.n);
+    RunConfig r = run_config(Algorithm::kDpsgd, 47);
+    r.eval_every = c.eval_every;
+    r.optimizer.momentum = 0.5;
+    r.threads = c.threads;
+    auto blocked = Simulator::create(*problem, &t, r);
+    r.iteration_blocks = false;
+    auto plain = Simulator::create(*problem, &t, r);
+    REQUIRE((blocked.is_ok() && plain.is_ok()));
+    CHECK((*blocked)->block_levels() > 1);  // the case exercises the blocks
+    CHECK((*plain)->block_levels() == 1);
+    auto tb = (*blocked)->run();
+    auto tp = (*plain)->run();
+    REQUIRE((tb.is_ok() && tp.is_ok()));
+    const StateMatrix xb = (*blocked)->params(), xp = (*plain)->params();
+    CHECK(std::memcmp(xb.data(), xp.data(), xb.size() * sizeof(float)) == 0);
+    REQUIRE(tb->points.size() == tp->points.size());
+    for (std::size_t k = 0; k < tb->points.size(); ++k) {
+      CHECK(tb->points[k].iteration == tp->points[k].iteration);
+      const double b[] = {tb->points[k].batch_loss, tb->points[k].consensus_distance,
+                          tb->points[k].train_loss};
+      const double q[] = {tp->points[k].batch_loss, tp->points[k].consensus_distance,
+                          tp->points[k].train_loss};
+      CHECK(std::memcmp(b, q, sizeof b) == 0);  // bit for bit (the NaN batch loss at 0 too)
+    }
+    CHECK(tb->points.back().consensus_distance > 0);  // the nodes differ: the order matters
+  }
+  // Not blocked: the exponential graph (neighbours n/2 apart), ATC, a time-varying W, ranges
+  // too short for the threads' triangles.
+  auto problem = sgd::make_problem(least_squares(16));
+  REQUIRE(problem.is_ok());
+  RunConfig r = run_config(Algorithm::kDpsgd, 5);
+  r.threads = 1;
+  const auto exp16 = topo("exponential", 16);
+  const auto one_peer = topo("one_peer_exponential", 16);
+  const auto ring = topo("ring", 16);
+  CHECK((*Simulator::create(*problem, &exp16, r))->block_levels() == 1);
+  CHECK((*Simulator::create(*problem, &one_peer, r))->block_levels() == 1);
+  r.threads = 8;  // ranges of 2 nodes
+  CHECK((*Simulator::create(*problem, &ring, r))->block_levels() == 1);
+  r.threads = 1;
+  r.order = MixOrder::kAdaptThenCombine;
+  CHECK((*Simulator::create(*problem, &ring, r))->block_levels() == 1);
+}
+
 TEST_CASE("dump_params writes raw little-endian float32 per node") {
   StateMatrix x(3, 2);
   x << 1.5f, -2.0f, 0.25f, 1e-3f, -7.0f, 3.0f;
