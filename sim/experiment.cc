@@ -104,13 +104,20 @@ Result<std::vector<Run>> run_convergence(const ExperimentConfig& config,
     runs.push_back(std::move(run));
     return Status::ok();
   };
-  if (config.include_cpsgd) GOSSIP_RETURN_IF_ERROR(one(Algorithm::kCpsgd, nullptr));
+  // Every topology is built before anything runs: a bad name or file fails at once, not after
+  // the runs before it.
+  std::vector<topology::Topology> topologies;
   if (config.include_dpsgd) {
     for (const std::string& name : config.topologies) {
-      GOSSIP_ASSIGN_OR_RETURN(const topology::Topology topo,
+      GOSSIP_ASSIGN_OR_RETURN(topology::Topology topo,
                               make_topology(name, config.nodes, config.weights));
-      GOSSIP_RETURN_IF_ERROR(one(Algorithm::kDpsgd, &topo).with_context("topology " + name));
+      topologies.push_back(std::move(topo));
     }
+  }
+  if (config.include_cpsgd) GOSSIP_RETURN_IF_ERROR(one(Algorithm::kCpsgd, nullptr));
+  for (std::size_t k = 0; k < topologies.size(); ++k) {
+    GOSSIP_RETURN_IF_ERROR(
+        one(Algorithm::kDpsgd, &topologies[k]).with_context("topology " + config.topologies[k]));
   }
   return runs;
 }
@@ -248,6 +255,24 @@ Result<SweepResult> run_sweep(const ExperimentConfig& config, SweepParam param,
                               const std::vector<std::string>& values,
                               const LabelledProgress& progress) {
   GOSSIP_RETURN_IF_ERROR(check_sweep_values(param, values));
+  // A sweep over topologies or node counts builds every point's topologies before the first
+  // simulation, so a bad value fails at once instead of after the runs before it.
+  if (param == SweepParam::kTopology || param == SweepParam::kNodes) {
+    for (const std::string& v : values) {
+      int nodes = config.nodes;
+      std::vector<std::string> names = config.topologies;
+      if (param == SweepParam::kTopology) {
+        names = {v};
+      } else {
+        GOSSIP_ASSIGN_OR_RETURN(const double n, parse_count(v));  // checked above
+        nodes = static_cast<int>(n);
+      }
+      if (!config.include_dpsgd) continue;
+      for (const std::string& name : names) {
+        GOSSIP_RETURN_IF_ERROR(make_topology(name, nodes, config.weights).status());
+      }
+    }
+  }
   SweepResult out;
   out.param = param;
   std::vector<Run> shared;

@@ -131,7 +131,9 @@ struct SweepResult {
 
 // InvalidArgument naming the first value of `values` that `param` cannot take (a bandwidth,
 // duration or node count that does not parse; an empty list). Topology values are checked when
-// they are built. run_sweep calls it before any simulation.
+// they are built: run_sweep calls this and then, for a topology or node sweep, builds every
+// point's topologies, all before the first simulation (run_convergence likewise builds all of
+// its topologies before its first run).
 Status check_sweep_values(SweepParam param, const std::vector<std::string>& values);
 
 Result<SweepResult> run_sweep(const ExperimentConfig& config, SweepParam param,

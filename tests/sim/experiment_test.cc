@@ -143,6 +143,31 @@ TEST_CASE("make_topology: generators, torus shape, and errors") {
   CHECK(missing.status().message().find("neither a generator") != std::string::npos);
 }
 
+TEST_CASE("a bad topology fails before anything is simulated") {
+  // compare with one bad topology among good ones, a topology sweep and a node sweep whose last
+  // value is bad: the error comes before the first simulated iteration (no progress reported).
+  ExperimentConfig c = small_config();
+  std::int64_t reported = 0;
+  const LabelledProgress count = [&](const std::string&, std::int64_t, std::int64_t) {
+    ++reported;
+  };
+  c.topologies = {"ring", "no-such-topology"};
+  auto compare = run_convergence(c, count);
+  CHECK(compare.status().message().find("no-such-topology") != std::string::npos);
+  c.topologies = {"ring"};
+  auto by_topology = run_sweep(c, SweepParam::kTopology, {"ring", "exponential", "bogus"}, count);
+  CHECK(by_topology.status().message().find("bogus") != std::string::npos);
+  c.topologies = {"torus"};
+  c.problem.synthetic_train = 4096;
+  auto by_nodes = run_sweep(c, SweepParam::kNodes, {"9", "12", "8"}, count);
+  CHECK(by_nodes.status().message().find("torus") != std::string::npos);  // 2 x 4 is refused
+  CHECK(reported == 0);
+  // The check does not refuse good values (and they do run).
+  auto good = run_sweep(c, SweepParam::kNodes, {"9", "12"}, count);
+  CHECK(good.is_ok());
+  CHECK(reported > 0);
+}
+
 TEST_CASE("CSV and JSON carry every series and point") {
   ExperimentConfig c = small_config();
   c.run.iterations = 40;
