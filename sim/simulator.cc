@@ -59,6 +59,9 @@ constexpr std::int64_t kComputeTimingStride = 16;
 constexpr double kBlockBudgetBytes = 8.0 * 1024 * 1024;
 constexpr int kMaxBlockLevels = 64;
 
+// C-PSGD on several workers: the most memory for every node's gradient at once.
+constexpr double kMaxGradientBytes = 1024.0 * 1024 * 1024;
+
 // The first `limit` examples of `data` (all when limit is 0 or larger than the set).
 std::shared_ptr<const sgd::Dataset> head(const std::shared_ptr<const sgd::Dataset>& data,
                                          std::int64_t limit) {
@@ -131,7 +134,7 @@ Result<std::unique_ptr<Simulator>> Simulator::create(const sgd::Problem& problem
 void Simulator::plan_blocks() {
   block_levels_ = 1;
   block_radius_ = 0;
-  // Blocks of iterations (step_block) for CTA D-PSGD on one worker with one W whose in-neighbours
+  // Blocks of iterations (step_block) for CTA D-PSGD, on any number of workers, with one W whose in-neighbours
   // all lie within a circular distance r that is small against n: a ring (r = 1), a torus
   // (r = its row length), any circulant band.
   if (!config_.iteration_blocks || config_.algorithm != Algorithm::kDpsgd ||
@@ -184,8 +187,11 @@ Result<RunTrace> Simulator::run(const ProgressFn& progress) {
   velocity_ = StateMatrix::Zero(optimizer_->state_size() > 0 ? d : 0, cols);
   grad_.assign(cpsgd ? dim_ : 0, 0.0f);
   grad_sum_.assign(cpsgd ? dim_ : 0, 0.0);
-  grads_ = StateMatrix::Zero(cpsgd && workers_.size() > 1 ? static_cast<Eigen::Index>(dim_) : 0,
-                             cpsgd && workers_.size() > 1 ? n : 0);
+  // C-PSGD on several workers keeps every node's gradient (summed in node order afterwards), up to
+  // kMaxGradientBytes; beyond that the gradients run on one worker, streamed into the sum.
+  const bool keep_grads = cpsgd && workers_.size() > 1 &&
+                          4.0 * static_cast<double>(dim_) * n <= kMaxGradientBytes;
+  grads_ = StateMatrix::Zero(keep_grads ? static_cast<Eigen::Index>(dim_) : 0, keep_grads ? n : 0);
   for (Worker& w : workers_) {
     w.u = StateMatrix::Zero(cpsgd ? 0 : d, 1);  // one direction at a time; padding rows stay zero
     w.grad.assign(dim_, 0.0f);
@@ -370,7 +376,7 @@ void Simulator::step(std::int64_t t) {
     // element in the same order afterwards, so the same bits).
     const std::int64_t start_ns = clock.monotonic_ns();
     const float* x = x_.data();
-    if (workers_.size() == 1) {
+    if (grads_.size() == 0) {
       Worker& w = workers_[0];
       std::fill(grad_sum_.begin(), grad_sum_.end(), 0.0);
       for (int i = 0; i < n; ++i) {
@@ -401,7 +407,7 @@ void Simulator::step(std::int64_t t) {
     optimizer_->step(*workers_[0].backend, t, x_.data(), grad_.data(),
                      momentum ? velocity_.data() : nullptr, u_.data());
     compute_s_ += 1e-9 * static_cast<double>(clock.monotonic_ns() - start_ns) *
-                  static_cast<double>(workers_.size()) / n;
+                  static_cast<double>(grads_.size() == 0 ? 1 : workers_.size()) / n;
     compute_steps_ += 1;
   } else {
     // D-PSGD, one pass over the nodes: node i's gradient and direction at its own x_i^t, then at

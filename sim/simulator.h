@@ -104,7 +104,8 @@ struct RunTrace {
   double wall_s = 0;              // wall time of the whole run
 };
 
-// Called after every iteration with (iterations done, total); for progress bars.
+// Called with (iterations done, total) after every iteration, or after every block of iterations
+// (Simulator::block_levels()); for progress bars.
 using ProgressFn = std::function<void(std::int64_t, std::int64_t)>;
 
 class Simulator {

@@ -263,6 +263,30 @@ TEST_CASE("blocks of iterations in skewed order give one iteration at a time's b
     }
     CHECK(tb->points.back().consensus_distance > 0);  // the nodes differ: the order matters
   }
+  // An MLP (its batch gathered, not read in place) on a ring, on one and on two threads.
+  for (const int threads : {1, 2}) {
+    CAPTURE(threads);
+    sgd::ProblemConfig pc = least_squares(24);
+    pc.model = sgd::ModelKind::kMlp;
+    pc.data = sgd::DataKind::kLogistic;
+    pc.hidden = {12};
+    pc.synthetic_train = 24 * 40;
+    auto problem = sgd::make_problem(pc);
+    REQUIRE(problem.is_ok());
+    const auto ring = topo("ring", 24);
+    RunConfig r = run_config(Algorithm::kDpsgd, 23);
+    r.eval_every = 23;
+    r.optimizer.momentum = 0.5;
+    r.threads = threads;
+    auto blocked = Simulator::create(*problem, &ring, r);
+    r.iteration_blocks = false;
+    auto plain = Simulator::create(*problem, &ring, r);
+    REQUIRE((blocked.is_ok() && plain.is_ok()));
+    CHECK((*blocked)->block_levels() > 1);
+    REQUIRE(((*blocked)->run().is_ok() && (*plain)->run().is_ok()));
+    const StateMatrix xb = (*blocked)->params(), xp = (*plain)->params();
+    CHECK(std::memcmp(xb.data(), xp.data(), xb.size() * sizeof(float)) == 0);
+  }
   // Not blocked: the exponential graph (neighbours n/2 apart), ATC, a time-varying W, ranges
   // too short for the threads' triangles.
   auto problem = sgd::make_problem(least_squares(16));
@@ -313,6 +337,14 @@ TEST_CASE("bad configurations are errors, not crashes") {
   auto sim = Simulator::create(*problem, nullptr, diverge);
   REQUIRE(sim.is_ok());
   CHECK((*sim)->run().status().message().find("diverged") != std::string::npos);
+  // The same when the iterations run in blocks (the check runs after each block).
+  const auto ring4 = topo("ring", 4);
+  diverge.algorithm = Algorithm::kDpsgd;
+  auto blocked = Simulator::create(*problem, &ring4, diverge);
+  REQUIRE(blocked.is_ok());
+  CHECK((*blocked)->block_levels() > 1);
+  const auto status = (*blocked)->run().status();
+  CHECK_MESSAGE(status.message().find("diverged (non-finite) by iteration") != std::string::npos, status.to_string());
 }
 
 }  // namespace
