@@ -281,6 +281,16 @@ double peak_fma16_per_s(double seconds) {
   return calls * kChains * kSteps;
 }
 
+// n columns of `rows` floats in the simulator's layout: dim normal values, zero padding.
+StateMatrix random_state(Eigen::Index rows, int dim, int n) {
+  StateMatrix x = StateMatrix::Zero(rows, n);
+  Rng rng(1);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    for (Eigen::Index k = 0; k < dim; ++k) x(k, i) = static_cast<float>(rng.normal());
+  }
+  return x;
+}
+
 void bench_mixing(const std::vector<int>& nodes, int dim, double seconds) {
   const Eigen::Index rows = padded_rows(dim);  // the simulator's layout
   std::printf("\n== mixing X <- X W^T (pure gossip), d = %d in columns of %ld floats (the "
@@ -300,12 +310,7 @@ void bench_mixing(const std::vector<int>& nodes, int dim, double seconds) {
               "MiB", "mix GB/s", "per-node GB/s", "copy GB/s", "mix/copy", "node/copy", "FMA bound",
               "bound/copy");
   for (int n : nodes) {
-    StateMatrix x(rows, n), out(rows, n);
-    Rng rng(1);
-    x.setZero();
-    for (Eigen::Index i = 0; i < n; ++i) {
-      for (Eigen::Index k = 0; k < dim; ++k) x(k, i) = static_cast<float>(rng.normal());
-    }
+    StateMatrix x = random_state(rows, dim, n), out(rows, n);
     const double bytes = 8.0 * static_cast<double>(rows) * n;
     const double copy_rate = best_copy_gbps(out.data(), x.data(), x.size(), seconds);
     for (const char* name : {"ring", "exponential"}) {
@@ -339,12 +344,7 @@ void bench_mixing(const std::vector<int>& nodes, int dim, double seconds) {
   std::printf("%7s %12s %6s %10s %13s %10s %9s %10s %11s\n", "nodes", "topology", "terms", "MiB",
               "per-node GB/s", "copy GB/s", "node/copy", "FMA bound", "bound/copy");
   for (int n : nodes) {
-    StateMatrix x(rows, n), out(rows, n);
-    Rng rng(1);
-    x.setZero();
-    for (Eigen::Index i = 0; i < n; ++i) {
-      for (Eigen::Index k = 0; k < dim; ++k) x(k, i) = static_cast<float>(rng.normal());
-    }
+    StateMatrix x = random_state(rows, dim, n), out(rows, n);
     const double bytes = 8.0 * static_cast<double>(rows) * n;
     const double copy_rate = best_copy_gbps_threads(out.data(), x.data(), rows, n, seconds);
     for (const char* name : {"ring", "exponential"}) {
