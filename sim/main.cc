@@ -122,7 +122,8 @@ void add_common(CLI::App* app, Options& o) {
       ->capture_default_str();
   app->add_option("--threads,-j", o.threads,
                   "Threads stepping the nodes (0: one per core). Results are the same bits for "
-                  "every count; a measured --compute-time includes the threads' contention")
+                  "every count; a measured --compute-time includes the threads' contention. Give 1 "
+                  "when other jobs keep the cores busy (waiting threads spin)")
       ->capture_default_str();
 
   app->add_option("--bandwidth", o.bandwidth, "Link bandwidth, e.g. 1Gbps, 100Mbps")
