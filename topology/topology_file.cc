@@ -7,8 +7,12 @@
 #include <google/protobuf/text_format.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <cctype>
+#include <cstdlib>
 #include <map>
 #include <set>
+#include <string_view>
+#include <vector>
 
 #include "topology/optimize.h"
 #include "topology/topology.pb.h"
@@ -59,11 +63,227 @@ class Collector : public gp::io::ErrorCollector {
   std::string first_;
 };
 
-// Where a field sits in the file: "file:line:col" (1-based), or "file" when unknown (JSON).
+// ---- JSON positions. Protobuf's JSON parser keeps no positions, so a JSON topology file is
+// scanned once more for where its keys and values sit: syntax errors, protobuf's own errors (they
+// name a path such as "(node[1].id)") and the semantic errors below then point at a line and
+// column, as in text format. The scan is as lenient as protobuf's parser (trailing commas).
+
+struct JsonPlace {
+  int line = 0;  // 1-based; 0: unknown
+  int column = 0;
+};
+struct JsonValue;
+// An object member: where its key sits, and its value (one) or an array's elements.
+struct JsonMember {
+  JsonPlace key;
+  std::vector<JsonValue> values;
+};
+struct JsonValue {
+  JsonPlace at;
+  std::map<std::string, JsonMember> members;  // objects only, by json_key()
+};
+
+// "base_port", "basePort" and "BasePort" name the same field (protobuf accepts the proto name and
+// the lowerCamelCase JSON name); no two fields of the schema collide this way.
+std::string json_key(std::string_view key) {
+  std::string out;
+  for (const char c : key) {
+    if (c != '_') out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  }
+  return out;
+}
+
+class JsonScanner {
+ public:
+  explicit JsonScanner(std::string_view text) : text_(text) {}
+  // The document's tree; false on a syntax error, whose place error() gives.
+  bool scan(JsonValue& root) {
+    if (!value(root, 0)) return false;
+    skip_space();
+    return pos_ == text_.size() || fail();
+  }
+  JsonPlace error() const { return error_; }
+
+ private:
+  static constexpr int kMaxDepth = 64;
+
+  char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
+  void advance() {
+    if (text_[pos_] == '\n') {
+      ++line_;
+      column_ = 1;
+    } else {
+      ++column_;
+    }
+    ++pos_;
+  }
+  JsonPlace here() const { return {line_, column_}; }
+  bool fail() {
+    error_ = here();
+    return false;
+  }
+  void skip_space() {
+    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) advance();
+  }
+  bool value(JsonValue& v, int depth) {
+    skip_space();
+    v.at = here();
+    if (depth > kMaxDepth) return fail();
+    const char c = peek();
+    if (c == '{') return object(v, depth);
+    if (c == '[') {
+      JsonMember nested;  // an array inside an array: scanned, not kept
+      return array(nested, depth);
+    }
+    if (c == '"') return string(nullptr);
+    const std::size_t start = pos_;
+    while (pos_ < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) ||
+                                   text_[pos_] == '-' || text_[pos_] == '+' || text_[pos_] == '.')) {
+      advance();
+    }
+    return pos_ > start || fail();
+  }
+  bool object(JsonValue& v, int depth) {
+    advance();  // {
+    skip_space();
+    if (peek() == '}') {
+      advance();
+      return true;
+    }
+    while (true) {
+      skip_space();
+      if (peek() != '"') return fail();
+      const JsonPlace key_place = here();
+      std::string key;
+      if (!string(&key)) return false;
+      skip_space();
+      if (peek() != ':') return fail();
+      advance();
+      skip_space();
+      JsonMember& m = v.members[json_key(key)];
+      m.key = key_place;
+      m.values.clear();
+      if (peek() == '[') {
+        if (!array(m, depth + 1)) return false;
+      } else {
+        m.values.emplace_back();
+        if (!value(m.values.back(), depth + 1)) return false;
+      }
+      skip_space();
+      if (peek() == ',') {
+        advance();
+        skip_space();
+        if (peek() != '}') continue;
+      }
+      if (peek() != '}') return fail();
+      advance();
+      return true;
+    }
+  }
+  bool array(JsonMember& m, int depth) {
+    advance();  // [
+    skip_space();
+    if (peek() == ']') {
+      advance();
+      return true;
+    }
+    while (true) {
+      m.values.emplace_back();
+      if (!value(m.values.back(), depth + 1)) return false;
+      skip_space();
+      if (peek() == ',') {
+        advance();
+        skip_space();
+        if (peek() != ']') continue;
+      }
+      if (peek() != ']') return fail();
+      advance();
+      return true;
+    }
+  }
+  // A string; its characters (escapes kept as the escaped character) into *out when given.
+  bool string(std::string* out) {
+    advance();  // "
+    while (pos_ < text_.size() && text_[pos_] != '\n') {
+      const char c = text_[pos_];
+      advance();
+      if (c == '"') return true;
+      if (c == '\\') {
+        if (pos_ >= text_.size()) break;
+        if (out) out->push_back(text_[pos_]);
+        advance();
+      } else if (out) {
+        out->push_back(c);
+      }
+    }
+    return fail();
+  }
+
+  std::string_view text_;
+  std::size_t pos_ = 0;
+  int line_ = 1;
+  int column_ = 1;
+  JsonPlace error_;
+};
+
+// The place a protobuf JSON error names: "(node[1].id): invalid value ..." (that value's key) or
+// "(generator) rowz: Cannot find field." (the unknown key inside that object). Null when the path
+// is not in the tree.
+const JsonPlace* json_error_place(const JsonValue& root, const std::string& message) {
+  if (!message.empty() && message[0] != '(') {
+    // "nodes: Cannot find field." names a key of the top-level object.
+    const auto colon = message.find(':');
+    if (colon == std::string::npos) return nullptr;
+    const auto it = root.members.find(json_key(message.substr(0, colon)));
+    return it == root.members.end() ? nullptr : &it->second.key;
+  }
+  if (message.empty()) return nullptr;
+  const auto close = message.find(')');
+  if (close == std::string::npos) return nullptr;
+  const JsonValue* object = &root;
+  const JsonPlace* place = nullptr;
+  std::string_view path(message.data() + 1, close - 1);
+  while (!path.empty()) {
+    const auto dot = path.find('.');
+    std::string_view segment = path.substr(0, dot);
+    path = dot == std::string_view::npos ? std::string_view() : path.substr(dot + 1);
+    int index = -1;
+    if (const auto bracket = segment.find('['); bracket != std::string_view::npos) {
+      index = std::atoi(std::string(segment.substr(bracket + 1)).c_str());
+      segment = segment.substr(0, bracket);
+    }
+    if (object == nullptr) return nullptr;
+    const auto it = object->members.find(json_key(segment));
+    if (it == object->members.end()) return nullptr;
+    const JsonMember& m = it->second;
+    const JsonValue* v = nullptr;
+    if (index >= 0 && static_cast<std::size_t>(index) < m.values.size()) {
+      v = &m.values[static_cast<std::size_t>(index)];
+      place = &v->at;
+    } else {
+      v = m.values.empty() ? nullptr : &m.values.front();
+      place = &m.key;
+    }
+    object = v;
+  }
+  // "(path) key: ..." names a key inside the object at path.
+  const std::string rest = message.substr(close + 1);
+  if (rest.size() > 1 && rest[0] == ' ' && object != nullptr) {
+    const auto colon = rest.find(':');
+    if (colon != std::string::npos) {
+      const auto it = object->members.find(json_key(rest.substr(1, colon - 1)));
+      if (it != object->members.end()) return &it->second.key;
+    }
+  }
+  return place;
+}
+
+// Where a field sits in the file: "file:line:col" (1-based), or "file" when unknown.
 class Locator {
  public:
-  Locator(std::string file, const gp::TextFormat::ParseInfoTree* tree)
-      : file_(std::move(file)), tree_(tree) {}
+  Locator(std::string file, const gp::TextFormat::ParseInfoTree* tree,
+          const JsonValue* json = nullptr)
+      : file_(std::move(file)), tree_(tree), json_(json) {}
   std::string at(const gp::TextFormat::ParseInfoTree* tree, const gp::Message& m,
                  std::string_view field, int index = -1) const {
     if (tree) {
@@ -77,11 +297,24 @@ class Locator {
     return file_;
   }
   std::string top(const gp::Message& m, std::string_view field, int index = -1) const {
+    if (json_) return json_at(*json_, field, index);
     return at(tree_, m, field, index);
   }
   // Location of field `field` inside repeated/nested message `outer`[index].
   std::string nested(const gp::Message& m, std::string_view outer, int index,
                      std::string_view field) const {
+    if (json_) {
+      const auto it = json_->members.find(json_key(outer));
+      if (it != json_->members.end()) {
+        const auto& values = it->second.values;
+        const std::size_t k = index < 0 ? 0 : static_cast<std::size_t>(index);
+        if (k < values.size()) {
+          std::string s = json_at(values[k], field, -1);
+          if (s != file_) return s;
+        }
+      }
+      return top(m, outer, index);
+    }
     if (tree_) {
       const auto* fd = m.GetDescriptor()->FindFieldByName(std::string(outer));
       if (fd) {
@@ -98,10 +331,26 @@ class Locator {
     return top(m, outer, index);
   }
   const std::string& file() const { return file_; }
+  std::string place(const JsonPlace& p) const {
+    if (p.line <= 0) return file_;
+    return file_ + ":" + std::to_string(p.line) + ":" + std::to_string(p.column);
+  }
 
  private:
+  // A member of a JSON object: its key (index < 0) or element `index` of its array.
+  std::string json_at(const JsonValue& object, std::string_view field, int index) const {
+    const auto it = object.members.find(json_key(field));
+    if (it == object.members.end()) return file_;
+    const JsonMember& m = it->second;
+    if (index >= 0 && static_cast<std::size_t>(index) < m.values.size()) {
+      return place(m.values[static_cast<std::size_t>(index)].at);
+    }
+    return place(m.key);
+  }
+
   std::string file_;
   const gp::TextFormat::ParseInfoTree* tree_;
+  const JsonValue* json_;
 };
 
 Status err(const std::string& where, const std::string& what) {
@@ -433,10 +682,26 @@ Result<Topology> parse_topology(std::string_view text, const std::string& filena
   const auto first = text.find_first_not_of(" \t\r\n");
   const bool json = (filename.size() >= 5 && filename.ends_with(".json")) ||
                     (first != std::string_view::npos && text[first] == '{');
+  JsonValue json_tree;
+  bool json_placed = false;
   if (json) {
     gp::util::JsonParseOptions opts;
     auto st = gp::util::JsonStringToMessage(std::string(text), &file, opts);
-    if (!st.ok()) return invalid_argument(filename + ": JSON: " + std::string(st.message()));
+    json_placed = JsonScanner(text).scan(json_tree);
+    if (!st.ok()) {
+      // Protobuf's message; its first line only (a syntax error adds a snippet and a caret).
+      std::string message(st.message());
+      message = message.substr(0, message.find('\n'));
+      const Locator at(filename, nullptr);
+      if (!json_placed) {
+        JsonValue ignored;
+        JsonScanner scanner(text);
+        scanner.scan(ignored);
+        return invalid_argument(at.place(scanner.error()) + ": JSON: " + message);
+      }
+      const JsonPlace* place = json_error_place(json_tree, message);
+      return invalid_argument((place ? at.place(*place) : filename) + ": JSON: " + message);
+    }
   } else {
     Collector collector(filename, text);
     gp::TextFormat::Parser parser;
@@ -446,7 +711,7 @@ Result<Topology> parse_topology(std::string_view text, const std::string& filena
       return invalid_argument(collector.first().empty() ? filename + ": parse error"
                                                         : collector.first());
   }
-  const Locator loc(filename, json ? nullptr : &tree);
+  const Locator loc(filename, json ? nullptr : &tree, json && json_placed ? &json_tree : nullptr);
   GOSSIP_RETURN_IF_ERROR(check_strings(file, loc));
   if (file.has_generator()) {
     if (file.node_size() > 0 || file.edge_size() > 0)

@@ -17,8 +17,9 @@ Result<Topology> parse(const std::string& text, const std::string& name = "t.pbt
   return parse_topology(text, name);
 }
 
-void fails_at(const std::string& text, const std::string& where, const std::string& what = "") {
-  auto t = parse(text);
+void fails_at(const std::string& text, const std::string& where, const std::string& what = "",
+              const std::string& name = "t.pbtxt") {
+  auto t = parse(text, name);
   REQUIRE_FALSE(t.is_ok());
   const std::string& m = t.status().message();
   CHECK_MESSAGE(m.find(where) != std::string::npos, m);
@@ -111,6 +112,36 @@ TEST_CASE("JSON files (Protobuf JSON mapping) are accepted") {
   auto bad = parse(R"({"generator": {"kind": "TORUS", "rowz": 3}})", "t.json");
   REQUIRE_FALSE(bad.is_ok());
   CHECK(bad.status().message().find("t.json") != std::string::npos);
+}
+
+TEST_CASE("JSON errors point at the line and column, like text format's") {
+  // Syntax (a missing comma), an unknown key at the top and inside an element, a value of the
+  // wrong type, an unknown enum name (protobuf's own errors, which name a path), and the semantic
+  // checks (a repeated id with its first place, an edge to a missing node, a bad address).
+  const std::string head = "{\n  \"name\": \"x\",\n  \"node\": [\n";
+  fails_at(head + "    {\"id\": 0 \"address\": \"a:1\"}\n  ]\n}\n", "t.json:4:14",
+           "Expected , or }", "t.json");
+  fails_at(head + "    {\"id\": 1, \"adress\": \"b:2\"}\n  ]\n}\n", "t.json:4:15",
+           "adress: Cannot find field", "t.json");
+  fails_at("{\n  \"name\": \"x\",\n  \"nodes\": []\n}\n", "t.json:3:3", "nodes", "t.json");
+  fails_at("{\"node\": [{\"id\": \"x\"}]}", "t.json:1:12", "invalid value", "t.json");
+  fails_at("{\n \"generator\": {\n  \"kind\": \"TORUSS\"\n }\n}", "t.json:3:3", "TORUSS",
+           "t.json");
+  fails_at(head + "    {\"id\": 0, \"address\": \"a:1\"},\n    {\"id\": 0, \"address\": \"a:2\"}\n"
+                  "  ]\n}\n",
+           "t.json:5:6", "(first at t.json:4:6)", "t.json");
+  fails_at(head + "    {\"id\": 0, \"address\": \"a:1\"},\n    {\"id\": 1, \"address\": \"a:2\"}\n"
+                  "  ],\n  \"edge\": [\n    {\"from\": 0, \"to\": 1},\n    {\"from\": 0, \"to\": 7}\n  ]\n}\n",
+           "t.json:9:5", "outside 0..1", "t.json");
+  fails_at(head + "    {\"id\": 0, \"address\": \"a:1\"},\n    {\"id\": 1, \"address\": \"nohost\"}\n"
+                  "  ]\n}\n",
+           "t.json:5:15", "", "t.json");
+  // An error about the generator block points at its key, whichever name its fields go by.
+  for (const char* port : {"base_port", "basePort"}) {
+    fails_at(std::string("{\"generator\": {\"kind\": \"RING\", \"nodes\": 4, \"") + port +
+                 "\": 70000}}",
+             "t.json:1:2", "port range", "t.json");
+  }
 }
 
 TEST_CASE("explicit export reloads to the same fingerprint, for derived and explicit weights") {
