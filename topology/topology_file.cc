@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <vector>
@@ -278,12 +279,15 @@ const JsonPlace* json_error_place(const JsonValue& root, const std::string& mess
   return place;
 }
 
-// Where a field sits in the file: "file:line:col" (1-based), or "file" when unknown.
+// Where a field sits in the file: "file:line:col" (1-based), or "file" when unknown. For a JSON
+// file (`json_text` given) the positions are scanned on the first question, so a file that loads
+// without an error never builds them (an explicit topology of a million nodes would hold a
+// member map per node).
 class Locator {
  public:
   Locator(std::string file, const gp::TextFormat::ParseInfoTree* tree,
-          const JsonValue* json = nullptr)
-      : file_(std::move(file)), tree_(tree), json_(json) {}
+          std::optional<std::string_view> json_text = std::nullopt)
+      : file_(std::move(file)), tree_(tree), json_text_(json_text) {}
   std::string at(const gp::TextFormat::ParseInfoTree* tree, const gp::Message& m,
                  std::string_view field, int index = -1) const {
     if (tree) {
@@ -297,15 +301,20 @@ class Locator {
     return file_;
   }
   std::string top(const gp::Message& m, std::string_view field, int index = -1) const {
-    if (json_) return json_at(*json_, field, index);
+    if (json_text_) {
+      const JsonValue* root = json();
+      return root ? json_at(*root, field, index) : file_;
+    }
     return at(tree_, m, field, index);
   }
   // Location of field `field` inside repeated/nested message `outer`[index].
   std::string nested(const gp::Message& m, std::string_view outer, int index,
                      std::string_view field) const {
-    if (json_) {
-      const auto it = json_->members.find(json_key(outer));
-      if (it != json_->members.end()) {
+    if (json_text_) {
+      const JsonValue* root = json();
+      if (root == nullptr) return file_;
+      const auto it = root->members.find(json_key(outer));
+      if (it != root->members.end()) {
         const auto& values = it->second.values;
         const std::size_t k = index < 0 ? 0 : static_cast<std::size_t>(index);
         if (k < values.size()) {
@@ -348,9 +357,22 @@ class Locator {
     return place(m.key);
   }
 
+  // The JSON file's positions, scanned once; null when the scan fails.
+  const JsonValue* json() const {
+    if (!json_scanned_) {
+      json_scanned_ = true;
+      if (!JsonScanner(*json_text_).scan(json_root_)) json_root_ = JsonValue();
+      else json_ok_ = true;
+    }
+    return json_ok_ ? &json_root_ : nullptr;
+  }
+
   std::string file_;
   const gp::TextFormat::ParseInfoTree* tree_;
-  const JsonValue* json_;
+  std::optional<std::string_view> json_text_;
+  mutable bool json_scanned_ = false;
+  mutable bool json_ok_ = false;
+  mutable JsonValue json_root_;
 };
 
 Status err(const std::string& where, const std::string& what) {
@@ -682,24 +704,20 @@ Result<Topology> parse_topology(std::string_view text, const std::string& filena
   const auto first = text.find_first_not_of(" \t\r\n");
   const bool json = (filename.size() >= 5 && filename.ends_with(".json")) ||
                     (first != std::string_view::npos && text[first] == '{');
-  JsonValue json_tree;
-  bool json_placed = false;
   if (json) {
     gp::util::JsonParseOptions opts;
     auto st = gp::util::JsonStringToMessage(std::string(text), &file, opts);
-    json_placed = JsonScanner(text).scan(json_tree);
     if (!st.ok()) {
       // Protobuf's message; its first line only (a syntax error adds a snippet and a caret).
       std::string message(st.message());
       message = message.substr(0, message.find('\n'));
       const Locator at(filename, nullptr);
-      if (!json_placed) {
-        JsonValue ignored;
-        JsonScanner scanner(text);
-        scanner.scan(ignored);
+      JsonValue root;
+      JsonScanner scanner(text);
+      if (!scanner.scan(root)) {
         return invalid_argument(at.place(scanner.error()) + ": JSON: " + message);
       }
-      const JsonPlace* place = json_error_place(json_tree, message);
+      const JsonPlace* place = json_error_place(root, message);
       return invalid_argument((place ? at.place(*place) : filename) + ": JSON: " + message);
     }
   } else {
@@ -711,7 +729,8 @@ Result<Topology> parse_topology(std::string_view text, const std::string& filena
       return invalid_argument(collector.first().empty() ? filename + ": parse error"
                                                         : collector.first());
   }
-  const Locator loc(filename, json ? nullptr : &tree, json && json_placed ? &json_tree : nullptr);
+  const Locator loc(filename, json ? nullptr : &tree,
+                    json ? std::optional<std::string_view>(text) : std::nullopt);
   GOSSIP_RETURN_IF_ERROR(check_strings(file, loc));
   if (file.has_generator()) {
     if (file.node_size() > 0 || file.edge_size() > 0)
