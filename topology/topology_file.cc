@@ -170,16 +170,27 @@ class JsonScanner {
         m.values.emplace_back();
         if (!value(m.values.back(), depth + 1)) return false;
       }
-      skip_space();
-      if (peek() == ',') {
-        advance();
-        skip_space();
-        if (peek() != '}') continue;
-      }
-      if (peek() != '}') return fail();
-      advance();
-      return true;
+      const Next next = after_item('}');
+      if (next == Next::kMore) continue;
+      return next == Next::kClosed;
     }
+  }
+  // After a member or element: a comma and the next item (kMore), or the closing bracket, also
+  // after a trailing comma (kClosed, consumed), or anything else (kError, failed there).
+  enum class Next { kMore, kClosed, kError };
+  Next after_item(char close) {
+    skip_space();
+    if (peek() == ',') {
+      advance();
+      skip_space();
+      if (peek() != close) return Next::kMore;
+    }
+    if (peek() != close) {
+      fail();
+      return Next::kError;
+    }
+    advance();
+    return Next::kClosed;
   }
   bool array(JsonMember& m, int depth) {
     advance();  // [
@@ -191,15 +202,9 @@ class JsonScanner {
     while (true) {
       m.values.emplace_back();
       if (!value(m.values.back(), depth + 1)) return false;
-      skip_space();
-      if (peek() == ',') {
-        advance();
-        skip_space();
-        if (peek() != ']') continue;
-      }
-      if (peek() != ']') return fail();
-      advance();
-      return true;
+      const Next next = after_item(']');
+      if (next == Next::kMore) continue;
+      return next == Next::kClosed;
     }
   }
   // A string; its characters (escapes kept as the escaped character) into *out when given.
