@@ -30,11 +30,10 @@
 //
 //   build-sim/bench/sim_bench [--nodes 64,256,1024] [--dim 1000] [--batch 8] [--seconds 2] [--wall]
 //                             [--threads T]
-#include <CLI/CLI.hpp>
-
 #include <omp.h>
 #include <time.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -43,10 +42,10 @@
 
 #include "common/clock.h"
 #include "common/random.h"
+#include "sgd/cpu/simd16.h"
 #include "sim/experiment.h"
 #include "sim/node_state.h"
 #include "sim/simulator.h"
-#include "sgd/cpu/simd16.h"
 
 namespace {
 
@@ -137,10 +136,10 @@ double numpy_rate(const std::string& script, int n, int dim, int batch, const st
   const std::string threads = std::to_string(g_threads);
   const std::string cmd =
       "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=" + threads +
-      " OMP_NUM_THREADS=" + threads + " /usr/bin/python3 " + script + " --nodes " + std::to_string(n) + " --dim " +
-      std::to_string(dim) + " --batch " + std::to_string(batch) + " --examples-per-node " +
-      std::to_string(kExamplesPerNode) + " --topology " + topo + " --iterations " +
-      std::to_string(iterations) + " --repeats " + std::to_string(kRepeats) +
+      " OMP_NUM_THREADS=" + threads + " /usr/bin/python3 " + script + " --nodes " +
+      std::to_string(n) + " --dim " + std::to_string(dim) + " --batch " + std::to_string(batch) +
+      " --examples-per-node " + std::to_string(kExamplesPerNode) + " --topology " + topo +
+      " --iterations " + std::to_string(iterations) + " --repeats " + std::to_string(kRepeats) +
       (g_wall ? " --wall" : "") + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) return -1;
@@ -204,18 +203,23 @@ void on_threads(Eigen::Index count, const Fn& fn) {
 double best_copy_gbps_threads(float* dst, const float* src, Eigen::Index rows, Eigen::Index cols,
                               double seconds) {
   const double bytes = 8.0 * static_cast<double>(rows * cols);
-  const double by_memcpy = best_calls_per_s([&] {
-    on_threads(cols, [&](Eigen::Index first, Eigen::Index last) {
-      std::memcpy(dst + first * rows, src + first * rows, (last - first) * rows * sizeof(float));
-    });
-  }, seconds / 2);
-  const double by_loop = best_calls_per_s([&] {
-    on_threads(cols, [&](Eigen::Index first, Eigen::Index last) {
-      for (Eigen::Index k = first * rows; k < last * rows; k += 16) {  // rows % 16 == 0
-        sgd::cpu::F16::load(src + k).store(dst + k);
-      }
-    });
-  }, seconds / 2);
+  const double by_memcpy = best_calls_per_s(
+      [&] {
+        on_threads(cols, [&](Eigen::Index first, Eigen::Index last) {
+          std::memcpy(dst + first * rows, src + first * rows,
+                      (last - first) * rows * sizeof(float));
+        });
+      },
+      seconds / 2);
+  const double by_loop = best_calls_per_s(
+      [&] {
+        on_threads(cols, [&](Eigen::Index first, Eigen::Index last) {
+          for (Eigen::Index k = first * rows; k < last * rows; k += 16) {  // rows % 16 == 0
+            sgd::cpu::F16::load(src + k).store(dst + k);
+          }
+        });
+      },
+      seconds / 2);
   return std::max(by_memcpy, by_loop) * bytes / 1e9;
 }
 
@@ -338,9 +342,11 @@ void bench_mixing(const std::vector<int>& nodes, int dim, double seconds) {
   // The same with every thread taking a contiguous range of the columns, as the simulator's
   // threads do: mix_node per column against a copy of the same ranges on as many threads. The
   // FMA bound counts g_threads cores at the peak measured on one.
-  std::printf("\n== the same on %d threads (contiguous column ranges, as gossip-sim --threads %d "
-              "splits its nodes), per wall second; copy on as many threads; FMA bound = %d x one "
-              "core's\n", g_threads, g_threads, g_threads);
+  std::printf(
+      "\n== the same on %d threads (contiguous column ranges, as gossip-sim --threads %d "
+      "splits its nodes), per wall second; copy on as many threads; FMA bound = %d x one "
+      "core's\n",
+      g_threads, g_threads, g_threads);
   std::printf("%7s %12s %6s %10s %13s %10s %9s %10s %11s\n", "nodes", "topology", "terms", "MiB",
               "per-node GB/s", "copy GB/s", "node/copy", "FMA bound", "bound/copy");
   for (int n : nodes) {
@@ -350,14 +356,17 @@ void bench_mixing(const std::vector<int>& nodes, int dim, double seconds) {
     for (const char* name : {"ring", "exponential"}) {
       auto topo = make_topology(name, n, topology::WeightScheme::kDefault);
       auto plan = MixingPlan::from_matrix(topo->mixing_matrix());
-      const double node_rate = best_calls_per_s([&] {
-                                 on_threads(n, [&](Eigen::Index first, Eigen::Index last) {
-                                   for (Eigen::Index i = first; i < last; ++i) {
-                                     mix_node(*plan, x, static_cast<int>(i), 0.0f, nullptr,
-                                              out.col(i).data());
-                                   }
-                                 });
-                               }, seconds / 2) * bytes / 1e9;
+      const double node_rate =
+          best_calls_per_s(
+              [&] {
+                on_threads(n, [&](Eigen::Index first, Eigen::Index last) {
+                  for (Eigen::Index i = first; i < last; ++i) {
+                    mix_node(*plan, x, static_cast<int>(i), 0.0f, nullptr, out.col(i).data());
+                  }
+                });
+              },
+              seconds / 2) *
+          bytes / 1e9;
       const double terms = static_cast<double>(plan->column().size()) / n;
       const double fma_bound = g_threads * 128.0 * fma16 / terms / 1e9;
       std::printf("%7d %12s %6.1f %10.1f %13.2f %10.2f %8.0f%% %10.2f %10.0f%%\n", n, name, terms,
@@ -393,10 +402,11 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (g_threads > 1) g_wall = true;  // thread CPU time would count one thread of several
 
-  std::printf("== D-PSGD on synthetic least squares, d = %d, batch %d, %d examples per node, "
-              "%d thread%s (node-iterations per %s second, higher is better)\n", dim, batch,
-              kExamplesPerNode, g_threads, g_threads == 1 ? "" : "s",
-              g_wall ? "wall" : "thread CPU");
+  std::printf(
+      "== D-PSGD on synthetic least squares, d = %d, batch %d, %d examples per node, "
+      "%d thread%s (node-iterations per %s second, higher is better)\n",
+      dim, batch, kExamplesPerNode, g_threads, g_threads == 1 ? "" : "s",
+      g_wall ? "wall" : "thread CPU");
   std::printf(
       "(rows alone: node-iterations/s of a loop that only reads each node's batch rows as "
       "the forward does, one FMA per 16 features, no backward, mixing or update; sim/rows "

@@ -4,16 +4,16 @@
 // ATC adapts in place during the pass and mixes all columns after it (one blocked mix()).
 #include "sim/simulator.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <bit>
-#include <span>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <utility>
 #include <limits>
-
-#include <omp.h>
+#include <span>
+#include <utility>
 
 #include "common/check.h"
 #include "common/clock.h"
@@ -134,9 +134,9 @@ Result<std::unique_ptr<Simulator>> Simulator::create(const sgd::Problem& problem
 void Simulator::plan_blocks() {
   block_levels_ = 1;
   block_radius_ = 0;
-  // Blocks of iterations (step_block) for CTA D-PSGD, on any number of workers, with one W whose in-neighbours
-  // all lie within a circular distance r that is small against n: a ring (r = 1), a torus
-  // (r = its row length), any circulant band.
+  // Blocks of iterations (step_block) for CTA D-PSGD, on any number of workers, with one W whose
+  // in-neighbours all lie within a circular distance r that is small against n: a ring (r = 1), a
+  // torus (r = its row length), any circulant band.
   if (!config_.iteration_blocks || config_.algorithm != Algorithm::kDpsgd ||
       config_.order != MixOrder::kCombineThenAdapt || plans_.size() != 1) {
     return;
@@ -189,8 +189,8 @@ Result<RunTrace> Simulator::run(const ProgressFn& progress) {
   grad_sum_.assign(cpsgd ? dim_ : 0, 0.0);
   // C-PSGD on several workers keeps every node's gradient (summed in node order afterwards), up to
   // kMaxGradientBytes; beyond that the gradients run on one worker, streamed into the sum.
-  const bool keep_grads = cpsgd && workers_.size() > 1 &&
-                          4.0 * static_cast<double>(dim_) * n <= kMaxGradientBytes;
+  const bool keep_grads =
+      cpsgd && workers_.size() > 1 && 4.0 * static_cast<double>(dim_) * n <= kMaxGradientBytes;
   grads_ = StateMatrix::Zero(keep_grads ? static_cast<Eigen::Index>(dim_) : 0, keep_grads ? n : 0);
   for (Worker& w : workers_) {
     w.u = StateMatrix::Zero(cpsgd ? 0 : d, 1);  // one direction at a time; padding rows stay zero
@@ -350,12 +350,14 @@ void Simulator::step_block(std::int64_t t0, int levels) {
   } else {
     const auto start = [&](int w) { return std::int64_t{n} * w / workers; };
     for_ranges(workers, [&](int w, int, int) {
-      skewed_steps(workers_[w], t0, levels,
-                   [&](int j) { return Interval{start(w) + r * j, start(w + 1) - r * j}; });
+      skewed_steps(workers_[w], t0, levels, [&](int j) {
+        return Interval{start(w) + r * j, start(w + 1) - r * j};
+      });
     });
     for_ranges(workers, [&](int w, int, int) {
-      skewed_steps(workers_[w], t0, levels,
-                   [&](int j) { return Interval{start(w) - r * j, start(w) + r * j}; });
+      skewed_steps(workers_[w], t0, levels, [&](int j) {
+        return Interval{start(w) - r * j, start(w) + r * j};
+      });
     });
   }
   // The batch losses in iteration and node order, as step() adds them.
@@ -446,7 +448,8 @@ void Simulator::step(std::int64_t t) {
       } else {
         // Column by column: mix_node gives mix()'s bits.
         for_ranges(n, [&](int, int first, int last) {
-          for (int i = first; i < last; ++i) mix_node(plan, x_, i, 0.0f, nullptr, next_.col(i).data());
+          for (int i = first; i < last; ++i)
+            mix_node(plan, x_, i, 0.0f, nullptr, next_.col(i).data());
         });
       }
     }

@@ -25,9 +25,9 @@
 // step of iteration t0 + j at position i + r·j), so each node's data set rows and columns are
 // reused while in cache; the same operations on the same values as one iteration at a time.
 //
-// Threads (RunConfig::threads): the nodes of one iteration are split into contiguous ranges, one per
-// thread (OpenMP), each thread with its own model, backend and scratch; an iteration ends when every
-// thread is done (ATC: two phases, adapt then mix; blocks: each thread's trapezoid, then the
+// Threads (RunConfig::threads): the nodes of one iteration are split into contiguous ranges, one
+// per thread (OpenMP), each thread with its own model, backend and scratch; an iteration ends when
+// every thread is done (ATC: two phases, adapt then mix; blocks: each thread's trapezoid, then the
 // triangles around the range boundaries). Results do not depend on the thread count: the
 // batch losses, C-PSGD's gradient average and the local accuracies are summed in node order after
 // the parallel part. The measured compute time per step is taken on every thread, so with several
@@ -135,8 +135,8 @@ class Simulator {
   struct Worker {
     std::unique_ptr<sgd::Backend> backend;
     std::unique_ptr<sgd::Model> model;
-    StateMatrix u;             // rows_ × 1: the direction of the node being stepped
-    std::vector<float> grad;   // dim_
+    StateMatrix u;            // rows_ × 1: the direction of the node being stepped
+    std::vector<float> grad;  // dim_
     double compute_s = 0;
     std::int64_t compute_steps = 0;
   };
@@ -181,8 +181,8 @@ class Simulator {
   std::vector<double> node_loss_;    // the batch loss of each node in the current iteration
   StateMatrix grads_;                // C-PSGD with several workers: every node's gradient, d × n
   std::vector<double> grad_sum_;
-  std::vector<float> grad_;          // C-PSGD: the averaged gradient
-  StateMatrix u_;                    // C-PSGD: the optimizer's scratch direction, rows_ × 1
+  std::vector<float> grad_;  // C-PSGD: the averaged gradient
+  StateMatrix u_;            // C-PSGD: the optimizer's scratch direction, rows_ × 1
   // step_block: iterations per block (1: every iteration by step()) and W's circular bandwidth.
   int block_levels_ = 1;
   int block_radius_ = 0;

@@ -138,8 +138,9 @@ class JsonScanner {
     }
     if (c == '"') return string(nullptr);
     const std::size_t start = pos_;
-    while (pos_ < text_.size() && (std::isalnum(static_cast<unsigned char>(text_[pos_])) ||
-                                   text_[pos_] == '-' || text_[pos_] == '+' || text_[pos_] == '.')) {
+    while (pos_ < text_.size() &&
+           (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '-' ||
+            text_[pos_] == '+' || text_[pos_] == '.')) {
       advance();
     }
     return pos_ > start || fail();
@@ -366,8 +367,10 @@ class Locator {
   const JsonValue* json() const {
     if (!json_scanned_) {
       json_scanned_ = true;
-      if (!JsonScanner(*json_text_).scan(json_root_)) json_root_ = JsonValue();
-      else json_ok_ = true;
+      if (!JsonScanner(*json_text_).scan(json_root_))
+        json_root_ = JsonValue();
+      else
+        json_ok_ = true;
     }
     return json_ok_ ? &json_root_ : nullptr;
   }

@@ -193,7 +193,10 @@ TEST_CASE("the float gradient's bits do not depend on where params and grad lie 
       b.targets.push_back(static_cast<float>(rng.normal()));
       b.labels.push_back(c.classes ? static_cast<std::int32_t>(rng.uniform_int(c.classes)) : 0);
     }
-    if (c.kind == ModelKind::kLeastSquares) b.labels.clear(); else b.targets.clear();
+    if (c.kind == ModelKind::kLeastSquares)
+      b.labels.clear();
+    else
+      b.targets.clear();
     const std::size_t n = spec.num_params();
     std::vector<float> values(n);
     for (float& v : values) v = static_cast<float>(0.3 * rng.normal());

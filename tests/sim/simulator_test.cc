@@ -198,10 +198,10 @@ TEST_CASE("every thread count gives the same bits") {
         for (std::size_t k = 0; k < p1.size(); ++k) {
           const EvalPoint& a = trace->points[k];
           const EvalPoint& b = p1[k];
-          const double fa[] = {a.train_loss, a.test_loss, a.test_accuracy, a.local_test_accuracy,
-                               a.consensus_distance, a.batch_loss};
-          const double fb[] = {b.train_loss, b.test_loss, b.test_accuracy, b.local_test_accuracy,
-                               b.consensus_distance, b.batch_loss};
+          const double fa[] = {a.train_loss,          a.test_loss,          a.test_accuracy,
+                               a.local_test_accuracy, a.consensus_distance, a.batch_loss};
+          const double fb[] = {b.train_loss,          b.test_loss,          b.test_accuracy,
+                               b.local_test_accuracy, b.consensus_distance, b.batch_loss};
           CHECK(std::memcmp(fa, fb, sizeof fa) == 0);  // bit for bit, NaNs included
         }
       }
@@ -344,7 +344,8 @@ TEST_CASE("bad configurations are errors, not crashes") {
   REQUIRE(blocked.is_ok());
   CHECK((*blocked)->block_levels() > 1);
   const auto status = (*blocked)->run().status();
-  CHECK_MESSAGE(status.message().find("diverged (non-finite) by iteration") != std::string::npos, status.to_string());
+  CHECK_MESSAGE(status.message().find("diverged (non-finite) by iteration") != std::string::npos,
+                status.to_string());
 }
 
 }  // namespace

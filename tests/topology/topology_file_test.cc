@@ -125,22 +125,25 @@ TEST_CASE("JSON errors point at the line and column, like text format's") {
            "adress: Cannot find field", "t.json");
   fails_at("{\n  \"name\": \"x\",\n  \"nodes\": []\n}\n", "t.json:3:3", "nodes", "t.json");
   fails_at("{\"node\": [{\"id\": \"x\"}]}", "t.json:1:12", "invalid value", "t.json");
-  fails_at("{\n \"generator\": {\n  \"kind\": \"TORUSS\"\n }\n}", "t.json:3:3", "TORUSS",
-           "t.json");
-  fails_at(head + "    {\"id\": 0, \"address\": \"a:1\"},\n    {\"id\": 0, \"address\": \"a:2\"}\n"
-                  "  ]\n}\n",
+  fails_at("{\n \"generator\": {\n  \"kind\": \"TORUSS\"\n }\n}", "t.json:3:3", "TORUSS", "t.json");
+  fails_at(head +
+               "    {\"id\": 0, \"address\": \"a:1\"},\n    {\"id\": 0, \"address\": \"a:2\"}\n"
+               "  ]\n}\n",
            "t.json:5:6", "(first at t.json:4:6)", "t.json");
-  fails_at(head + "    {\"id\": 0, \"address\": \"a:1\"},\n    {\"id\": 1, \"address\": \"a:2\"}\n"
-                  "  ],\n  \"edge\": [\n    {\"from\": 0, \"to\": 1},\n    {\"from\": 0, \"to\": 7}\n  ]\n}\n",
+  fails_at(head +
+               "    {\"id\": 0, \"address\": \"a:1\"},\n    {\"id\": 1, \"address\": \"a:2\"}\n"
+               "  ],\n  \"edge\": [\n    {\"from\": 0, \"to\": 1},\n    {\"from\": 0, \"to\": 7}\n "
+               " ]\n}\n",
            "t.json:9:5", "outside 0..1", "t.json");
-  fails_at(head + "    {\"id\": 0, \"address\": \"a:1\"},\n    {\"id\": 1, \"address\": \"nohost\"}\n"
-                  "  ]\n}\n",
+  fails_at(head +
+               "    {\"id\": 0, \"address\": \"a:1\"},\n    {\"id\": 1, \"address\": \"nohost\"}\n"
+               "  ]\n}\n",
            "t.json:5:15", "", "t.json");
   // An error about the generator block points at its key, whichever name its fields go by.
   for (const char* port : {"base_port", "basePort"}) {
-    fails_at(std::string("{\"generator\": {\"kind\": \"RING\", \"nodes\": 4, \"") + port +
-                 "\": 70000}}",
-             "t.json:1:2", "port range", "t.json");
+    fails_at(
+        std::string("{\"generator\": {\"kind\": \"RING\", \"nodes\": 4, \"") + port + "\": 70000}}",
+        "t.json:1:2", "port range", "t.json");
   }
 }
 
