@@ -198,7 +198,6 @@ Result<RunTrace> Simulator::run(const ProgressFn& progress) {
     w.compute_s = 0;
     w.compute_steps = 0;
   }
-  node_loss_.assign(static_cast<std::size_t>(n), 0.0);
   batch_loss_sum_ = 0;
   batch_loss_count_ = 0;
   compute_s_ = 0;
@@ -309,7 +308,7 @@ void Simulator::skewed_steps(Worker& w, std::int64_t t0, int levels, const Level
       const auto [lo, hi] = range(j);
       if (ip < lo || ip >= hi) continue;
       const int i = static_cast<int>(((ip % n) + n) % n);
-      block_loss_[static_cast<std::size_t>(j) * n + i] =
+      batch_losses_[static_cast<std::size_t>(j) * n + i] =
           cta_node(w, i, t0 + j, plan, *buf[j & 1], *buf[(j + 1) & 1]);
     }
   }
@@ -343,7 +342,7 @@ void Simulator::step_block(std::int64_t t0, int levels) {
   const int n = num_nodes_;
   const std::int64_t r = block_radius_;
   const int workers = static_cast<int>(workers_.size());
-  block_loss_.assign(static_cast<std::size_t>(levels) * n, 0.0);
+  batch_losses_.assign(static_cast<std::size_t>(levels) * n, 0.0);
   using Interval = std::pair<std::int64_t, std::int64_t>;
   if (workers == 1) {
     skewed_steps(workers_[0], t0, levels, [&](int j) { return Interval{r * j, n + r * j}; });
@@ -360,14 +359,13 @@ void Simulator::step_block(std::int64_t t0, int levels) {
       });
     });
   }
-  // The batch losses in iteration and node order, as step() adds them.
-  for (const double loss : block_loss_) batch_loss_sum_ += loss;
-  batch_loss_count_ += static_cast<std::int64_t>(levels) * n;
+  add_batch_losses();
   if (levels & 1) x_.swap(next_);
 }
 
 void Simulator::step(std::int64_t t) {
   const int n = num_nodes_;
+  batch_losses_.assign(static_cast<std::size_t>(n), 0.0);
   const bool momentum = velocity_.size() > 0;
   const auto gamma = static_cast<float>(optimizer_->learning_rate(t));
   const sgd::Dataset& train = *problem_->train;
@@ -382,7 +380,7 @@ void Simulator::step(std::int64_t t) {
       Worker& w = workers_[0];
       std::fill(grad_sum_.begin(), grad_sum_.end(), 0.0);
       for (int i = 0; i < n; ++i) {
-        node_loss_[i] = w.model->loss_and_grad_rows(x, train, train_rows_.get(),
+        batch_losses_[i] = w.model->loss_and_grad_rows(x, train, train_rows_.get(),
                                                     samplers_[i].next(), w.grad.data());
         for (std::size_t k = 0; k < dim_; ++k) grad_sum_[k] += w.grad[k];
       }
@@ -391,7 +389,7 @@ void Simulator::step(std::int64_t t) {
       for_ranges(n, [&](int w, int first, int last) {
         Worker& wk = workers_[w];
         for (int i = first; i < last; ++i) {
-          node_loss_[i] = wk.model->loss_and_grad_rows(x, train, train_rows_.get(),
+          batch_losses_[i] = wk.model->loss_and_grad_rows(x, train, train_rows_.get(),
                                                        samplers_[i].next(), wk.grad.data());
           std::memcpy(grads_.col(i).data(), wk.grad.data(), dim_ * sizeof(float));
         }
@@ -432,9 +430,9 @@ void Simulator::step(std::int64_t t) {
       Worker& w = workers_[wi];
       for (int i = first; i < last; ++i) {
         if (cta) {
-          node_loss_[i] = cta_node(w, i, t, plan, x_, next_);
+          batch_losses_[i] = cta_node(w, i, t, plan, x_, next_);
         } else {
-          node_loss_[i] = node_direction(w, i, t, x_.col(i).data());
+          batch_losses_[i] = node_direction(w, i, t, x_.col(i).data());
           // Adapt locally (x_i − γ u_i, rounded as Backend::mix would).
           float* xi = x_.col(i).data();
           const float* u = w.u.data();
@@ -455,9 +453,13 @@ void Simulator::step(std::int64_t t) {
     }
     x_.swap(next_);
   }
-  // The batch losses in node order, whatever the workers.
-  for (int i = 0; i < n; ++i) batch_loss_sum_ += node_loss_[i];
-  batch_loss_count_ += n;
+  add_batch_losses();
+}
+
+void Simulator::add_batch_losses() {
+  // In iteration and node order, whatever the workers and blocks: the same sum every time.
+  for (const double loss : batch_losses_) batch_loss_sum_ += loss;
+  batch_loss_count_ += static_cast<std::int64_t>(batch_losses_.size());
 }
 
 EvalPoint Simulator::evaluate(std::int64_t iteration) {

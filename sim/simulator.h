@@ -146,6 +146,7 @@ class Simulator {
   // node's data in cache across them (see the .cc); the same bits as `levels` calls of step().
   void step_block(std::int64_t t0, int levels);
   void plan_blocks();  // sets block_levels_ and block_radius_ (create())
+  void add_batch_losses();
   // step_block's skewed order over the steps (i', j), j < levels, i' in range(j) = [lo, hi).
   template <typename LevelRange>
   void skewed_steps(Worker& w, std::int64_t t0, int levels, const LevelRange& range);
@@ -178,7 +179,9 @@ class Simulator {
   std::unique_ptr<const sgd::AlignedRows> train_rows_;
   StateMatrix x_, next_, velocity_;  // rows_ × n (C-PSGD: rows_ × 1 except x_ for params())
   std::vector<Worker> workers_;      // at least one; no more than the nodes
-  std::vector<double> node_loss_;    // the batch loss of each node in the current iteration
+  // Batch losses of the iterations being run (step: n; step_block: levels × n), iteration-major;
+  // add_batch_losses() folds them into batch_loss_sum_ in iteration and node order.
+  std::vector<double> batch_losses_;
   StateMatrix grads_;                // C-PSGD with several workers: every node's gradient, d × n
   std::vector<double> grad_sum_;
   std::vector<float> grad_;  // C-PSGD: the averaged gradient
@@ -186,7 +189,6 @@ class Simulator {
   // step_block: iterations per block (1: every iteration by step()) and W's circular bandwidth.
   int block_levels_ = 1;
   int block_radius_ = 0;
-  std::vector<double> block_loss_;  // levels × n batch losses of one block
   double batch_loss_sum_ = 0;
   std::int64_t batch_loss_count_ = 0;
   double compute_s_ = 0;  // C-PSGD's per-step compute samples (D-PSGD: in the workers)

@@ -94,6 +94,24 @@ std::string json_key(std::string_view key) {
   return out;
 }
 
+// Member `key` of `object` (under either of its names, json_key()), or null.
+const JsonMember* json_member(const JsonValue& object, std::string_view key) {
+  const auto it = object.members.find(json_key(key));
+  return it == object.members.end() ? nullptr : &it->second;
+}
+
+// Element `index` of member `m` (its single value when index < 0), or null.
+const JsonValue* json_element(const JsonMember& m, int index) {
+  const std::size_t k = index < 0 ? 0 : static_cast<std::size_t>(index);
+  return k < m.values.size() ? &m.values[k] : nullptr;
+}
+
+// "file:line:col", or "file" when the place is unknown.
+std::string place_in(const std::string& file, const JsonPlace* p) {
+  if (p == nullptr || p->line <= 0) return file;
+  return file + ":" + std::to_string(p->line) + ":" + std::to_string(p->column);
+}
+
 class JsonScanner {
  public:
   explicit JsonScanner(std::string_view text) : text_(text) {}
@@ -237,14 +255,12 @@ class JsonScanner {
 // "(generator) rowz: Cannot find field." (the unknown key inside that object). Null when the path
 // is not in the tree.
 const JsonPlace* json_error_place(const JsonValue& root, const std::string& message) {
-  if (!message.empty() && message[0] != '(') {
-    // "nodes: Cannot find field." names a key of the top-level object.
-    const auto colon = message.find(':');
-    if (colon == std::string::npos) return nullptr;
-    const auto it = root.members.find(json_key(message.substr(0, colon)));
-    return it == root.members.end() ? nullptr : &it->second.key;
-  }
   if (message.empty()) return nullptr;
+  if (message[0] != '(') {
+    // "nodes: Cannot find field." names a key of the top-level object.
+    const JsonMember* m = json_member(root, message.substr(0, message.find(':')));
+    return m ? &m->key : nullptr;
+  }
   const auto close = message.find(')');
   if (close == std::string::npos) return nullptr;
   const JsonValue* object = &root;
@@ -259,28 +275,18 @@ const JsonPlace* json_error_place(const JsonValue& root, const std::string& mess
       index = std::atoi(std::string(segment.substr(bracket + 1)).c_str());
       segment = segment.substr(0, bracket);
     }
-    if (object == nullptr) return nullptr;
-    const auto it = object->members.find(json_key(segment));
-    if (it == object->members.end()) return nullptr;
-    const JsonMember& m = it->second;
-    const JsonValue* v = nullptr;
-    if (index >= 0 && static_cast<std::size_t>(index) < m.values.size()) {
-      v = &m.values[static_cast<std::size_t>(index)];
-      place = &v->at;
-    } else {
-      v = m.values.empty() ? nullptr : &m.values.front();
-      place = &m.key;
-    }
-    object = v;
+    const JsonMember* m = object ? json_member(*object, segment) : nullptr;
+    if (m == nullptr) return nullptr;
+    object = json_element(*m, index);
+    place = index >= 0 && object ? &object->at : &m->key;
   }
   // "(path) key: ..." names a key inside the object at path.
   const std::string rest = message.substr(close + 1);
   if (rest.size() > 1 && rest[0] == ' ' && object != nullptr) {
     const auto colon = rest.find(':');
-    if (colon != std::string::npos) {
-      const auto it = object->members.find(json_key(rest.substr(1, colon - 1)));
-      if (it != object->members.end()) return &it->second.key;
-    }
+    const JsonMember* m =
+        colon == std::string::npos ? nullptr : json_member(*object, rest.substr(1, colon - 1));
+    if (m) return &m->key;
   }
   return place;
 }
@@ -318,17 +324,10 @@ class Locator {
                      std::string_view field) const {
     if (json_text_) {
       const JsonValue* root = json();
-      if (root == nullptr) return file_;
-      const auto it = root->members.find(json_key(outer));
-      if (it != root->members.end()) {
-        const auto& values = it->second.values;
-        const std::size_t k = index < 0 ? 0 : static_cast<std::size_t>(index);
-        if (k < values.size()) {
-          std::string s = json_at(values[k], field, -1);
-          if (s != file_) return s;
-        }
-      }
-      return top(m, outer, index);
+      const JsonMember* member = root ? json_member(*root, outer) : nullptr;
+      const JsonValue* element = member ? json_element(*member, index) : nullptr;
+      std::string s = element ? json_at(*element, field, -1) : file_;
+      return s != file_ ? s : top(m, outer, index);
     }
     if (tree_) {
       const auto* fd = m.GetDescriptor()->FindFieldByName(std::string(outer));
@@ -346,21 +345,14 @@ class Locator {
     return top(m, outer, index);
   }
   const std::string& file() const { return file_; }
-  std::string place(const JsonPlace& p) const {
-    if (p.line <= 0) return file_;
-    return file_ + ":" + std::to_string(p.line) + ":" + std::to_string(p.column);
-  }
 
  private:
   // A member of a JSON object: its key (index < 0) or element `index` of its array.
   std::string json_at(const JsonValue& object, std::string_view field, int index) const {
-    const auto it = object.members.find(json_key(field));
-    if (it == object.members.end()) return file_;
-    const JsonMember& m = it->second;
-    if (index >= 0 && static_cast<std::size_t>(index) < m.values.size()) {
-      return place(m.values[static_cast<std::size_t>(index)].at);
-    }
-    return place(m.key);
+    const JsonMember* m = json_member(object, field);
+    if (m == nullptr) return file_;
+    const JsonValue* element = index >= 0 ? json_element(*m, index) : nullptr;
+    return place_in(file_, element ? &element->at : &m->key);
   }
 
   // The JSON file's positions, scanned once; null when the scan fails.
@@ -719,14 +711,12 @@ Result<Topology> parse_topology(std::string_view text, const std::string& filena
       // Protobuf's message; its first line only (a syntax error adds a snippet and a caret).
       std::string message(st.message());
       message = message.substr(0, message.find('\n'));
-      const Locator at(filename, nullptr);
       JsonValue root;
       JsonScanner scanner(text);
-      if (!scanner.scan(root)) {
-        return invalid_argument(at.place(scanner.error()) + ": JSON: " + message);
-      }
-      const JsonPlace* place = json_error_place(root, message);
-      return invalid_argument((place ? at.place(*place) : filename) + ": JSON: " + message);
+      const bool scanned = scanner.scan(root);
+      const JsonPlace syntax = scanner.error();
+      const JsonPlace* place = scanned ? json_error_place(root, message) : &syntax;
+      return invalid_argument(place_in(filename, place) + ": JSON: " + message);
     }
   } else {
     Collector collector(filename, text);
