@@ -121,7 +121,8 @@ void add_common(CLI::App* app, Options& o) {
   app->add_option("--seed", o.seed, "Seed of data, shards, init, batches and stragglers")
       ->capture_default_str();
   app->add_option("--threads,-j", o.threads,
-                  "Threads stepping the nodes (0: one per core). Results are the same bits for "
+                  "Threads stepping the nodes (0: one per CPU this process may use, i.e. its "
+                  "affinity mask capped by its cgroup CPU quota). Results are the same bits for "
                   "every count; a measured --compute-time includes the threads' contention. Give 1 "
                   "when other jobs keep the cores busy (waiting threads spin)")
       ->capture_default_str();

@@ -17,6 +17,7 @@
 
 #include "common/check.h"
 #include "common/clock.h"
+#include "common/cpus.h"
 #include "sgd/cpu/dense_net.h"
 
 namespace gossip::sim {
@@ -109,7 +110,7 @@ Result<std::unique_ptr<Simulator>> Simulator::create(const sgd::Problem& problem
   }
   // One-thread backends: the simulator's parallelism is across nodes, and a one-thread backend
   // keeps the per-step compute time it measures comparable with one real node's.
-  const int threads = config.threads > 0 ? config.threads : std::max(1, omp_get_num_procs());
+  const int threads = config.threads > 0 ? config.threads : usable_cpus();
   s->workers_.resize(static_cast<std::size_t>(std::clamp(threads, 1, std::max(1, s->num_nodes_))));
   for (Worker& w : s->workers_) {
     GOSSIP_ASSIGN_OR_RETURN(w.backend, sgd::make_backend(sgd::Device::kCpu, 1));

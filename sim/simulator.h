@@ -71,7 +71,8 @@ struct RunConfig {
   // at every point and for every algorithm.
   std::int64_t eval_examples = 0;
   bool eval_local = true;  // mean test accuracy of the n local models (n evaluations per point)
-  // Threads that step the nodes (0: one per core). Each takes a contiguous range of nodes with
+  // Threads that step the nodes (0: one per usable CPU, gossip::usable_cpus(): the affinity mask
+  // capped by the cgroup CPU quota). Each takes a contiguous range of nodes with
   // its own model and scratch; every result is the same bits for every thread count (per-node
   // work is independent, and every sum across nodes is taken in node order afterwards).
   int threads = 1;

@@ -7,6 +7,7 @@
 #include <malloc.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <vector>
@@ -17,6 +18,7 @@
 #endif
 
 #include "common/check.h"
+#include "common/cpus.h"
 #include "sgd/cpu/dense_net.h"
 
 namespace gossip::sgd::cpu {
@@ -239,7 +241,9 @@ std::unique_ptr<Backend> make_cpu_backend(int threads) {
   (void)heap_tuned;
   if (threads <= 0) {
 #ifdef _OPENMP
-    threads = omp_get_max_threads();
+    // OMP_NUM_THREADS is the user's explicit choice; without it OpenMP would count every core of
+    // the affinity mask, oversubscribing a container's CPU quota.
+    threads = std::getenv("OMP_NUM_THREADS") != nullptr ? omp_get_max_threads() : usable_cpus();
 #else
     threads = 1;
 #endif
