@@ -71,8 +71,25 @@ std::vector<double> cumulative_times(Scheme scheme, int nodes, const CostInputs&
   return times;
 }
 
-Result<std::vector<Run>> run_convergence(const ExperimentConfig& config,
-                                         const LabelledProgress& progress) {
+namespace {
+
+// The D-PSGD topologies of `config` (none without D-PSGD), all built before anything runs: a bad
+// name or file fails at once, not after the runs before it.
+Result<std::vector<topology::Topology>> build_topologies(const ExperimentConfig& config) {
+  std::vector<topology::Topology> topologies;
+  if (!config.include_dpsgd) return topologies;
+  for (const std::string& name : config.topologies) {
+    GOSSIP_ASSIGN_OR_RETURN(topology::Topology topo,
+                            make_topology(name, config.nodes, config.weights));
+    topologies.push_back(std::move(topo));
+  }
+  return topologies;
+}
+
+// run_convergence on topologies already built from `config` (build_topologies).
+Result<std::vector<Run>> run_on(const ExperimentConfig& config,
+                                const std::vector<topology::Topology>& topologies,
+                                const LabelledProgress& progress) {
   sgd::ProblemConfig pc = config.problem;
   pc.num_nodes = config.nodes;
   GOSSIP_RETURN_IF_ERROR(pc.validate());
@@ -104,22 +121,25 @@ Result<std::vector<Run>> run_convergence(const ExperimentConfig& config,
     runs.push_back(std::move(run));
     return Status::ok();
   };
-  // Every topology is built before anything runs: a bad name or file fails at once, not after
-  // the runs before it.
-  std::vector<topology::Topology> topologies;
-  if (config.include_dpsgd) {
-    for (const std::string& name : config.topologies) {
-      GOSSIP_ASSIGN_OR_RETURN(topology::Topology topo,
-                              make_topology(name, config.nodes, config.weights));
-      topologies.push_back(std::move(topo));
-    }
-  }
   if (config.include_cpsgd) GOSSIP_RETURN_IF_ERROR(one(Algorithm::kCpsgd, nullptr));
   for (std::size_t k = 0; k < topologies.size(); ++k) {
     GOSSIP_RETURN_IF_ERROR(
         one(Algorithm::kDpsgd, &topologies[k]).with_context("topology " + config.topologies[k]));
   }
   return runs;
+}
+
+ExperimentResult price_runs(const std::vector<Run>& runs, const ExperimentConfig& config) {
+  const double params = runs.empty() ? 0.0 : static_cast<double>(runs[0].final_params.rows());
+  return price(runs, config, config.cost, params);
+}
+
+}  // namespace
+
+Result<std::vector<Run>> run_convergence(const ExperimentConfig& config,
+                                         const LabelledProgress& progress) {
+  GOSSIP_ASSIGN_OR_RETURN(const auto topologies, build_topologies(config));
+  return run_on(config, topologies, progress);
 }
 
 namespace {
@@ -205,8 +225,7 @@ ExperimentResult price(const std::vector<Run>& runs, const ExperimentConfig& con
 Result<ExperimentResult> run_experiment(const ExperimentConfig& config,
                                         const LabelledProgress& progress) {
   GOSSIP_ASSIGN_OR_RETURN(auto runs, run_convergence(config, progress));
-  const double params = runs.empty() ? 0.0 : static_cast<double>(runs[0].final_params.rows());
-  return price(runs, config, config.cost, params);
+  return price_runs(runs, config);
 }
 
 Result<SweepParam> parse_sweep_param(std::string_view name) {
@@ -255,34 +274,14 @@ Result<SweepResult> run_sweep(const ExperimentConfig& config, SweepParam param,
                               const std::vector<std::string>& values,
                               const LabelledProgress& progress) {
   GOSSIP_RETURN_IF_ERROR(check_sweep_values(param, values));
-  // A sweep over topologies or node counts builds every point's topologies before the first
-  // simulation, so a bad value fails at once instead of after the runs before it.
-  if (param == SweepParam::kTopology || param == SweepParam::kNodes) {
-    for (const std::string& v : values) {
-      int nodes = config.nodes;
-      std::vector<std::string> names = config.topologies;
-      if (param == SweepParam::kTopology) {
-        names = {v};
-      } else {
-        GOSSIP_ASSIGN_OR_RETURN(const double n, parse_count(v));  // checked above
-        nodes = static_cast<int>(n);
-      }
-      if (!config.include_dpsgd) continue;
-      for (const std::string& name : names) {
-        GOSSIP_RETURN_IF_ERROR(make_topology(name, nodes, config.weights).status());
-      }
-    }
-  }
-  SweepResult out;
-  out.param = param;
-  std::vector<Run> shared;
-  if (param == SweepParam::kBandwidth || param == SweepParam::kLatency) {
-    GOSSIP_ASSIGN_OR_RETURN(shared, run_convergence(config, progress));
-  }
+  // Every point's configuration; a sweep over topologies or node counts also builds every
+  // point's topologies here, before the first simulation, so a bad value fails at once instead
+  // of after the runs before it. Each is built once: with --weights optimized, building one means
+  // solving its FDLA weights.
+  std::vector<ExperimentConfig> point_configs;
+  std::vector<std::vector<topology::Topology>> point_topologies;
   for (const std::string& v : values) {
     ExperimentConfig c = config;
-    SweepPoint point;
-    point.value = v;
     if (param == SweepParam::kBandwidth) {
       GOSSIP_ASSIGN_OR_RETURN(c.cost.net.bandwidth_bps, parse_bandwidth_bps(v));
     } else if (param == SweepParam::kLatency) {
@@ -293,11 +292,28 @@ Result<SweepResult> run_sweep(const ExperimentConfig& config, SweepParam param,
     } else {
       c.topologies = {v};
     }
+    if (param == SweepParam::kTopology || param == SweepParam::kNodes) {
+      GOSSIP_ASSIGN_OR_RETURN(auto built, build_topologies(c));
+      point_topologies.push_back(std::move(built));
+    }
+    point_configs.push_back(std::move(c));
+  }
+  SweepResult out;
+  out.param = param;
+  std::vector<Run> shared;
+  if (param == SweepParam::kBandwidth || param == SweepParam::kLatency) {
+    GOSSIP_ASSIGN_OR_RETURN(shared, run_convergence(config, progress));
+  }
+  for (std::size_t k = 0; k < values.size(); ++k) {
+    const ExperimentConfig& c = point_configs[k];
+    SweepPoint point;
+    point.value = values[k];
     ExperimentResult r;
     if (!shared.empty()) {
-      r = price(shared, c, c.cost, static_cast<double>(shared[0].final_params.rows()));
+      r = price_runs(shared, c);
     } else {
-      GOSSIP_ASSIGN_OR_RETURN(r, run_experiment(c, progress));
+      GOSSIP_ASSIGN_OR_RETURN(const auto runs, run_on(c, point_topologies[k], progress));
+      r = price_runs(runs, c);
     }
     point.series = std::move(r.series);
     out.points.push_back(std::move(point));
