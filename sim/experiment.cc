@@ -300,8 +300,10 @@ Result<SweepResult> run_sweep(const ExperimentConfig& config, SweepParam param,
   }
   SweepResult out;
   out.param = param;
+  // Bandwidth and latency change only the prices: one convergence run serves every point.
+  const bool reprice = param == SweepParam::kBandwidth || param == SweepParam::kLatency;
   std::vector<Run> shared;
-  if (param == SweepParam::kBandwidth || param == SweepParam::kLatency) {
+  if (reprice) {
     GOSSIP_ASSIGN_OR_RETURN(shared, run_convergence(config, progress));
   }
   for (std::size_t k = 0; k < values.size(); ++k) {
@@ -309,7 +311,7 @@ Result<SweepResult> run_sweep(const ExperimentConfig& config, SweepParam param,
     SweepPoint point;
     point.value = values[k];
     ExperimentResult r;
-    if (!shared.empty()) {
+    if (reprice) {
       r = price_runs(shared, c);
     } else {
       GOSSIP_ASSIGN_OR_RETURN(const auto runs, run_on(c, point_topologies[k], progress));
