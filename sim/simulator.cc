@@ -43,7 +43,7 @@ Status RunConfig::validate() const {
   if (iterations < 0) return invalid_argument("iterations must be >= 0");
   if (eval_every <= 0) return invalid_argument("eval-every must be > 0");
   if (eval_examples < 0) return invalid_argument("eval-examples must be >= 0");
-  if (threads < 0) return invalid_argument("threads must be >= 0 (0: one per core)");
+  if (threads < 0) return invalid_argument("threads must be >= 0 (0: one per CPU this process may use)");
   return Status::ok();
 }
 
