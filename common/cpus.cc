@@ -12,15 +12,10 @@
 #include <vector>
 
 #include "common/env.h"
+#include "common/strings.h"
 
 namespace gossip {
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) s.remove_suffix(1);
-  return s;
-}
 
 std::optional<long long> parse_integer(std::string_view s) {
   s = trim(s);

@@ -12,6 +12,8 @@
 #include <sstream>
 #include <vector>
 
+#include "common/strings.h"
+
 namespace gossip::daemon {
 namespace {
 
@@ -197,23 +199,16 @@ std::string quote(std::string_view s) {
   return out + "\"";
 }
 
-std::string trim(std::string_view s) {
-  std::size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return std::string(s.substr(b, e - b));
-}
-
 // The field path of an override "path=value" (or of "path" alone): trimmed, '-' read as '_'.
 std::string override_path(std::string_view assignment) {
-  std::string path = trim(assignment.substr(0, assignment.find('=')));
+  std::string path(trim(assignment.substr(0, assignment.find('='))));
   std::replace(path.begin(), path.end(), '-', '_');
   return path;
 }
 
 // One element of an override value in text-format syntax for `field`.
 std::string literal(const gp::FieldDescriptor* field, std::string value) {
-  value = trim(value);
+  value = std::string(trim(value));
   switch (field->cpp_type()) {
     case gp::FieldDescriptor::CPPTYPE_STRING:
       if (value.size() >= 2 && value.front() == '"' && value.back() == '"') return value;
@@ -332,7 +327,7 @@ Status apply_override(TrainConfig& config, std::string_view assignment) {
                             ": expected field.path=value (e.g. optimizer.lr=0.05)");
   }
   std::string path = override_path(assignment);
-  std::string value = trim(assignment.substr(eq + 1));
+  std::string value(trim(assignment.substr(eq + 1)));
 
   gp::Message* message = &config;
   std::string rest = path;

@@ -143,7 +143,8 @@ class Backend {
 // Selects a backend: cpu always works; cuda is Unimplemented when this build has no CUDA backend
 // and Unavailable when no device is present; auto picks cuda when it would work, else cpu.
 // `cpu_threads` (≥ 1, or 0 for OMP_NUM_THREADS when set, else gossip::usable_cpus(): the
-// affinity mask capped by the cgroup CPU quota) sets the Eigen/OpenMP thread count of the cpu backend.
+// affinity mask capped by the cgroup CPU quota) sets the Eigen/OpenMP thread count of the cpu
+// backend.
 // The default is 1: several nodes per machine are the common case (gossipd launch, gossip-sim), and
 // OpenMP teams on oversubscribed cores spin at barriers (measured: 15x slower steps at load 12 on
 // 2 cores). Give a node more threads only when it has the cores to itself.

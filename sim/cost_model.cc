@@ -9,6 +9,7 @@
 
 #include "common/check.h"
 #include "common/random.h"
+#include "common/strings.h"
 
 namespace gossip::sim {
 
@@ -46,12 +47,6 @@ std::string StragglerModel::to_string() const {
 }
 
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
 
 // Splits "2.5Gbps" into 2.5 and "Gbps".
 Result<std::pair<double, std::string>> number_and_unit(std::string_view text) {

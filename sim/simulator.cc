@@ -43,7 +43,8 @@ Status RunConfig::validate() const {
   if (iterations < 0) return invalid_argument("iterations must be >= 0");
   if (eval_every <= 0) return invalid_argument("eval-every must be > 0");
   if (eval_examples < 0) return invalid_argument("eval-examples must be >= 0");
-  if (threads < 0) return invalid_argument("threads must be >= 0 (0: one per CPU this process may use)");
+  if (threads < 0)
+    return invalid_argument("threads must be >= 0 (0: one per CPU this process may use)");
   return Status::ok();
 }
 
@@ -382,7 +383,7 @@ void Simulator::step(std::int64_t t) {
       std::fill(grad_sum_.begin(), grad_sum_.end(), 0.0);
       for (int i = 0; i < n; ++i) {
         batch_losses_[i] = w.model->loss_and_grad_rows(x, train, train_rows_.get(),
-                                                    samplers_[i].next(), w.grad.data());
+                                                       samplers_[i].next(), w.grad.data());
         for (std::size_t k = 0; k < dim_; ++k) grad_sum_[k] += w.grad[k];
       }
       for (std::size_t k = 0; k < dim_; ++k) grad_[k] = static_cast<float>(grad_sum_[k] / n);
@@ -391,7 +392,7 @@ void Simulator::step(std::int64_t t) {
         Worker& wk = workers_[w];
         for (int i = first; i < last; ++i) {
           batch_losses_[i] = wk.model->loss_and_grad_rows(x, train, train_rows_.get(),
-                                                       samplers_[i].next(), wk.grad.data());
+                                                          samplers_[i].next(), wk.grad.data());
           std::memcpy(grads_.col(i).data(), wk.grad.data(), dim_ * sizeof(float));
         }
       });

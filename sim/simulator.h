@@ -72,9 +72,9 @@ struct RunConfig {
   std::int64_t eval_examples = 0;
   bool eval_local = true;  // mean test accuracy of the n local models (n evaluations per point)
   // Threads that step the nodes (0: one per usable CPU, gossip::usable_cpus(): the affinity mask
-  // capped by the cgroup CPU quota). Each takes a contiguous range of nodes with
-  // its own model and scratch; every result is the same bits for every thread count (per-node
-  // work is independent, and every sum across nodes is taken in node order afterwards).
+  // capped by the cgroup CPU quota). Each takes a contiguous range of nodes with its own model
+  // and scratch; every result is the same bits for every thread count (per-node work is
+  // independent, and every sum across nodes is taken in node order afterwards).
   int threads = 1;
   // Run CTA D-PSGD on a banded W (ring, torus) in skewed blocks of iterations (Simulator::
   // block_levels()): the same bits, faster when the data set outgrows the cache. false: one

@@ -57,8 +57,7 @@ TEST_CASE("cgroup v2 in a namespace: the process's cgroup is the root of what it
   REQUIRE(q.has_value());
   CHECK(*q == doctest::Approx(2.0));
   // A path the namespace hides (not mounted here) still finds the quota at the visible root.
-  CHECK(*cgroup_cpu_quota("0::/system.slice/docker-1.scope\n", fs.path()) ==
-        doctest::Approx(2.0));
+  CHECK(*cgroup_cpu_quota("0::/system.slice/docker-1.scope\n", fs.path()) == doctest::Approx(2.0));
 }
 
 TEST_CASE("cgroup v1: cfs quota and period of the cpu controller, wherever it is mounted") {
