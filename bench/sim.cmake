@@ -3,6 +3,7 @@
 # machine at hand: the rate of reading the batch rows alone, and the mixing's bound at this core's
 # peak FMA rate. Run: build/bench/sim_bench
 add_executable(sim_bench ${CMAKE_CURRENT_LIST_DIR}/sim_bench.cc)
+gossip_isa_sources(sim_bench ${CMAKE_CURRENT_LIST_DIR}/sim_bench_kernels.cc)
 find_package(OpenMP REQUIRED COMPONENTS CXX)  # --threads: the mixing on column ranges
 target_link_libraries(sim_bench PRIVATE gossip_sim CLI11::CLI11 OpenMP::OpenMP_CXX)
 target_compile_definitions(sim_bench PRIVATE

@@ -42,7 +42,7 @@
 
 #include "common/clock.h"
 #include "common/random.h"
-#include "sgd/cpu/simd16.h"
+#include "bench/sim_bench_kernels.h"
 #include "sim/experiment.h"
 #include "sim/node_state.h"
 #include "sim/simulator.h"
@@ -180,11 +180,8 @@ double best_copy_gbps(float* dst, const float* src, Eigen::Index n, double secon
   const double bytes = 8.0 * static_cast<double>(n);
   const double by_memcpy =
       best_calls_per_s([&] { std::memcpy(dst, src, n * sizeof(float)); }, seconds / 2);
-  const double by_loop = best_calls_per_s([&] {
-    Eigen::Index k = 0;
-    for (; k + 16 <= n; k += 16) sgd::cpu::F16::load(src + k).store(dst + k);
-    for (; k < n; ++k) dst[k] = src[k];
-  }, seconds / 2);
+  const auto copy16 = GOSSIP_ISA_PICK(gossip::bench, copy16);
+  const double by_loop = best_calls_per_s([&] { copy16(dst, src, n); }, seconds / 2);
   return std::max(by_memcpy, by_loop) * bytes / 1e9;
 }
 
@@ -211,12 +208,11 @@ double best_copy_gbps_threads(float* dst, const float* src, Eigen::Index rows, E
         });
       },
       seconds / 2);
+  const auto copy16 = GOSSIP_ISA_PICK(gossip::bench, copy16);
   const double by_loop = best_calls_per_s(
       [&] {
         on_threads(cols, [&](Eigen::Index first, Eigen::Index last) {
-          for (Eigen::Index k = first * rows; k < last * rows; k += 16) {  // rows % 16 == 0
-            sgd::cpu::F16::load(src + k).store(dst + k);
-          }
+          copy16(dst + first * rows, src + first * rows, (last - first) * rows);
         });
       },
       seconds / 2);
@@ -235,8 +231,7 @@ double rows_alone_rate(int n, int dim, int batch, double seconds) {
   std::vector<sgd::BatchSampler> samplers;
   for (int i = 0; i < n; ++i) samplers.push_back(problem->sampler(i, batch));
   const int m = rows.dim();
-  using sgd::cpu::F16;
-  const F16 w = F16::broadcast(0.5f);
+  const auto read_rows = GOSSIP_ISA_PICK(gossip::bench, read_rows);
   std::vector<float> sink(16);
   constexpr int kGroup = 8;    // rows read side by side, as the forward's dot_rows<8> reads them
   const auto one_pass = [&] {  // every node's batch once
@@ -245,19 +240,8 @@ double rows_alone_rate(int n, int dim, int batch, double seconds) {
       for (std::size_t j0 = 0; j0 < b.size(); j0 += kGroup) {
         const int g = static_cast<int>(std::min<std::size_t>(kGroup, b.size() - j0));
         const float* x[kGroup];
-        F16 acc[kGroup];
-        for (int j = 0; j < g; ++j) {
-          x[j] = rows.row(b[j0 + static_cast<std::size_t>(j)]);
-          acc[j] = F16::zero();
-        }
-        int k = 0;
-        for (; k + 16 <= m; k += 16) {
-          for (int j = 0; j < g; ++j) acc[j] = F16::fma(F16::load(x[j] + k), w, acc[j]);
-        }
-        for (int j = 0; j < g; ++j) {
-          if (k < m) acc[j] = F16::fma_head(x[j] + k, x[j] + k, m - k, acc[j]);
-          acc[j].store(sink.data());  // keeps the reads: the store depends on every one of them
-        }
+        for (int j = 0; j < g; ++j) x[j] = rows.row(b[j0 + static_cast<std::size_t>(j)]);
+        read_rows(x, g, m, sink.data());
       }
     }
   };
@@ -267,21 +251,11 @@ double rows_alone_rate(int n, int dim, int batch, double seconds) {
 // This core's peak rate of 16-float FMAs (F16::fma, the unit the mixing kernels use): 12
 // independent chains, so latency does not count, operands in registers, so memory does not.
 double peak_fma16_per_s(double seconds) {
-  using sgd::cpu::F16;
+  const auto chains = GOSSIP_ISA_PICK(gossip::bench, fma16_chains);
   constexpr int kChains = 12, kSteps = 1 << 14;
-  F16 acc[kChains];
-  for (int c = 0; c < kChains; ++c) acc[c] = F16::broadcast(static_cast<float>(c));
-  const F16 a = F16::broadcast(0.999f), b = F16::broadcast(1e-3f);
-  const auto steps = [&] {
-    for (int s = 0; s < kSteps; ++s) {
-      for (int c = 0; c < kChains; ++c) acc[c] = F16::fma(acc[c], a, b);
-    }
-    asm volatile("" : : "r"(&acc) : "memory");
-  };
+  volatile float keep = 0;
+  const auto steps = [&] { keep = keep + chains(kChains, kSteps); };
   const double calls = best_calls_per_s(steps, seconds);
-  float out[16];
-  acc[0].store(out);
-  if (out[0] == 12345.0f) std::puts("");  // keeps the chains
   return calls * kChains * kSteps;
 }
 

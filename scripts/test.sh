@@ -21,6 +21,22 @@ echo "== tests =="
 echo "== not run (label known-issue; see docs/fault.md) =="
 (cd build && ctest -N -L known-issue | grep "Test *#" || true)
 
+# The suite above ran the CPU kernels at the best instruction-set level this CPU has (common/isa.h).
+# Run the tests of the dispatched kernels again at every lower level it supports, forced through
+# GOSSIP_CPU, so an AVX-512 machine also tests the AVX2 and portable paths (and an AVX2 one the
+# portable path): the sgd unit tests (GEMM, models, flat kernels) and the simulator's unit tests
+# (mixing kernels, the simulator against gossipd's rounding).
+best=$(build/sim/gossip-sim --version | sed -n 's/^cpu kernels: \([a-z0-9]*\).*/\1/p')
+lower=()
+case "$best" in
+  avx512) lower=(avx2 portable) ;;
+  avx2) lower=(portable) ;;
+esac
+for level in "${lower[@]}"; do
+  echo "== kernel unit tests forced to GOSSIP_CPU=$level (this CPU: $best) =="
+  (cd build && GOSSIP_CPU=$level ctest --output-on-failure -j "$jobs" -R '^(sgd_tests|sim_tests):')
+done
+
 if [[ "${GOSSIP_TEST_NO_ASAN:-0}" != 1 || "${CI:-}" == true ]]; then
   echo "== unit tests under AddressSanitizer + UndefinedBehaviorSanitizer =="
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS="-O1" \

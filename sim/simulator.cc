@@ -18,6 +18,7 @@
 #include "common/check.h"
 #include "common/clock.h"
 #include "common/cpus.h"
+#include "sgd/cpu/cpu_backend.h"
 #include "sgd/cpu/dense_net.h"
 
 namespace gossip::sim {
@@ -435,10 +436,11 @@ void Simulator::step(std::int64_t t) {
           batch_losses_[i] = cta_node(w, i, t, plan, x_, next_);
         } else {
           batch_losses_[i] = node_direction(w, i, t, x_.col(i).data());
-          // Adapt locally (x_i − γ u_i, rounded as Backend::mix would).
+          // Adapt locally: x_i ← fma(−γ, u_i, 1·x_i), Backend::mix's rounding (the weight 1 is
+          // exact), on the cpu kernels of the active instruction-set level.
           float* xi = x_.col(i).data();
-          const float* u = w.u.data();
-          for (std::size_t k = 0; k < dim_; ++k) xi[k] = std::fma(-gamma, u[k], xi[k]);
+          const sgd::MixTerm self{1.0f, xi};
+          sgd::cpu::mix(xi, {&self, 1}, gamma, w.u.data(), dim_);
         }
       }
     });

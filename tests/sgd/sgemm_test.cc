@@ -4,10 +4,12 @@
 // k, so it does not depend on which tile, panel or block the entry falls in.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "common/isa.h"
 #include "common/random.h"
 #include "sgd/cpu/sgemm.h"
 
@@ -105,6 +107,94 @@ TEST_CASE("sgemm: an entry's bits do not depend on the tile it falls in") {
     for (int i = 0; i < 40; ++i) differ += rows[j * 40 + i] != full[j * m + 3 + i];
   }
   CHECK(differ == 0);
+}
+
+// The rounding sgemm.h states, as plain scalar operations: per entry, a fused multiply-add chain
+// over each block of 384 k values from zero, each block's sum added to the entry.
+std::vector<float> contract_product(bool ta, bool tb, int m, int n, int k, const Operand& a,
+                                    const Operand& b) {
+  std::vector<float> c(static_cast<std::size_t>(m) * n);
+  for (int j = 0; j < n; ++j) {
+    for (int i = 0; i < m; ++i) {
+      float entry = 0.0f;
+      for (int p0 = 0; p0 < k; p0 += 384) {
+        float acc = 0.0f;
+        for (int p = p0; p < std::min(k, p0 + 384); ++p) {
+          acc = std::fma(ta ? a.at(p, i) : a.at(i, p), tb ? b.at(j, p) : b.at(p, j), acc);
+        }
+        entry = p0 == 0 ? acc : entry + acc;
+      }
+      c[static_cast<std::size_t>(j) * m + i] = entry;
+    }
+  }
+  return c;
+}
+
+// Restores the process's instruction-set level when a test that forces others ends.
+struct IsaRestore {
+  Isa saved = active_isa();
+  ~IsaRestore() { (void)set_active_isa(saved); }
+};
+
+TEST_CASE("sgemm: every instruction-set level and thread count gives the contract's bits") {
+  IsaRestore restore;
+  std::uint64_t seed = 100;
+  for (Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kAvx512}) {
+    if (!isa_supported(isa)) {
+      MESSAGE("level " << isa_name(isa) << " not supported by this CPU: not run");
+      continue;
+    }
+    REQUIRE(set_active_isa(isa).is_ok());
+    CAPTURE(isa_name(isa));
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        for (const Shape& s : kShapes) {
+          CAPTURE(ta);
+          CAPTURE(tb);
+          CAPTURE(s.m);
+          CAPTURE(s.n);
+          CAPTURE(s.k);
+          const Operand a = ta ? random_operand(s.k, s.m, seed) : random_operand(s.m, s.k, seed);
+          const Operand b =
+              tb ? random_operand(s.n, s.k, seed + 1) : random_operand(s.k, s.n, seed + 1);
+          seed += 2;
+          const std::vector<float> want = contract_product(ta, tb, s.m, s.n, s.k, a, b);
+          for (int threads : {1, 2, 3}) {
+            CAPTURE(threads);
+            std::vector<float> c(want.size(), std::nanf(""));
+            sgemm(ta, tb, s.m, s.n, s.k, a.v.data(), a.rows, b.v.data(), b.rows, c.data(), s.m,
+                  threads);
+            CHECK(std::memcmp(c.data(), want.data(), c.size() * sizeof(float)) == 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("sgemm: a product large enough to split across threads keeps the contract's bits") {
+  IsaRestore restore;
+  const int m = 200, n = 150, k = 800;  // above the parallel threshold; rows split (m > n)
+  const Operand a = random_operand(m, k, 7), b = random_operand(k, n, 8);
+  const std::vector<float> want = contract_product(false, false, m, n, k, a, b);
+  for (Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kAvx512}) {
+    if (!isa_supported(isa)) continue;
+    REQUIRE(set_active_isa(isa).is_ok());
+    CAPTURE(isa_name(isa));
+    for (int threads : {1, 2, 4}) {
+      CAPTURE(threads);
+      std::vector<float> c(want.size());
+      sgemm(false, false, m, n, k, a.v.data(), m, b.v.data(), k, c.data(), m, threads);
+      CHECK(std::memcmp(c.data(), want.data(), c.size() * sizeof(float)) == 0);
+      // Columns split (n > m): the transposed problem.
+      std::vector<float> ct(want.size()), want_t(want.size());
+      sgemm(true, true, n, m, k, b.v.data(), k, a.v.data(), m, ct.data(), n, threads);
+      for (int j = 0; j < n; ++j) {
+        for (int i = 0; i < m; ++i) want_t[i * n + j] = want[j * m + i];
+      }
+      CHECK(std::memcmp(ct.data(), want_t.data(), ct.size() * sizeof(float)) == 0);
+    }
+  }
 }
 
 }  // namespace
