@@ -1,8 +1,9 @@
 // sgd_bench: figures for the local SGD engine, each next to its reference in the same run.
 //
 //   1. One training step (loss_and_grad + momentum SGD update) of the MLP 784-256-128-10 at batch
-//      128 on the cpu backend, samples/s, beside PyTorch on the CPU (bench/sgd_reference.py under
-//      /usr/bin/python3) with the same thread count.
+//      128 on the cpu backend, samples/s, at every instruction-set level this CPU has (--kernels),
+//      beside PyTorch on the CPU (bench/sgd_reference.py under /usr/bin/python3) with the same
+//      thread count.
 //   2. The fused mixing kernel out = Σ_j w_j x_j − γ u in GB/s beside memcpy GB/s.
 //   3. Where a CUDA device exists: the wide MLP 784-4096-4096-10 at batch 1024, samples/s, and the
 //      share of step time spent outside cuBLAS GEMMs; mixing GB/s on the device.
@@ -17,6 +18,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/clock.h"
+#include "common/isa.h"
 #include "common/random.h"
 #include "sgd/backend.h"
 #include "sgd/cpu/cpu_backend.h"
@@ -118,26 +120,44 @@ double torch_samples_per_s(const std::string& script, int threads, const ModelSp
   return rate;
 }
 
+// Every instruction-set level this CPU has (common/isa.h), best first; one row per level and
+// thread count, each beside the same PyTorch figures (measured once per thread count).
+std::vector<Isa> levels_to_measure(const std::string& which) {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::kAvx512, Isa::kAvx2, Isa::kPortable}) {
+    if (isa_supported(isa) && (which == "all" || which == isa_name(isa))) out.push_back(isa);
+  }
+  return out;
+}
+
 void bench_cpu_step(const std::string& script, const std::vector<int>& thread_counts,
-                    double seconds, bool reference) {
+                    const std::vector<Isa>& levels, double seconds, bool reference) {
   const ModelSpec spec{ModelKind::kMlp, 784, {256, 128}, 10, 0.0f};
   std::printf("\n== training step, %s, batch 128, cpu (samples/s, higher is better)\n",
               spec.to_string().c_str());
-  std::printf("%8s %12s %16s %16s %8s\n", "threads", "gossip_sgd", "pytorch default",
-              "pytorch tuned*", "ratio*");
+  std::printf("%8s %9s %12s %16s %16s %8s\n", "threads", "kernels", "gossip_sgd",
+              "pytorch default", "pytorch tuned*", "ratio*");
+  const Isa saved = active_isa();
   for (int threads : thread_counts) {
-    const double ours = cpu_step_samples_per_s(spec, 128, threads, seconds);
     const double plain =
         reference ? torch_samples_per_s(script, threads, spec, 128, seconds, false) : -1;
     const double tuned =
         reference ? torch_samples_per_s(script, threads, spec, 128, seconds, true) : -1;
-    if (plain > 0 && tuned > 0) {
-      std::printf("%8d %12.0f %16.0f %16.0f %8.2f\n", threads, ours, plain, tuned, ours / tuned);
-    } else {
-      std::printf("%8d %12.0f %16s %16s %8s\n", threads, ours, "n/a", "n/a", "");
+    for (Isa isa : levels) {
+      (void)set_active_isa(isa);
+      const double ours = cpu_step_samples_per_s(spec, 128, threads, seconds);
+      const std::string name(isa_name(isa));
+      if (plain > 0 && tuned > 0) {
+        std::printf("%8d %9s %12.0f %16.0f %16.0f %8.2f\n", threads, name.c_str(), ours, plain,
+                    tuned, ours / tuned);
+      } else {
+        std::printf("%8d %9s %12.0f %16s %16s %8s\n", threads, name.c_str(), ours, "n/a", "n/a",
+                    "");
+      }
+      std::fflush(stdout);
     }
-    std::fflush(stdout);
   }
+  (void)set_active_isa(saved);
   std::printf("* PyTorch with the same glibc heap settings as gossip_sgd (GLIBC_TUNABLES); ratio = "
               "gossip_sgd / tuned\n");
 }
@@ -179,6 +199,11 @@ int main(int argc, char** argv) {
   app.add_option("--reference", script, "the PyTorch reference script");
   app.add_flag("--no-reference", no_reference, "skip PyTorch");
   app.add_flag("--skip-mix", skip_mix, "skip the mixing figures");
+  std::string levels = "all";
+  app.add_option("--kernels", levels,
+                 "instruction-set levels of the training step: all (every level this CPU has), "
+                 "avx512, avx2 or portable")
+      ->capture_default_str();
   std::string gpu_python = "python3";
   app.add_option("--gpu-torch-python", gpu_python,
                  "the python that holds a CUDA build of PyTorch, for the GPU reference");
@@ -187,7 +212,12 @@ int main(int argc, char** argv) {
   auto cpu = make_backend(Device::kCpu, threads.back());
   std::printf("gossip_sgd bench: %s; cuda built: %s, devices: %d\n",
               (*cpu)->description().c_str(), cuda_built() ? "yes" : "no", cuda_device_count());
-  bench_cpu_step(script, threads, seconds, !no_reference);
+  const std::vector<gossip::Isa> measured = levels_to_measure(levels);
+  if (measured.empty()) {
+    std::fprintf(stderr, "error: --kernels %s: not a level this CPU has\n", levels.c_str());
+    return 2;
+  }
+  bench_cpu_step(script, threads, measured, seconds, !no_reference);
   if (!skip_mix) {
     for (int t : threads) bench_mix(t, seconds);
   }
