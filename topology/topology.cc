@@ -126,6 +126,14 @@ Result<Topology> Topology::from_parts(std::string name, Graph graph,
   return t;
 }
 
+Status Topology::set_addresses(std::vector<NodeAddress> addresses) {
+  if (!addresses.empty() && static_cast<int>(addresses.size()) != num_nodes())
+    return invalid_argument(std::to_string(addresses.size()) + " addresses for " +
+                            std::to_string(num_nodes()) + " nodes");
+  addresses_ = std::move(addresses);
+  return Status::ok();
+}
+
 void Topology::set_mixing(std::vector<SparseMatrix> mixing, bool symmetric) {
   mixing_ = std::move(mixing);
   mixing_rows_.clear();

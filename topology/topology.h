@@ -46,6 +46,8 @@ class Topology {
 
   const std::string& name() const { return name_; }
   void set_name(std::string name) { name_ = std::move(name); }
+  // Places the nodes elsewhere: `addresses` empty (none) or one per node, else InvalidArgument.
+  Status set_addresses(std::vector<NodeAddress> addresses);
   int num_nodes() const { return graph_.num_nodes(); }
   const Graph& graph() const { return graph_; }
   bool is_directed() const { return graph_.is_directed(); }

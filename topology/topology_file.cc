@@ -7,7 +7,6 @@
 #include <google/protobuf/text_format.h>
 #include <google/protobuf/util/json_util.h>
 
-#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <map>
@@ -522,13 +521,10 @@ Result<Placement> placement_of(const pb::TopologyFile& file, const Locator& loc)
   Placement p;
   p.host = gen.host().empty() ? "127.0.0.1" : gen.host();
   constexpr int kDefaultBasePort = 7000;
-  // Beyond 65535 is refused by place_nodes (naming the port range); clamped so the int holds it.
-  p.base_port = !gen.has_base_port()
-                    ? kDefaultBasePort
-                    : static_cast<int>(std::min<std::uint32_t>(gen.base_port(), 65536));
   if (gen.base_port() > 65535)
     return err(loc.top(file, "generator"), "base_port " + std::to_string(gen.base_port()) +
                                                " runs outside the port range 1..65535");
+  p.base_port = gen.has_base_port() ? static_cast<int>(gen.base_port()) : kDefaultBasePort;
   if (file.host_size() == 0) return p;
   if (!gen.host().empty())
     return err(loc.nested(file, "generator", -1, "host"),
@@ -601,12 +597,13 @@ Result<Topology> from_generator(const pb::TopologyFile& file, const Locator& loc
     if (scheme == WeightScheme::kExplicit)
       return err(loc.top(file, "weights"),
                  "EXPLICIT weights need explicit edges (or an EDGE_LIST with weights)");
-    // Placed first, so that a placement error points at the host entry, not the generator.
-    auto n = generator_num_nodes(spec);
-    if (!n.is_ok()) return err(where, n.status().message());
-    GOSSIP_RETURN_IF_ERROR(file_addresses(*n, placement, file, loc).status());
-    auto t = Topology::generate(spec, scheme, placement);
+    // Placed after generating, so that the generator's own errors come first and a placement
+    // error points at its host entry.
+    auto t = Topology::generate(spec, scheme);
     if (!t.is_ok()) return err(where, t.status().message());
+    GOSSIP_ASSIGN_OR_RETURN(std::vector<NodeAddress> addrs,
+                            file_addresses(t->num_nodes(), placement, file, loc));
+    GOSSIP_RETURN_IF_ERROR(t->set_addresses(std::move(addrs)));
     if (!file.name().empty()) t->set_name(file.name());
     return t;
   }
@@ -873,7 +870,9 @@ Result<std::string> to_json(const pb::TopologyFile& file) {
 
 Result<pb::TopologyFile> explicit_file(const Topology& topology) {
   if (topology.is_time_varying())
-    return invalid_argument("a time-varying topology has no single W; export it in generator form");
+    return invalid_argument(
+        "a time-varying topology has no single W; export it in generator form "
+        "(host entries place its nodes on several hosts)");
   pb::TopologyFile f;
   f.set_name(topology.name());
   f.set_directed(topology.is_directed());

@@ -264,7 +264,7 @@ TEST_CASE("an edge list with a host list") {
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("base_port 0 (no addresses) is written and reloads as no addresses; unset is 7000") {
+TEST_CASE("base_port 0 (no addresses) is written and reloads as no addresses, unset as 7000") {
   GeneratorSpec s;
   s.kind = GeneratorKind::kOnePeerExponential;
   s.nodes = 16;
