@@ -40,8 +40,15 @@ namespace {
 std::atomic<int> g_signals{0};
 void on_signal(int) { g_signals.fetch_add(1); }
 
+// This machine's names and addresses: what a topology's host may say to mean "here".
 std::set<std::string> local_addresses() {
   std::set<std::string> out = {"localhost", "0.0.0.0", "::", "::1"};
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) == 0 && name[0] != '\0') {
+    const std::string h = name;
+    out.insert(h);
+    out.insert(h.substr(0, h.find('.')));  // "n1" for "n1.cluster.example"
+  }
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) return out;
   for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
@@ -217,14 +224,38 @@ int launch_command(const LaunchOptions& o) {
     std::fprintf(stderr, "gossipd launch: %s: nodes have no addresses\n", o.topology_path.c_str());
     return kExitUsage;
   }
+  // The nodes to run here: those placed on --host, else those whose host is this machine.
   std::set<std::string> local = local_addresses();
   std::vector<int> nodes;
+  std::set<std::string> hosts;
   for (int i = 0; i < n; ++i) {
-    if (is_local(topo.addresses()[i].host, local)) nodes.push_back(i);
+    const std::string& h = topo.addresses()[i].host;
+    hosts.insert(h);
+    if (o.host.empty() ? is_local(h, local) : h == o.host) nodes.push_back(i);
   }
   if (nodes.empty()) {
-    std::fprintf(stderr, "gossipd launch: no node of %s has an address on this machine\n",
-                 o.topology_path.c_str());
+    std::string names;
+    for (const std::string& h : hosts) names += (names.empty() ? "" : ", ") + h;
+    if (o.host.empty()) {
+      std::fprintf(stderr,
+                   "gossipd launch: no node of %s has an address on this machine (its hosts: "
+                   "%s; --host NAME picks one)\n",
+                   o.topology_path.c_str(), names.c_str());
+    } else {
+      std::fprintf(stderr,
+                   "gossipd launch: --host %s: no node of %s is placed there (its hosts: %s)\n",
+                   o.host.c_str(), o.topology_path.c_str(), names.c_str());
+    }
+    return kExitUsage;
+  }
+  // A throwaway CA made here would not be trusted by the nodes another launch starts elsewhere.
+  if (!o.insecure && o.certs_dir.empty() && static_cast<int>(nodes.size()) < n) {
+    std::fprintf(stderr,
+                 "gossipd launch: %zu of the %d nodes of %s run elsewhere, so a throwaway CA made "
+                 "here would not be trusted there: make the certificates once with "
+                 "scripts/gen-certs.sh DIR %d JOB_ID, copy DIR to every host and pass --certs DIR "
+                 "(or --insecure on a trusted network)\n",
+                 n - nodes.size(), n, o.topology_path.c_str(), n);
     return kExitUsage;
   }
   Env& env = Env::system();

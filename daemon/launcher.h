@@ -1,5 +1,6 @@
-// `gossipd launch`: runs every node of a topology whose address is on this machine as a child
-// `gossipd run` process, and watches them:
+// `gossipd launch`: runs every node of a topology whose address is on this machine (its host is
+// this machine's name, one of its addresses, or loopback) — or, with --host NAME, every node
+// placed on NAME — as a child `gossipd run` process, and watches them:
 //  - creates a throwaway CA and node certificates in <workdir>/certs with scripts/gen-certs.sh
 //    when no --certs is given (TLS stays on), unless --insecure;
 //  - child i logs to <workdir>/node-<i>/log.txt and writes metrics to
@@ -8,7 +9,9 @@
 //    loss over nodes, the slowest node, iterations per second;
 //  - forwards SIGINT/SIGTERM to the children (a second signal sends SIGKILL);
 //  - collects exit codes, prints a summary and the test accuracy of the average of all nodes'
-//    final models, and returns the most severe exit code;
+//    final models (when every node ran here), and returns the most severe exit code;
+//  - when some nodes run elsewhere, TLS needs one CA for all hosts: --certs (or --insecure) is
+//    then required, a throwaway CA is refused;
 //  - --resume: every node restarts from the newest checkpoint iteration that ALL local nodes hold
 //    a valid checkpoint for (a consistent cut), passed to the children as --resume-at.
 #pragma once
@@ -24,6 +27,7 @@ struct LaunchOptions {
   std::string config_path;
   std::vector<std::string> overrides;
   std::string certs_dir;
+  std::string host;  // run the nodes placed on this host; empty: those on this machine
   bool insecure = false;
   bool resume = false;
   std::string workdir = "gossip-run";

@@ -119,6 +119,9 @@ int main(int argc, char** argv) {
   auto* lcerts = launch_cmd->add_option("--certs", launch.certs_dir,
                                         "certificate directory (default: a throwaway CA in WORKDIR/certs)");
   launch_cmd->add_flag("--insecure", launch.insecure, "plaintext links")->excludes(lcerts);
+  launch_cmd->add_option("--host", launch.host,
+                         "run the nodes the topology places on this host (default: those whose "
+                         "host is this machine's name or one of its addresses)");
   launch_cmd->add_flag("--resume", launch.resume,
                        "restart every node from the newest checkpoint all of them hold");
   launch_cmd->add_option("--workdir", launch.workdir, "logs, metrics, certificates, final parameters")

@@ -118,6 +118,7 @@ int run_command(const RunOptions& o) {
                ? kExitUsage
                : kExitError;
   }
+  GOSSIP_LOG(kInfo) << "listening on " << t.listen_host << ":" << t.listen_port;
   install_stop_handlers();
   auto connect_deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(config.timeouts().connect_ms());

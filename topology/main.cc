@@ -112,6 +112,7 @@ struct Source {
   std::string host = "127.0.0.1";
   int base_port = 0;
   std::string weights = "default";
+  std::string hosts, hostfile;  // generate: a host list instead of --host
 
   void add(CLI::App* app) {
     app->add_option("--kind", kind,
@@ -146,6 +147,31 @@ struct Source {
     s.p = p;
     s.seed = seed;
     return s;
+  }
+
+  // Where the nodes live: --host, or the host list of --hosts / --hostfile. Errors name the flag
+  // or the hostfile's file:line:column; `bad_input` is set when the hostfile's content is at fault
+  // (exit 1) rather than the command line (exit 2).
+  Result<Placement> placement(int n, bool& bad_input) const {
+    Placement p{.host = host, .base_port = base_port, .hosts = {}};
+    bad_input = false;
+    std::string flag = "--hosts";
+    if (!hostfile.empty()) {
+      flag = "--hostfile " + hostfile;
+      auto text = Env::system().read_file(hostfile);
+      bad_input = true;
+      if (!text.is_ok()) return text.status();
+      GOSSIP_ASSIGN_OR_RETURN(p.hosts, parse_hostfile(*text, hostfile));
+    } else if (!hosts.empty()) {
+      auto list = parse_host_list(hosts);
+      if (!list.is_ok()) return list.status().with_context("--hosts");
+      p.hosts = std::move(*list);
+    }
+    if (!p.hosts.empty()) {
+      auto addrs = place_nodes(n, p);
+      if (!addrs.is_ok()) return addrs.status().with_context(flag);
+    }
+    return p;
   }
 
   // Exit code for a failed load(file): 1 when a file was read (its content is the input), 2 when
@@ -224,8 +250,14 @@ int cmd_generate(const Source& src, bool explicit_form, bool json, const std::st
   if (!spec.is_ok()) return usage(spec.status());
   auto scheme = parse_weight_scheme(src.weights);
   if (!scheme.is_ok()) return usage(scheme.status());
+  auto n = generator_num_nodes(*spec);
+  if (!n.is_ok()) return usage(n.status());
+  bool bad_hostfile = false;
+  auto placement = src.placement(*n, bad_hostfile);
+  if (!placement.is_ok())
+    return bad_hostfile ? fail(placement.status()) : usage(placement.status());
   // Build and validate first, so that a generator that cannot produce a valid topology fails here.
-  auto t = Topology::generate(*spec, *scheme, src.host, src.base_port);
+  auto t = Topology::generate(*spec, *scheme, *placement);
   if (!t.is_ok()) return usage(t.status());
   Status st = validate(*t);
   if (!st.is_ok()) return usage(invalid_argument("generated topology is invalid: " + st.message()));
@@ -243,7 +275,7 @@ int cmd_generate(const Source& src, bool explicit_form, bool json, const std::st
     }
     return 0;
   }
-  auto f = generator_file(nm, *spec, *scheme, src.host, src.base_port);
+  auto f = generator_file(nm, *spec, *scheme, *placement);
   if (json) {
     auto j = to_json(f);
     if (!j.is_ok()) return fail(j.status());
@@ -558,8 +590,19 @@ int main(int argc, char** argv) {
     gen->add_option("--degree", gen_src.degree, "random_regular: degree");
     gen->add_option("-p,--p", gen_src.p, "erdos_renyi: edge probability");
     gen->add_option("--seed", gen_src.seed, "random generators: seed")->capture_default_str();
-    gen->add_option("--host", gen_src.host, "host of every node")->capture_default_str();
-    gen->add_option("--base-port", gen_src.base_port, "node i listens on base-port + i")
+    auto* one_host =
+        gen->add_option("--host", gen_src.host, "host of every node")->capture_default_str();
+    auto* hosts = gen->add_option("--hosts", gen_src.hosts,
+                                  "host list h1[:slots],h2[:slots],... (IPv6: [fd00::1]:4): node k "
+                                  "runs on slot k, in order")
+                      ->excludes(one_host);
+    gen->add_option("--hostfile", gen_src.hostfile,
+                    "host list file, one 'host [slots=N] [base_port=P]' per line")
+        ->excludes(one_host)
+        ->excludes(hosts);
+    gen->add_option("--base-port", gen_src.base_port,
+                    "node i listens on base-port + i; with a host list each host's nodes take "
+                    "base-port, base-port + 1, ... (0: no addresses, analysis only)")
         ->capture_default_str();
     gen->add_option("-w,--weights", gen_src.weights,
                     "metropolis_hastings (mh), max_degree, uniform, lazy, lazy_uniform, "

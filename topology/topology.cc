@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <charconv>
 #include <cstring>
 
 #include "common/check.h"
@@ -43,33 +42,6 @@ std::vector<SparseMatrix> single(SparseMatrix& w) {
 
 }  // namespace
 
-std::string NodeAddress::to_string() const {
-  const bool v6 = host.find(':') != std::string::npos;
-  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
-
-Result<NodeAddress> parse_address(std::string_view text) {
-  const auto colon = text.rfind(':');
-  if (colon == std::string_view::npos || colon == 0)
-    return invalid_argument("address '" + std::string(text) + "' is not host:port");
-  std::string_view host = text.substr(0, colon);
-  const std::string_view port = text.substr(colon + 1);
-  if (host.front() == '[') {
-    if (host.back() != ']' || host.size() < 3)
-      return invalid_argument("address '" + std::string(text) + "': unbalanced [ ] around host");
-    host = host.substr(1, host.size() - 2);
-  } else if (host.find(':') != std::string_view::npos) {
-    return invalid_argument("address '" + std::string(text) +
-                            "': write IPv6 hosts in brackets, [::1]:7000");
-  }
-  int p = 0;
-  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
-  if (ec != std::errc() || end != port.data() + port.size() || p < 1 || p > 65535)
-    return invalid_argument("address '" + std::string(text) + "': port '" + std::string(port) +
-                            "' is not in 1..65535");
-  return NodeAddress{std::string(host), p};
-}
-
 std::vector<SparseMatrix> one_peer_exponential_schedule(int n) {
   const int tau = std::max(1, exponential_hops(n));
   std::vector<SparseMatrix> out;
@@ -93,21 +65,18 @@ std::vector<SparseMatrix> one_peer_exponential_schedule(int n) {
 
 Result<Topology> Topology::generate(const GeneratorSpec& spec, WeightScheme scheme,
                                     const std::string& host, int base_port) {
+  return generate(spec, scheme, Placement{.host = host, .base_port = base_port, .hosts = {}});
+}
+
+Result<Topology> Topology::generate(const GeneratorSpec& spec, WeightScheme scheme,
+                                    const Placement& placement) {
   if (scheme == WeightScheme::kExplicit)
     return invalid_argument("a generated topology cannot have explicit weights");
   if (spec.kind == GeneratorKind::kEdgeList)
     return invalid_argument("edge lists are loaded through a topology file (topology_file.h)");
   GOSSIP_ASSIGN_OR_RETURN(Graph g, generate_graph(spec));
   const int n = g.num_nodes();
-  if (base_port < 0 || (base_port > 0 && base_port + std::int64_t{n} - 1 > 65535))
-    return invalid_argument("base_port " + std::to_string(base_port) + " + " + std::to_string(n) +
-                            " nodes runs outside the port range 1..65535 (base_port 0: no "
-                            "addresses)");
-  std::vector<NodeAddress> addresses;
-  if (base_port > 0) {
-    addresses.reserve(static_cast<std::size_t>(n));
-    for (int i = 0; i < n; ++i) addresses.push_back({host, base_port + i});
-  }
+  GOSSIP_ASSIGN_OR_RETURN(std::vector<NodeAddress> addresses, place_nodes(n, placement));
 
   Topology t;
   t.name_ = std::string(generator_kind_name(spec.kind)) + std::to_string(n);
@@ -155,6 +124,14 @@ Result<Topology> Topology::from_parts(std::string name, Graph graph,
   weights.makeCompressed();
   t.set_mixing(single(weights));
   return t;
+}
+
+Status Topology::set_addresses(std::vector<NodeAddress> addresses) {
+  if (!addresses.empty() && static_cast<int>(addresses.size()) != num_nodes())
+    return invalid_argument(std::to_string(addresses.size()) + " addresses for " +
+                            std::to_string(num_nodes()) + " nodes");
+  addresses_ = std::move(addresses);
+  return Status::ok();
 }
 
 void Topology::set_mixing(std::vector<SparseMatrix> mixing, bool symmetric) {

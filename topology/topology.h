@@ -14,17 +14,10 @@
 #include "common/status.h"
 #include "topology/generators.h"
 #include "topology/graph.h"
+#include "topology/placement.h"
 #include "topology/weights.h"
 
 namespace gossip::topology {
-
-struct NodeAddress {
-  std::string host;
-  int port = 0;
-  std::string to_string() const;  // "host:port" ("[::1]:7000" for IPv6 hosts)
-};
-// "host:port" or "[v6]:port"; InvalidArgument when the port is missing or outside 1..65535.
-Result<NodeAddress> parse_address(std::string_view text);
 
 struct Neighbor {
   int node = 0;
@@ -41,6 +34,9 @@ class Topology {
   // graph only accepts kDefault (its weights are 1/2 by definition).
   static Result<Topology> generate(const GeneratorSpec& spec, WeightScheme scheme,
                                    const std::string& host = "127.0.0.1", int base_port = 0);
+  // The same, with the nodes placed by `placement` (placement.h: one host, or a host list).
+  static Result<Topology> generate(const GeneratorSpec& spec, WeightScheme scheme,
+                                   const Placement& placement);
 
   // From explicit parts (a file, or another module). `weights` must be n x n; addresses empty or
   // n long. `symmetry` as for symmetry_group(); pass {} when unknown.
@@ -50,6 +46,8 @@ class Topology {
 
   const std::string& name() const { return name_; }
   void set_name(std::string name) { name_ = std::move(name); }
+  // Places the nodes elsewhere: `addresses` empty (none) or one per node, else InvalidArgument.
+  Status set_addresses(std::vector<NodeAddress> addresses);
   int num_nodes() const { return graph_.num_nodes(); }
   const Graph& graph() const { return graph_; }
   bool is_directed() const { return graph_.is_directed(); }

@@ -428,6 +428,10 @@ Status check_strings(const pb::TopologyFile& file, const Locator& loc) {
     if (!is_utf8(file.generator().edge_list()))
       return err(loc.nested(file, "generator", -1, "edge_list"), "generator.edge_list" + bad);
   }
+  for (int k = 0; k < file.host_size(); ++k)
+    if (!is_utf8(file.host(k).name()))
+      return err(loc.nested(file, "host", k, "name"),
+                 "host entry " + std::to_string(k + 1) + ": name" + bad);
   return Status::ok();
 }
 
@@ -510,6 +514,59 @@ Result<SparseMatrix> scheme_weights(const Graph& g, WeightScheme scheme) {
   return compute_weights(g, scheme);
 }
 
+// The placement (placement.h) that a generator block and the file's host entries describe;
+// errors point at the field.
+Result<Placement> placement_of(const pb::TopologyFile& file, const Locator& loc) {
+  const auto& gen = file.generator();
+  Placement p;
+  p.host = gen.host().empty() ? "127.0.0.1" : gen.host();
+  constexpr int kDefaultBasePort = 7000;
+  if (gen.base_port() > 65535)
+    return err(loc.top(file, "generator"), "base_port " + std::to_string(gen.base_port()) +
+                                               " runs outside the port range 1..65535");
+  p.base_port = gen.has_base_port() ? static_cast<int>(gen.base_port()) : kDefaultBasePort;
+  if (file.host_size() == 0) return p;
+  if (!gen.host().empty())
+    return err(loc.nested(file, "generator", -1, "host"),
+               "generator.host and host entries both place the nodes; give one of them");
+  if (gen.has_base_port() && gen.base_port() == 0)
+    return err(loc.nested(file, "generator", -1, "base_port"),
+               "base_port: 0 means no addresses, but host entries place the nodes on ports "
+               "(leave base_port out for 7000)");
+  for (int k = 0; k < file.host_size(); ++k) {
+    const pb::Host& h = file.host(k);
+    const std::string entry = "host entry " + std::to_string(k + 1);
+    if (Status s = check_host_name(h.name()); !s.is_ok())
+      return err(h.name().empty() ? loc.top(file, "host", k) : loc.nested(file, "host", k, "name"),
+                 entry + ": " + s.message());
+    if (h.has_slots() && h.slots() < 1)
+      return err(
+          loc.nested(file, "host", k, "slots"),
+          entry + " (" + h.name() + "): slots " + std::to_string(h.slots()) + " (must be >= 1)");
+    if (h.has_base_port() && (h.base_port() == 0 || h.base_port() > 65535))
+      return err(loc.nested(file, "host", k, "base_port"),
+                 entry + " (" + h.name() + "): base_port " + std::to_string(h.base_port()) +
+                     " is not in 1..65535");
+    p.hosts.push_back({.host = h.name(),
+                       .slots = h.has_slots() ? h.slots() : 1,
+                       .base_port = static_cast<int>(h.base_port())});
+  }
+  return p;
+}
+
+// The addresses of n nodes placed by the file; an error points at the host entry at fault, or at
+// the host list (or the generator) as a whole.
+Result<std::vector<NodeAddress>> file_addresses(int n, const Placement& p,
+                                                const pb::TopologyFile& file, const Locator& loc) {
+  int bad = -1;
+  auto addrs = place_nodes(n, p, &bad);
+  if (addrs.is_ok()) return addrs;
+  const std::string where = bad >= 0               ? loc.top(file, "host", bad)
+                            : file.host_size() > 0 ? loc.top(file, "host", 0)
+                                                   : loc.top(file, "generator");
+  return err(where, addrs.status().message());
+}
+
 Result<Topology> from_generator(const pb::TopologyFile& file, const Locator& loc,
                                 const std::string& filename, Env& env) {
   const auto& gen = file.generator();
@@ -532,8 +589,7 @@ Result<Topology> from_generator(const pb::TopologyFile& file, const Locator& loc
   spec.p = gen.p();
   spec.seed = gen.seed();
   spec.directed = gen.directed();
-  const std::string host = gen.host().empty() ? "127.0.0.1" : gen.host();
-  const int base_port = gen.base_port() == 0 ? 7000 : static_cast<int>(gen.base_port());
+  GOSSIP_ASSIGN_OR_RETURN(const Placement placement, placement_of(file, loc));
   const WeightScheme scheme = scheme_from_pb(file.weights());
   const std::string where = loc.top(file, "generator");
 
@@ -541,8 +597,13 @@ Result<Topology> from_generator(const pb::TopologyFile& file, const Locator& loc
     if (scheme == WeightScheme::kExplicit)
       return err(loc.top(file, "weights"),
                  "EXPLICIT weights need explicit edges (or an EDGE_LIST with weights)");
-    auto t = Topology::generate(spec, scheme, host, base_port);
+    // Placed after generating, so that the generator's own errors come first and a placement
+    // error points at its host entry.
+    auto t = Topology::generate(spec, scheme);
     if (!t.is_ok()) return err(where, t.status().message());
+    GOSSIP_ASSIGN_OR_RETURN(std::vector<NodeAddress> addrs,
+                            file_addresses(t->num_nodes(), placement, file, loc));
+    GOSSIP_RETURN_IF_ERROR(t->set_addresses(std::move(addrs)));
     if (!file.name().empty()) t->set_name(file.name());
     return t;
   }
@@ -590,11 +651,7 @@ Result<Topology> from_generator(const pb::TopologyFile& file, const Locator& loc
     if (!ws.is_ok()) return err(where, ws.status().message());
     w = std::move(*ws);
   }
-  if (base_port + std::int64_t{n} - 1 > 65535)
-    return err(where, "base_port " + std::to_string(base_port) + " + " + std::to_string(n) +
-                          " nodes runs past port 65535");
-  std::vector<NodeAddress> addrs;
-  for (int i = 0; i < n; ++i) addrs.push_back({host, base_port + i});
+  GOSSIP_ASSIGN_OR_RETURN(std::vector<NodeAddress> addrs, file_addresses(n, placement, file, loc));
   return Topology::from_parts(file.name(), std::move(*g), std::move(addrs), std::move(w), scheme);
 }
 
@@ -730,6 +787,9 @@ Result<Topology> parse_topology(std::string_view text, const std::string& filena
   const Locator loc(filename, json ? nullptr : &tree,
                     json ? std::optional<std::string_view>(text) : std::nullopt);
   GOSSIP_RETURN_IF_ERROR(check_strings(file, loc));
+  if (!file.has_generator() && file.host_size() > 0)
+    return err(loc.top(file, "host", 0),
+               "host entries place a generator's nodes; explicit nodes carry their own addresses");
   if (file.has_generator()) {
     if (file.node_size() > 0 || file.edge_size() > 0)
       return err(loc.top(file, file.node_size() > 0 ? "node" : "edge", 0),
@@ -754,6 +814,12 @@ Result<Topology> load_topology(const std::string& path, Env& env,
 
 pb::TopologyFile generator_file(const std::string& name, const GeneratorSpec& spec,
                                 WeightScheme scheme, const std::string& host, int base_port) {
+  return generator_file(name, spec, scheme,
+                        Placement{.host = host, .base_port = base_port, .hosts = {}});
+}
+
+pb::TopologyFile generator_file(const std::string& name, const GeneratorSpec& spec,
+                                WeightScheme scheme, const Placement& placement) {
   pb::TopologyFile f;
   if (!name.empty()) f.set_name(name);
   auto* g = f.mutable_generator();
@@ -773,8 +839,15 @@ pb::TopologyFile generator_file(const std::string& name, const GeneratorSpec& sp
     g->set_edge_list(spec.edge_list_path);
     g->set_directed(spec.directed);
   }
-  g->set_host(host);
-  g->set_base_port(base_port);
+  // base_port is written even when 0 (no addresses): unset would reload as 7000.
+  g->set_base_port(placement.base_port);
+  if (placement.hosts.empty()) g->set_host(placement.host);
+  for (const HostSlots& h : placement.hosts) {
+    auto* e = f.add_host();
+    e->set_name(h.host);
+    e->set_slots(h.slots);
+    if (h.base_port > 0) e->set_base_port(h.base_port);
+  }
   f.set_weights(scheme_to_pb(scheme));
   return f;
 }
@@ -797,7 +870,9 @@ Result<std::string> to_json(const pb::TopologyFile& file) {
 
 Result<pb::TopologyFile> explicit_file(const Topology& topology) {
   if (topology.is_time_varying())
-    return invalid_argument("a time-varying topology has no single W; export it in generator form");
+    return invalid_argument(
+        "a time-varying topology has no single W; export it in generator form "
+        "(host entries place its nodes on several hosts)");
   pb::TopologyFile f;
   f.set_name(topology.name());
   f.set_directed(topology.is_directed());

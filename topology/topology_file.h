@@ -27,9 +27,13 @@ Result<Topology> load_topology(const std::string& path, Env& env = Env::system()
 Result<Topology> parse_topology(std::string_view text, const std::string& filename,
                                 Env& env = Env::system());
 
-// The file message for a generator (what `gossip-topo generate` prints).
+// The file message for a generator (what `gossip-topo generate` prints): every node on `host`, or
+// on the placement's host list (`host { name slots base_port }` entries). It reloads to the same
+// fingerprint; base_port is always written (0, no addresses, included).
 pb::TopologyFile generator_file(const std::string& name, const GeneratorSpec& spec,
                                 WeightScheme scheme, const std::string& host, int base_port);
+pb::TopologyFile generator_file(const std::string& name, const GeneratorSpec& spec,
+                                WeightScheme scheme, const Placement& placement);
 
 // Text-format renderings: the generator form above, or an explicit one (nodes, edges/arcs and,
 // for schemes other than MH/uniform, explicit weights) that reloads to the same fingerprint

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -83,6 +84,22 @@ struct Job {
 inline int run_shell(const std::string& cmd) {
   int rc = std::system(cmd.c_str());
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+// A shell command's exit code and its stdout and stderr together.
+struct Run {
+  int code = -1;
+  std::string out;
+};
+inline Run run_capture(const std::string& cmd) {
+  Run r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  for (std::size_t k; (k = fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, k);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
 }
 
 inline pid_t spawn_shell(const std::string& cmd) {

@@ -1,5 +1,6 @@
 // gossip-topo end to end: real processes on the example files; exit codes and messages.
 #include <doctest/doctest.h>
+#include <sys/wait.h>
 
 #include <array>
 #include <cmath>
@@ -7,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <sys/wait.h>
+#include <vector>
 
 namespace {
 
@@ -132,6 +133,102 @@ TEST_CASE("weights, compare, optimize and export produce what they promise") {
   const Run j = run("export examples/exponential16.pbtxt --json");
   CHECK(j.code == 0);
   CHECK(j.out.find("\"directed\": true") != std::string::npos);
+}
+
+// The fingerprint in a JSON report, or in the comment `generate` writes above its file.
+std::string fingerprint_of(const std::string& out) {
+  for (const std::string key : {"\"fingerprint\": \"", "fingerprint "}) {
+    const auto pos = out.find(key);
+    if (pos != std::string::npos) return out.substr(pos + key.size(), 64);
+  }
+  FAIL("no fingerprint in " << out);
+  return "";
+}
+
+TEST_CASE(
+    "generate --hosts / --hostfile for every generator: the file reloads to its fingerprint") {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("gossip_cli_hosts_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "hosts") << "# two racks\n10.0.0.1 slots=4\nnode-b slots=4 base_port=9000\n"
+                                  "[fd00::3] slots=64\n";
+  for (const char* gen :
+       {"ring --nodes 8", "k_ring --nodes 9 --k 2", "torus --rows 3 --cols 4",
+        "grid --rows 3 --cols 3", "hypercube --nodes 8", "complete --nodes 6", "star --nodes 6",
+        "exponential --nodes 8", "one_peer_exponential --nodes 8",
+        "random_regular --nodes 10 --degree 3 --seed 5",
+        "erdos_renyi --nodes 12 -p 0.5 --seed 3"}) {
+    for (const std::string& hosts :
+         std::vector<std::string>{"--hosts '127.0.0.1:4,127.0.0.2:3,[::1]:20'",
+                                  "--hostfile " + (dir / "hosts").string()}) {
+      CAPTURE(gen);
+      CAPTURE(hosts);
+      const auto file = (dir / "t.pbtxt").string();
+      const Run g = run(std::string("generate ") + gen + " " + hosts + " > " + file);
+      REQUIRE_MESSAGE(g.code == 0, g.out);
+      std::ifstream in(file);
+      const std::string text((std::istreambuf_iterator<char>(in)), {});
+      CHECK(text.find("host {") != std::string::npos);
+      const Run a = run("analyze " + file + " --json");
+      REQUIRE_MESSAGE(a.code == 0, a.out);
+      CHECK(fingerprint_of(a.out) == fingerprint_of(text));
+    }
+  }
+  // Node 4 is the first on the second host; --hostfile gives node-b its own ports.
+  const Run d =
+      run("generate ring --nodes 6 --hostfile " + (dir / "hosts").string() + " --explicit");
+  REQUIRE_MESSAGE(d.code == 0, d.out);
+  CHECK(d.out.find("address: \"10.0.0.1:7003\"") != std::string::npos);
+  CHECK(d.out.find("address: \"node-b:9000\"") != std::string::npos);
+  // A bad hostfile is bad input (exit 1) at file:line:column.
+  std::ofstream(dir / "bad") << "n1 slots=2\nn2 slots=0\n";
+  const Run b = run("generate ring --nodes 4 --hostfile " + (dir / "bad").string());
+  CHECK(b.code == 1);
+  CHECK_MESSAGE(b.out.find((dir / "bad").string() + ":2:4: slots '0'") != std::string::npos, b.out);
+  const Run s = run("generate ring --nodes 9 --hostfile " + (dir / "bad").string() + "x");
+  CHECK(s.code == 1);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("generate --base-port 0 writes base_port: 0 and reloads without addresses") {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("gossip_cli_p0_" + std::to_string(::getpid()) + ".pbtxt");
+  const Run g = run("generate one_peer_exponential --nodes 16 --base-port 0 > " + path.string());
+  REQUIRE_MESSAGE(g.code == 0, g.out);
+  const Run a = run("analyze " + path.string() + " --json");
+  REQUIRE_MESSAGE(a.code == 0, a.out);
+  // analyze --kind builds no addresses: the same topology.
+  const Run k = run("analyze --kind one_peer_exponential --nodes 16 --json");
+  REQUIRE(k.code == 0);
+  CHECK(fingerprint_of(a.out) == fingerprint_of(k.out));
+  const Run d = run("export " + path.string() + " --dot");
+  CHECK(d.out.find("127.0.0.1") == std::string::npos);  // no addresses to label
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("generate --hosts errors exit 2 and name the flag and the counts") {
+  const struct {
+    const char* args;
+    const char* what;
+  } cases[] = {
+      {"ring --nodes 8 --hosts a:3,b:3",
+       "--hosts: the host list has 6 slots (2 hosts) for 8 nodes"},
+      {"ring --nodes 4 --hosts a:2,b,a", "would both listen on a:7000"},
+      {"ring --nodes 4 --hosts a:0,b:4", "--hosts: host entry 'a:0': slots '0'"},
+      {"ring --nodes 4 --hosts a:-1,b:4", "slots '-1'"},
+      {"ring --nodes 4 --hosts a:4:5", "write IPv6 hosts in brackets"},
+      {"ring --nodes 4 --hosts 'a b:4'", "' ' is not allowed"},
+      {"ring --nodes 4 --hosts a,,b", "empty host entry"},
+      {"ring --nodes 4 --hosts a:4 --base-port 0", "base_port 0 means no addresses"},
+      {"ring --nodes 4 --hosts a:4 --base-port 65534", "runs past port 65535"},
+      {"ring --nodes 4 --hosts a:4 --host b", "excludes"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.args);
+    const Run r = run(std::string("generate ") + c.args);
+    CHECK(r.code == 2);
+    CHECK_MESSAGE(r.out.find(c.what) != std::string::npos, r.out);
+  }
 }
 
 }  // namespace

@@ -170,6 +170,160 @@ TEST_CASE("explicit export reloads to the same fingerprint, for derived and expl
   }
 }
 
+// Where node k lives under a host list, walked slot by slot: an oracle for place_nodes().
+std::vector<std::string> expected_addresses(int n, const Placement& p) {
+  std::vector<std::string> out;
+  for (const HostSlots& h : p.hosts)
+    for (int s = 0; s < h.slots && static_cast<int>(out.size()) < n; ++s) {
+      const std::string host = h.host.find(':') != std::string::npos ? "[" + h.host + "]" : h.host;
+      out.push_back(host + ":" + std::to_string((h.base_port > 0 ? h.base_port : p.base_port) + s));
+    }
+  return out;
+}
+
+std::vector<std::string> address_strings(const Topology& t) {
+  std::vector<std::string> out;
+  for (const auto& a : t.addresses()) out.push_back(a.to_string());
+  return out;
+}
+
+Placement three_hosts() {
+  Placement p;
+  p.base_port = 7100;
+  p.hosts = {{.host = "10.0.0.1", .slots = 3, .base_port = 0},
+             {.host = "node-b.example", .slots = 2, .base_port = 9000},
+             {.host = "fd00::3", .slots = 40, .base_port = 0}};
+  return p;
+}
+
+TEST_CASE("every generator with a host list round-trips: text and JSON, same fingerprint") {
+  auto spec = [](GeneratorKind kind, int nodes) {
+    GeneratorSpec s;
+    s.kind = kind;
+    s.nodes = nodes;
+    return s;
+  };
+  std::vector<GeneratorSpec> specs = {spec(GeneratorKind::kRing, 7),
+                                      spec(GeneratorKind::kKRing, 9),
+                                      spec(GeneratorKind::kTorus, 0),
+                                      spec(GeneratorKind::kGrid, 0),
+                                      spec(GeneratorKind::kHypercube, 8),
+                                      spec(GeneratorKind::kComplete, 6),
+                                      spec(GeneratorKind::kStar, 6),
+                                      spec(GeneratorKind::kExponential, 8),
+                                      spec(GeneratorKind::kOnePeerExponential, 8),
+                                      spec(GeneratorKind::kRandomRegular, 10),
+                                      spec(GeneratorKind::kErdosRenyi, 12)};
+  specs[1].k = 2;
+  specs[2].rows = 3, specs[2].cols = 4;
+  specs[3].rows = 3, specs[3].cols = 3;
+  specs[9].degree = 3, specs[9].seed = 5;
+  specs[10].p = 0.5, specs[10].seed = 3;
+  const Placement p = three_hosts();
+  for (const auto& s : specs) {
+    CAPTURE(generator_kind_name(s.kind));
+    auto t = Topology::generate(s, WeightScheme::kDefault, p);
+    REQUIRE_MESSAGE(t.is_ok(), t.status().to_string());
+    CHECK(address_strings(*t) == expected_addresses(t->num_nodes(), p));
+    const auto file = generator_file("placed", s, WeightScheme::kDefault, p);
+    const std::string text = to_text(file);
+    CHECK(text.find("host {") != std::string::npos);
+    auto back = parse(text);
+    REQUIRE_MESSAGE(back.is_ok(), back.status().to_string(), "\n", text);
+    CHECK(back->fingerprint() == t->fingerprint());
+    CHECK(back->is_time_varying() == (s.kind == GeneratorKind::kOnePeerExponential));
+    CHECK(address_strings(*back) == expected_addresses(t->num_nodes(), p));
+    auto json = to_json(file);
+    REQUIRE(json.is_ok());
+    auto back_json = parse(*json, "x.json");
+    REQUIRE_MESSAGE(back_json.is_ok(), back_json.status().to_string(), "\n", *json);
+    CHECK(back_json->fingerprint() == t->fingerprint());
+    CHECK(validate(*back).is_ok());
+  }
+  // The fingerprint covers the placement: another host list is another topology.
+  Placement q = p;
+  q.hosts[0].host = "10.0.0.9";
+  CHECK(Topology::generate(specs[8], WeightScheme::kDefault, q)->fingerprint() !=
+        Topology::generate(specs[8], WeightScheme::kDefault, p)->fingerprint());
+}
+
+TEST_CASE("an edge list with a host list") {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("gossip_topo_hosts_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "g.edges") << "0 1\n1 2\n2 3\n3 4\n4 0\n0 2\n";
+  GeneratorSpec s;
+  s.kind = GeneratorKind::kEdgeList;
+  s.edge_list_path = "g.edges";
+  const Placement p = three_hosts();
+  std::ofstream(dir / "t.pbtxt") << to_text(generator_file("", s, WeightScheme::kDefault, p));
+  auto t = load_topology((dir / "t.pbtxt").string());
+  REQUIRE_MESSAGE(t.is_ok(), t.status().to_string());
+  CHECK(t->num_nodes() == 5);
+  CHECK(address_strings(*t) == expected_addresses(5, p));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("base_port 0 (no addresses) is written and reloads as no addresses, unset as 7000") {
+  GeneratorSpec s;
+  s.kind = GeneratorKind::kOnePeerExponential;
+  s.nodes = 16;
+  auto t = Topology::generate(s, WeightScheme::kDefault, "127.0.0.1", 0);
+  REQUIRE(t.is_ok());
+  CHECK(t->addresses().empty());
+  const auto file = generator_file("", s, WeightScheme::kDefault, "127.0.0.1", 0);
+  const std::string text = to_text(file);
+  CHECK_MESSAGE(text.find("base_port: 0") != std::string::npos, text);
+  auto back = parse(text);
+  REQUIRE_MESSAGE(back.is_ok(), back.status().to_string());
+  CHECK(back->addresses().empty());
+  CHECK(back->fingerprint() == t->fingerprint());
+  auto json = parse(*to_json(file), "x.json");
+  REQUIRE(json.is_ok());
+  CHECK(json->addresses().empty());
+  CHECK(json->fingerprint() == t->fingerprint());
+  auto unset = parse("generator { kind: ONE_PEER_EXPONENTIAL nodes: 16 }\n");
+  REQUIRE(unset.is_ok());
+  REQUIRE(unset->addresses().size() == 16);
+  CHECK(unset->addresses()[15].to_string() == "127.0.0.1:7015");
+}
+
+TEST_CASE("host list errors point at the entry or field") {
+  const std::string gen = "generator { kind: RING nodes: 8 }\n";
+  fails_at(gen + "host { name: \"a\" slots: 3 }\nhost { name: \"b\" slots: 3 }\n", "t.pbtxt:2:1",
+           "6 slots (2 hosts) for 8 nodes");
+  fails_at(
+      "generator { kind: RING nodes: 4 base_port: 7000 }\nhost { name: \"a\" slots: 2 }\n"
+      "host { name: \"b\" }\nhost { name: \"a\" base_port: 7001 }\n",
+      "t.pbtxt:4:1", "node 3 (host entry 3) and node 1 (host entry 1) would both listen on a:7001");
+  fails_at(gen + "host { name: \"a:4\" }\n", "t.pbtxt:2:8", "host entry 1: host 'a:4'");
+  fails_at(gen + "host { name: \"a\" slots: 8 }\nhost { name: \"b c\" }\n", "t.pbtxt:3:8",
+           "host entry 2: host 'b c'");
+  fails_at(gen + "host { slots: 8 }\n", "t.pbtxt:2:1", "host entry 1: empty host name");
+  fails_at(gen + "host { name: \"a\" slots: 0 }\n", "t.pbtxt:2:18",
+           "host entry 1 (a): slots 0 (must be >= 1)");
+  fails_at(gen + "host { name: \"a\" slots: -3 }\n", "t.pbtxt:2:18", "slots -3");
+  fails_at(gen + "host { name: \"a\" slots: 8 base_port: 0 }\n", "t.pbtxt:2:27",
+           "base_port 0 is not in 1..65535");
+  fails_at("generator { kind: RING nodes: 4 host: \"x\" }\nhost { name: \"a\" slots: 4 }\n",
+           "t.pbtxt:1:33", "generator.host and host entries");
+  fails_at("generator { kind: RING nodes: 4 base_port: 0 }\nhost { name: \"a\" slots: 4 }\n",
+           "t.pbtxt:1:33", "base_port: 0 means no addresses");
+  fails_at("generator { kind: RING nodes: 4 base_port: 65534 }\nhost { name: \"a\" slots: 4 }\n",
+           "t.pbtxt:2:1", "host a: base_port 65534 + 4 nodes runs past port 65535");
+  fails_at(std::string(kExplicitRing) + "host { name: \"a\" slots: 4 }\n", "t.pbtxt:10:1",
+           "explicit nodes carry their own addresses");
+  // JSON: the same checks, at the key.
+  fails_at(
+      "{\"generator\": {\"kind\": \"RING\", \"nodes\": 4},\n \"host\": [{\"name\": \"a\"},\n"
+      "   {\"name\": \"b\", \"slots\": 0}]}",
+      "t.json:3:18", "host entry 2 (b): slots 0", "t.json");
+  fails_at(
+      "{\"generator\": {\"kind\": \"RING\", \"nodes\": 4},\n \"host\": [{\"name\": \"a\"},\n"
+      "   {\"name\": \"b\"}]}",
+      "t.json:2:11", "2 slots (2 hosts) for 4 nodes", "t.json");
+}
+
 TEST_CASE("edge lists import relative to the topology file, errors name file:line") {
   const auto dir = std::filesystem::temp_directory_path() /
                    ("gossip_topo_test_" + std::to_string(::getpid()));
