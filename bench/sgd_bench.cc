@@ -80,7 +80,8 @@ double cpu_step_samples_per_s(const ModelSpec& spec, int batch_size, int threads
 double torch_samples_per_s(const std::string& script, int threads, const ModelSpec& spec,
                            int batch_size, double seconds, bool heap_tuned,
                            const std::string& python = "/usr/bin/python3",
-                           const std::string& device = "cpu") {
+                           const std::string& device = "cpu",
+                           const std::string& blas_coretype = "") {
   std::string sizes;
   for (int s : spec.layer_sizes()) {
     if (!sizes.empty()) sizes += ',';
@@ -94,7 +95,11 @@ double torch_samples_per_s(const std::string& script, int threads, const ModelSp
       heap_tuned ? "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=67108864:"
                    "glibc.malloc.trim_threshold=268435456 "
                  : "";
-  const std::string cmd = "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=" +
+  // `blas_coretype` (e.g. Haswell) pins OpenBLAS's kernels to one instruction set instead.
+  const std::string coretype =
+      blas_coretype.empty() ? "" : "OPENBLAS_CORETYPE=" + blas_coretype + " ";
+  const std::string cmd = "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE " + coretype +
+                          "OPENBLAS_NUM_THREADS=" +
                           std::to_string(threads) + " OMP_NUM_THREADS=" + std::to_string(threads) +
                           " " + tunables +
                           python + " " + script + " --device " + device +
@@ -153,6 +158,16 @@ void bench_cpu_step(const std::string& script, const std::vector<int>& thread_co
       } else {
         std::printf("%8d %9s %12.0f %16s %16s %8s\n", threads, name.c_str(), ours, "n/a", "n/a",
                     "");
+      }
+      // Where OpenBLAS would run AVX-512 kernels, the AVX2 level is also held against PyTorch on
+      // OpenBLAS's AVX2 (Haswell) kernels: the same instruction set on both sides.
+      if (isa == Isa::kAvx2 && isa_supported(Isa::kAvx512) && reference) {
+        const double same_isa = torch_samples_per_s(script, threads, spec, 128, seconds, true,
+                                                    "/usr/bin/python3", "cpu", "Haswell");
+        if (same_isa > 0) {
+          std::printf("%8d %9s %12.0f %16s %16.0f %8.2f  (PyTorch on OpenBLAS Haswell kernels)\n",
+                      threads, name.c_str(), ours, "", same_isa, ours / same_isa);
+        }
       }
       std::fflush(stdout);
     }

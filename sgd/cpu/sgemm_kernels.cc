@@ -111,6 +111,43 @@ void pack_b(bool trans, const float* b, int ldb, int p0, int kc, int n, float* o
 void kernel(int kc, const float* ap, const float* bp, float* c, int ldc, int rows, int cols,
             bool accumulate) {
   F16 acc[kMrV][kNr];
+#if GOSSIP_ISA_LEVEL == 1
+  // AVX2: the 16×6 tile as twelve named __m256 (GCC kept arrays of them, or of F16 pairs, in
+  // memory and stored every accumulator on every step).
+  static_assert(kNr == 6 && kMrV == 1);
+  __m256 l0 = _mm256_setzero_ps(), l1 = l0, l2 = l0, l3 = l0, l4 = l0, l5 = l0;
+  __m256 h0 = l0, h1 = l0, h2 = l0, h3 = l0, h4 = l0, h5 = l0;
+#pragma GCC unroll 4
+  for (int p = 0; p < kc; ++p) {
+    const __m256 a0 = _mm256_loadu_ps(ap), a1 = _mm256_loadu_ps(ap + 8);
+    __m256 b = _mm256_broadcast_ss(bp + 0);
+    l0 = _mm256_fmadd_ps(a0, b, l0);
+    h0 = _mm256_fmadd_ps(a1, b, h0);
+    b = _mm256_broadcast_ss(bp + 1);
+    l1 = _mm256_fmadd_ps(a0, b, l1);
+    h1 = _mm256_fmadd_ps(a1, b, h1);
+    b = _mm256_broadcast_ss(bp + 2);
+    l2 = _mm256_fmadd_ps(a0, b, l2);
+    h2 = _mm256_fmadd_ps(a1, b, h2);
+    b = _mm256_broadcast_ss(bp + 3);
+    l3 = _mm256_fmadd_ps(a0, b, l3);
+    h3 = _mm256_fmadd_ps(a1, b, h3);
+    b = _mm256_broadcast_ss(bp + 4);
+    l4 = _mm256_fmadd_ps(a0, b, l4);
+    h4 = _mm256_fmadd_ps(a1, b, h4);
+    b = _mm256_broadcast_ss(bp + 5);
+    l5 = _mm256_fmadd_ps(a0, b, l5);
+    h5 = _mm256_fmadd_ps(a1, b, h5);
+    ap += kMr;
+    bp += kNr;
+  }
+  acc[0][0] = F16{l0, h0};
+  acc[0][1] = F16{l1, h1};
+  acc[0][2] = F16{l2, h2};
+  acc[0][3] = F16{l3, h3};
+  acc[0][4] = F16{l4, h4};
+  acc[0][5] = F16{l5, h5};
+#else
   for (int v = 0; v < kMrV; ++v) {
     for (int j = 0; j < kNr; ++j) acc[v][j] = F16::zero();
   }
@@ -125,6 +162,7 @@ void kernel(int kc, const float* ap, const float* bp, float* c, int ldc, int row
     ap += kMr;
     bp += kNr;
   }
+#endif
   if (rows == kMr && cols == kNr) {
     for (int j = 0; j < kNr; ++j) {
       float* cj = c + static_cast<std::ptrdiff_t>(j) * ldc;
