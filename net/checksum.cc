@@ -15,6 +15,8 @@
 #include <nmmintrin.h>
 #endif
 
+#include "common/isa.h"
+
 namespace gossip::net {
 namespace {
 
@@ -106,8 +108,12 @@ __attribute__((target("sse4.2"))) std::uint32_t raw_sse42(std::uint32_t crc,
   return c;
 }
 
+// The SSE4.2 instruction where the CPU has it, unless GOSSIP_CPU forced the portable level on a
+// CPU that has a better one (common/isa.h: the portable paths stay testable on any machine). Both
+// give the same CRC.
 bool have_sse42() {
-  static const bool yes = __builtin_cpu_supports("sse4.2");
+  static const bool yes = __builtin_cpu_supports("sse4.2") &&
+                          !(active_isa() == Isa::kPortable && detected_isa() != Isa::kPortable);
   return yes;
 }
 #endif

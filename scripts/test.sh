@@ -24,8 +24,9 @@ echo "== not run (label known-issue; see docs/fault.md) =="
 # The suite above ran the CPU kernels at the best instruction-set level this CPU has (common/isa.h).
 # Run the tests of the dispatched kernels again at every lower level it supports, forced through
 # GOSSIP_CPU, so an AVX-512 machine also tests the AVX2 and portable paths (and an AVX2 one the
-# portable path): the sgd unit tests (GEMM, models, flat kernels) and the simulator's unit tests
-# (mixing kernels, the simulator against gossipd's rounding).
+# portable path): the sgd unit tests (GEMM, models, flat kernels), the simulator's unit tests
+# (mixing kernels, the simulator against gossipd's rounding), the CRC-32C tests, and the
+# exactness tests (real gossipd processes equal gossip-sim bit for bit).
 best=$(build/sim/gossip-sim --version | sed -n 's/^cpu kernels: \([a-z0-9]*\).*/\1/p')
 lower=()
 case "$best" in
@@ -34,7 +35,8 @@ case "$best" in
 esac
 for level in "${lower[@]}"; do
   echo "== kernel unit tests forced to GOSSIP_CPU=$level (this CPU: $best) =="
-  (cd build && GOSSIP_CPU=$level ctest --output-on-failure -j "$jobs" -R '^(sgd_tests|sim_tests):')
+  (cd build && GOSSIP_CPU=$level ctest --output-on-failure -j "$jobs" \
+    -R '^(sgd_tests|sim_tests|net_unit_tests:crc32c|daemon_integration_tests:exactness)')
 done
 
 if [[ "${GOSSIP_TEST_NO_ASAN:-0}" != 1 || "${CI:-}" == true ]]; then
