@@ -170,6 +170,12 @@ Status Env::remove_file(const std::string& path) {
   return Status::ok();
 }
 
+Status Env::rename_file(const std::string& from, const std::string& to) {
+  if (file_exists(to)) return failed_precondition(to + " exists; not replacing it with " + from);
+  if (::rename(from.c_str(), to.c_str()) != 0) return errno_status("renaming " + from + " to", to, errno);
+  return Status::ok();
+}
+
 Status Env::create_dirs(const std::string& path) {
   std::error_code ec;
   std::filesystem::create_directories(path, ec);

@@ -46,6 +46,8 @@ class Env {
 
   virtual bool file_exists(const std::string& path);
   virtual Status remove_file(const std::string& path);
+  // rename(2): `from` takes the name `to` (same file system); refuses to replace an existing `to`.
+  virtual Status rename_file(const std::string& from, const std::string& to);
   virtual Status create_dirs(const std::string& path);
   // Names (not paths) of the entries of a directory, sorted.
   virtual Result<std::vector<std::string>> list_dir(const std::string& path);
