@@ -28,7 +28,17 @@ std::atomic<bool> g_stop{false};
 void on_signal(int) { g_stop.store(true); }
 
 int usage_error(const Status& s) {
-  std::fprintf(stderr, "gossipd run: %s\n", log_escape(s.to_string()).c_str());
+  // A config with several errors lists one per line: each line is escaped on its own and the
+  // continuation lines indented, so no line can be made to look like the start of another.
+  const std::string message = s.to_string();
+  std::string text;
+  std::string_view rest = message;
+  for (bool first = true; first || !rest.empty(); first = false) {
+    const std::size_t nl = rest.find('\n');
+    text += (first ? "" : "\n  ") + log_escape(rest.substr(0, nl));
+    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+  }
+  std::fprintf(stderr, "gossipd run: %s\n", text.c_str());
   return kExitUsage;
 }
 
