@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <map>
 
+#include "common/ports.h"
 #include "tests/fault/fault_test_util.h"
 
 namespace gossip::fault_testing {
@@ -36,8 +37,17 @@ bool has_control_bytes(const std::string& s) {
   return false;
 }
 
+// Two free loopback ports for this process (ctest runs the cases as parallel processes).
+int base_port() {
+  static const int port = free_loopback_ports(2, 30000 + static_cast<int>(::getpid() % 20000));
+  return port > 0 ? port : 39413;
+}
+std::string node_line(int id) {
+  return "node { id: " + std::to_string(id) + " address: \"127.0.0.1:" +
+         std::to_string(base_port() + id) + "\" }\n";
+}
 // One node, no neighbours: a whole gossipd run in well under a second.
-const std::string kOne = "node { id: 0 address: \"127.0.0.1:39413\" }\n";
+const std::string kOne = node_line(0);
 const std::string kConfig =
     "seed: 5\n"
     "model { kind: LOGISTIC }\n"
@@ -149,7 +159,7 @@ TEST_CASE("checkpoints: --resume with every checkpoint damaged, or the config ch
 
 TEST_CASE("checkpoints: SIGTERM while waiting for neighbours is a stop (4), not a timeout (3)") {
   TempDir d;
-  const std::string two = kOne + "node { id: 1 address: \"127.0.0.1:39414\" }\nedge { from: 0 to: 1 }\n";
+  const std::string two = kOne + node_line(1) + "edge { from: 0 to: 1 }\n";
   auto with_timeouts = [](const std::string& t) {
     std::string c = kConfig;
     const std::string old = "timeouts { connect_ms: 2000 deadline_ms: 1000 heartbeat_ms: 200 }\n";
