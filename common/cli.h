@@ -2,11 +2,20 @@
 // usage error with its own exit codes (104, 106, 109, ...); the programs document 2 for every
 // usage error (README "Command line"), so they parse through here. Every program also gets
 // --version (the version and the CPU kernels' instruction-set level, common/isa.h) and the check
-// of GOSSIP_CPU, before it does anything else.
+// of GOSSIP_CPU, before it does anything else. Also the two things every program's main() does on
+// the way out: no exception escapes it (guard_main), and standard output is flushed and closed
+// with its errors checked (finish_stdout), so `> /dev/full` or a full disk is an error, not a
+// silent exit 0.
 #pragma once
 
 #include <CLI/CLI.hpp>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <exception>
+#include <iostream>
+#include <new>
 #include <optional>
 #include <string>
 
@@ -14,7 +23,9 @@
 
 namespace gossip {
 
+inline constexpr int kExitRuntimeError = 1;  // I/O, data, out of memory, ...
 inline constexpr int kExitUsageError = 2;  // bad command line (or, for gossipd, config or topology)
+inline constexpr int kExitDiverged = 5;     // training diverged (common/divergence.h)
 
 inline constexpr const char* kVersion = "0.1.0";
 
@@ -43,6 +54,45 @@ inline std::optional<int> parse_command_line(CLI::App& app, int argc, char** arg
     return app.exit(e) == 0 ? 0 : kExitUsageError;
   }
   return std::nullopt;
+}
+
+// Flushes std::cout and stdout and closes stdout. A write that failed at any point (std::cout's
+// state, stdout's error flag) or a failed flush or close is reported on stderr as "PROGRAM:
+// writing standard output: REASON" and turns `rc` 0 into kExitRuntimeError. Call it last.
+inline int finish_stdout(const char* program, int rc) {
+  errno = 0;
+  std::cout.flush();
+  bool failed = std::cout.fail();
+  int err = errno;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    failed = true;
+    err = err ? err : errno;
+  }
+  if (std::fclose(stdout) != 0 && !failed) {
+    failed = true;
+    err = errno;
+  }
+  if (!failed) return rc;
+  std::fprintf(stderr, "%s: writing standard output: %s\n", program,
+               err ? std::strerror(err) : "write failed");
+  return rc == 0 ? kExitRuntimeError : rc;
+}
+
+// Runs `body` (returning the exit code); std::bad_alloc and any other exception become a message
+// on stderr and kExitRuntimeError instead of std::terminate (exit 134).
+template <class Body>
+int guard_main(const char* program, Body&& body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "%s: out of memory (an allocation failed; the input asks for more memory "
+                         "than this machine can give)\n", program);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: internal error: %s\n", program, e.what());
+  } catch (...) {
+    std::fprintf(stderr, "%s: internal error: unknown exception\n", program);
+  }
+  return kExitRuntimeError;
 }
 
 }  // namespace gossip

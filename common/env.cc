@@ -22,6 +22,29 @@ Status errno_status(const std::string& what, const std::string& path, int err) {
   return io_error(std::move(m));
 }
 
+const char* file_type_name(mode_t mode) {
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "not a regular file";
+}
+
+// OK when nothing stands at `path` or a regular file does; FailedPrecondition otherwise (checked
+// with lstat, so a symbolic link is refused rather than replaced).
+Status check_replaceable(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Status::ok();
+    return errno_status("stat of", path, errno);
+  }
+  if (S_ISREG(st.st_mode)) return Status::ok();
+  return failed_precondition(path + " exists and is " + file_type_name(st.st_mode) +
+                             ", not a regular file; refusing to replace it");
+}
+
 // Closes a descriptor on scope exit.
 struct FdCloser {
   int fd;
@@ -32,31 +55,78 @@ struct FdCloser {
 
 }  // namespace
 
-Result<std::string> Env::read_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+Result<std::string> Env::read_file(const std::string& path, std::uint64_t max_bytes) {
+  const bool stdin_path = path == "-";
+  const std::string name = stdin_path ? std::string("standard input") : path;
+  int fd = stdin_path ? STDIN_FILENO : ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return errno_status("opening", path, errno);
-  FdCloser closer{fd};
+  FdCloser closer{stdin_path ? -1 : fd};
   struct stat st {};
-  if (::fstat(fd, &st) != 0) return errno_status("stat of", path, errno);
+  if (::fstat(fd, &st) != 0) return errno_status("stat of", name, errno);
   if (S_ISDIR(st.st_mode)) return invalid_argument("expected a file but " + path + " is a directory");
+  if (!stdin_path && !S_ISREG(st.st_mode)) {
+    return invalid_argument("expected a regular file but " + path + " is " + file_type_name(st.st_mode) +
+                            " (give a regular file, or '-' for standard input)");
+  }
+  if (!stdin_path) {
+    // O_NONBLOCK only served the open (a FIFO would have blocked it); reads of a regular file
+    // do not care, but clear it anyway.
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  }
+  const auto too_big = [&](std::uint64_t at_least) {
+    return out_of_range(name + " is larger than the limit of " + std::to_string(max_bytes) +
+                        " bytes (at least " + std::to_string(at_least) + " bytes)");
+  };
+  if (S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) > max_bytes) {
+    return too_big(static_cast<std::uint64_t>(st.st_size));
+  }
   std::string data;
-  if (st.st_size > 0) data.reserve(static_cast<std::size_t>(st.st_size));
+  if (S_ISREG(st.st_mode) && st.st_size > 0) data.reserve(static_cast<std::size_t>(st.st_size));
   char buf[1 << 16];
   for (;;) {
     ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return errno_status("reading", path, errno);
+      return errno_status("reading", name, errno);
     }
     if (n == 0) break;
+    if (data.size() + static_cast<std::uint64_t>(n) > max_bytes) {
+      return too_big(data.size() + static_cast<std::uint64_t>(n));
+    }
     data.append(buf, static_cast<std::size_t>(n));
   }
   return data;
 }
 
+Result<std::string> Env::read_file_head(const std::string& path, std::size_t max_bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return errno_status("opening", path, errno);
+  FdCloser closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return errno_status("stat of", path, errno);
+  if (!S_ISREG(st.st_mode)) {
+    return invalid_argument("expected a regular file but " + path + " is " + file_type_name(st.st_mode));
+  }
+  std::string data(max_bytes, '\0');
+  std::size_t got = 0;
+  while (got < max_bytes) {
+    ssize_t n = ::read(fd, data.data() + got, max_bytes - got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno_status("reading", path, errno);
+    }
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  data.resize(got);
+  return data;
+}
+
 Status Env::write_file_atomic(const std::string& path, std::string_view data) {
   const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (Status s = check_replaceable(path); !s.is_ok()) return s;
+  if (Status s = check_replaceable(tmp); !s.is_ok()) return s;
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return errno_status("creating", tmp, errno);
   {
     FdCloser closer{fd};
@@ -97,6 +167,12 @@ bool Env::file_exists(const std::string& path) { return ::access(path.c_str(), F
 
 Status Env::remove_file(const std::string& path) {
   if (::unlink(path.c_str()) != 0) return errno_status("removing", path, errno);
+  return Status::ok();
+}
+
+Status Env::rename_file(const std::string& from, const std::string& to) {
+  if (file_exists(to)) return failed_precondition(to + " exists; not replacing it with " + from);
+  if (::rename(from.c_str(), to.c_str()) != 0) return errno_status("renaming " + from + " to", to, errno);
   return Status::ok();
 }
 

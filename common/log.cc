@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "common/clock.h"
+#include "common/escape.h"
 
 namespace gossip {
 namespace {
@@ -55,11 +56,14 @@ LogMessage::LogMessage(LogLevel level, const char* file, int line) : level_(leve
   stream_ << level_tag(level_) << " " << stamp << " ";
   if (!prefix.empty()) stream_ << "[" << prefix << "] ";
   if (level_ >= LogLevel::kWarning) stream_ << base << ":" << line << ": ";
+  header_bytes_ = static_cast<std::size_t>(stream_.tellp());
 }
 
 LogMessage::~LogMessage() {
-  stream_ << "\n";
-  const std::string s = stream_.str();
+  const std::string text = stream_.str();
+  std::string s = text.substr(0, header_bytes_);
+  s += log_escape(std::string_view(text).substr(header_bytes_));
+  s += '\n';
   std::fwrite(s.data(), 1, s.size(), stderr);
 }
 

@@ -1,6 +1,9 @@
 // Minimal leveled logging to stderr: one line per message, written with a single call so lines
 // from different threads never interleave. A process-wide prefix (e.g. "node 3") tells daemon
-// processes apart when a launcher merges their output.
+// processes apart when a launcher merges their output. The message text is passed through
+// log_escape (common/escape.h) on its way out, so a string from outside (a peer's Hello, a file
+// name, a config value) can neither start a forged line nor reach the terminal as an escape
+// sequence.
 //
 //   GOSSIP_LOG(kWarning) << "neighbour " << j << " missed its deadline";
 #pragma once
@@ -26,6 +29,7 @@ class LogMessage {
  private:
   LogLevel level_;
   std::ostringstream stream_;
+  std::size_t header_bytes_ = 0;  // level, time, prefix, file:line: written by us, not escaped
 };
 }  // namespace internal
 

@@ -17,6 +17,7 @@ std::string_view status_code_name(StatusCode code) {
     case StatusCode::kOutOfRange: return "OutOfRange";
     case StatusCode::kUnimplemented: return "Unimplemented";
     case StatusCode::kInternal: return "Internal";
+    case StatusCode::kAborted: return "Aborted";
   }
   return "Unknown";
 }

@@ -29,6 +29,8 @@ enum class StatusCode {
   kOutOfRange,          // a value outside the limits agreed beforehand
   kUnimplemented,       // asked for something this build does not have (e.g. CUDA)
   kInternal,            // an invariant failed that should have been caught earlier
+  kAborted,             // a computation stopped because its result is unusable (a training run
+                        // diverged: common/divergence.h)
 };
 
 std::string_view status_code_name(StatusCode code);
@@ -74,6 +76,7 @@ inline Status permission_denied(std::string m) {
 inline Status out_of_range(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
 inline Status unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
 inline Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
 
 // A value or the Status saying why there is none. Constructing a Result from an OK Status is a
 // programmer error (asserted).

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdio>
 #include <cstring>
+#include <random>
 
 #include "common/log.h"
 
@@ -117,6 +119,26 @@ std::vector<std::pair<std::int64_t, std::string>> list_checkpoints(Env& env, con
   return files;
 }
 
+// The run id in a checkpoint's header, read from the first bytes only (no checksum: a file whose
+// header cannot be read gives "", which never matches a run and so is never deleted).
+std::string read_run_id(Env& env, const std::string& path) {
+  Result<std::string> head = env.read_file_head(path, 4096);
+  if (!head.is_ok() || head->size() < kHeaderBytes ||
+      std::memcmp(head->data(), kCheckpointMagic, 8) != 0) {
+    return "";
+  }
+  Reader r(std::string_view(*head).substr(8));
+  std::uint32_t version = 0, node = 0;
+  std::uint64_t skip = 0;
+  std::string fingerprint, run_id;
+  if (!r.u32(version) || version < 2 || version > kCheckpointVersion || !r.u32(node) ||
+      !r.u64(skip) || !r.u64(skip) || !r.u64(skip) || !r.u64(skip) || !r.str(fingerprint, 1024) ||
+      !r.str(fingerprint, 1024) || !r.str(run_id, 64)) {
+    return "";
+  }
+  return run_id;
+}
+
 }  // namespace
 
 std::string encode_checkpoint(const Checkpoint& c) {
@@ -130,6 +152,7 @@ std::string encode_checkpoint(const Checkpoint& c) {
   w.u64(c.optimizer_state.size());
   w.str(c.topology_fingerprint);
   w.str(c.config_fingerprint);
+  w.str(c.run_id);
   for (std::uint64_t s : c.sampler.rng_state) w.u64(s);
   w.u64(c.sampler.epoch);
   w.u64(c.sampler.position);
@@ -177,7 +200,8 @@ Result<Checkpoint> decode_checkpoint(std::string_view bytes, const std::string& 
   c.node = node;
   std::uint64_t num_params = 0, num_state = 0;
   bool ok = r.u64(c.iteration) && r.u64(num_params) && r.u64(num_state) &&
-            r.str(c.topology_fingerprint, 1024) && r.str(c.config_fingerprint, 1024);
+            r.str(c.topology_fingerprint, 1024) && r.str(c.config_fingerprint, 1024) &&
+            (version < 2 || r.str(c.run_id, 64));
   for (std::uint64_t& s : c.sampler.rng_state) ok = ok && r.u64(s);
   ok = ok && r.u64(c.sampler.epoch) && r.u64(c.sampler.position) && r.u64(c.sampler.batches);
   std::size_t consumed = 8 + r.pos();
@@ -198,15 +222,37 @@ std::string checkpoint_file_name(std::uint64_t iteration) {
   return buf;
 }
 
+std::string new_run_id() {
+  std::random_device rd;
+  const std::uint64_t v = (std::uint64_t{rd()} << 32) ^ rd();
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
 Result<std::string> write_checkpoint(Env& env, const std::string& dir, const Checkpoint& checkpoint,
                                      std::uint32_t keep) {
   GOSSIP_RETURN_IF_ERROR(env.create_dirs(dir).with_context("creating checkpoint directory " + dir));
   std::string path = dir + "/" + checkpoint_file_name(checkpoint.iteration);
+  // A file of the same name that this run did not write (another run's, or one whose header
+  // cannot be read) is not ours to replace.
+  if (env.file_exists(path) && (checkpoint.run_id.empty() || read_run_id(env, path) != checkpoint.run_id)) {
+    return failed_precondition(path + " belongs to another run (or is damaged); not replacing it");
+  }
   GOSSIP_RETURN_IF_ERROR(env.write_file_atomic(path, encode_checkpoint(checkpoint))
                              .with_context("writing checkpoint " + path));
-  auto files = list_checkpoints(env, dir);
-  for (std::size_t i = std::max<std::uint32_t>(keep, 1); i < files.size(); ++i) {
-    Status s = env.remove_file(dir + "/" + files[i].second);
+  // Older checkpoints of this run, newest first (list_checkpoints' order).
+  std::size_t kept = 1;  // the one just written
+  for (const auto& [iteration, name] : list_checkpoints(env, dir)) {
+    if (iteration < 0 || static_cast<std::uint64_t>(iteration) >= checkpoint.iteration) continue;
+    if (read_run_id(env, dir + "/" + name) != checkpoint.run_id || checkpoint.run_id.empty()) {
+      continue;
+    }
+    if (kept < std::max<std::uint32_t>(keep, 1)) {
+      ++kept;
+      continue;
+    }
+    Status s = env.remove_file(dir + "/" + name);
     if (!s.is_ok()) {
       GOSSIP_LOG(kWarning) << "could not remove old checkpoint: " << s.to_string();
     }
@@ -214,9 +260,35 @@ Result<std::string> write_checkpoint(Env& env, const std::string& dir, const Che
   return path;
 }
 
+Status check_fresh_directory(Env& env, const std::string& dir) {
+  auto files = list_checkpoints(env, dir);
+  if (files.empty()) return Status::ok();
+  return failed_precondition(
+      dir + " already holds " + std::to_string(files.size()) + " checkpoint file(s) (iterations " +
+      std::to_string(files.back().first) + ".." + std::to_string(files.front().first) +
+      ") of an earlier run; a new run never deletes them: continue that run with --resume, or give "
+      "another checkpoint.dir, or remove the files");
+}
+
+Result<std::string> set_aside_checkpoints(Env& env, const std::string& dir, const std::string& tag) {
+  auto files = list_checkpoints(env, dir);
+  if (files.empty()) return std::string();
+  const std::string aside = dir + "/set-aside-" + tag;
+  GOSSIP_RETURN_IF_ERROR(env.create_dirs(aside));
+  for (const auto& entry : files) {
+    GOSSIP_RETURN_IF_ERROR(env.rename_file(dir + "/" + entry.second, aside + "/" + entry.second));
+  }
+  return aside;
+}
+
 Result<Checkpoint> load_checkpoint_file(Env& env, const std::string& path,
                                         const CheckpointExpectation& expect) {
-  GOSSIP_ASSIGN_OR_RETURN(std::string bytes, env.read_file(path));
+  // A checkpoint of the expected shape is its header (under 3 KiB) plus 4 bytes per value: a
+  // larger file is refused before it is read.
+  const std::uint64_t max_bytes =
+      expect.num_params ? 4096 + 4 * (expect.num_params + expect.num_optimizer_state)
+                        : ~std::uint64_t{0};
+  GOSSIP_ASSIGN_OR_RETURN(std::string bytes, env.read_file(path, max_bytes));
   GOSSIP_ASSIGN_OR_RETURN(Checkpoint c, decode_checkpoint(bytes, path));
   std::string mismatch;
   std::string file = path.substr(path.find_last_of('/') + 1);

@@ -1,6 +1,6 @@
 // Checkpoints of one gossipd node: everything needed to continue a run exactly where it stopped.
 //
-// File format (version 1, little-endian; every size is stated before the data it sizes):
+// File format (version 2, little-endian; every size is stated before the data it sizes):
 //
 //   offset  size  field
 //   0       8     magic "GSPCKPT\0"
@@ -12,6 +12,7 @@
 //   40      8     num_optimizer_state floats (uint64)
 //   48      4+L   topology fingerprint (uint32 length, bytes)
 //   ..      4+L   config fingerprint (uint32 length, bytes)
+//   ..      4+L   run id (uint32 length, bytes; version 2 — absent, read as "", in version 1)
 //   ..      56    sampler state: 4 × uint64 generator state, then epoch, position, batches
 //                 (uint64 each) — see SamplerSnapshot
 //   ..      4·P   parameters x (float32)
@@ -23,6 +24,15 @@
 // previous checkpoint intact; a leftover ".tmp" is never read. load_latest_checkpoint() tries the
 // newest first and skips any file that is truncated, has a wrong magic, a future version, a bad
 // checksum or the wrong shape, logging a warning for each.
+//
+// Checkpoints are a run's property. A run is identified by its run id (random, made when a node
+// starts from iteration 0, inherited when it resumes from a checkpoint) together with the
+// config and topology fingerprints. write_checkpoint only ever deletes older checkpoints that
+// carry its own run id: files of another run, files it cannot read, and files of its own run at
+// later iterations (from an incarnation that got further) are left alone, so the file just
+// written always survives and nothing another run wrote is lost. A fresh run refuses a directory
+// that already holds checkpoint files (check_fresh_directory), so it can neither delete an earlier
+// run's checkpoints nor have its own mistaken for theirs on resume.
 #pragma once
 
 #include <array>
@@ -35,7 +45,7 @@
 
 namespace gossip::daemon {
 
-inline constexpr std::uint32_t kCheckpointVersion = 1;
+inline constexpr std::uint32_t kCheckpointVersion = 2;
 inline constexpr char kCheckpointMagic[8] = {'G', 'S', 'P', 'C', 'K', 'P', 'T', '\0'};
 
 // The batch sampler's state (mirrors sgd::SamplerState without depending on its header).
@@ -52,6 +62,7 @@ struct Checkpoint {
   std::uint64_t iteration = 0;  // completed iterations; training resumes at this iteration
   std::string topology_fingerprint;
   std::string config_fingerprint;
+  std::string run_id;  // at most 64 bytes; "" for version-1 files
   SamplerSnapshot sampler;
   std::vector<float> params;
   std::vector<float> optimizer_state;
@@ -75,14 +86,29 @@ Result<Checkpoint> decode_checkpoint(std::string_view bytes, const std::string& 
 // "ckpt-000000001200.bin".
 std::string checkpoint_file_name(std::uint64_t iteration);
 
-// Writes dir/ckpt-<iteration>.bin atomically (creating dir), then deletes all but the newest
-// `keep` checkpoint files of the directory. Returns the path written.
+// A new run id: 16 hex digits from the system's random source.
+std::string new_run_id();
+
+// Writes dir/ckpt-<iteration>.bin atomically (creating dir), then deletes the checkpoints of the
+// same run (same run_id) at earlier iterations beyond the newest `keep` (the one just written
+// counts). Files of other runs, unreadable files and later iterations are never deleted, and a
+// file of the same name is replaced only when it carries the same run id (FailedPrecondition
+// otherwise). Returns the path written.
 Result<std::string> write_checkpoint(Env& env, const std::string& dir, const Checkpoint& checkpoint,
                                      std::uint32_t keep);
 
 // Reads and checks one checkpoint file against `expect` (FailedPrecondition on a mismatch).
 Result<Checkpoint> load_checkpoint_file(Env& env, const std::string& path,
                                         const CheckpointExpectation& expect);
+
+// OK when `dir` holds no checkpoint files (or does not exist); otherwise FailedPrecondition
+// naming the directory and the iterations found, for a run that starts from iteration 0.
+Status check_fresh_directory(Env& env, const std::string& dir);
+
+// Moves every checkpoint file of `dir` into the new subdirectory dir/set-aside-<tag>/ (nothing is
+// deleted), so that a run starting from iteration 0 there (--resume-or-start with no usable
+// checkpoint) owns the directory. Returns the subdirectory, or "" when there was nothing to move.
+Result<std::string> set_aside_checkpoints(Env& env, const std::string& dir, const std::string& tag);
 
 // Newest valid checkpoint in `dir` that meets `expect`; files that fail are skipped with a warning
 // (and listed in *skipped when given). NotFound when there is none (or no directory).

@@ -144,7 +144,9 @@ void read_new_lines(NodeView& n) {
 
 int severity(int code) {
   switch (code) {
-    case kExitUsage: return 5;
+    case kExitUsage: return 7;
+    case kExitCannotResume: return 6;
+    case kExitDiverged: return 5;
     case kExitError: return 4;
     case kExitNeighbourFailed: return 3;
     case kExitStopped: return 2;
@@ -160,6 +162,8 @@ std::string describe_exit(int code) {
     case kExitUsage: return "usage/config error";
     case kExitNeighbourFailed: return "neighbour failed (fail-stop)";
     case kExitStopped: return "stopped by signal";
+    case kExitDiverged: return "diverged (loss or parameters NaN/Inf)";
+    case kExitCannotResume: return "no usable checkpoint to resume";
     default:
       if (code > 128) {
         return "killed by signal " + std::to_string(code - 128) + " (" + strsignal(code - 128) + ")";
@@ -291,7 +295,12 @@ int launch_command(const LaunchOptions& o) {
   if (o.resume) {
     resume_at = common_checkpoint(config, topo, nodes);
     if (resume_at < 0) {
-      std::printf("resume: no checkpoint common to all %zu nodes; starting from iteration 0\n", nodes.size());
+      // Starting from 0 would write a new run over the one the user asked to continue.
+      std::fprintf(stderr,
+                   "gossipd launch: --resume: no checkpoint iteration is held (valid, for this "
+                   "config and topology) by all %zu nodes; nothing was started\n",
+                   nodes.size());
+      return kExitCannotResume;
     } else {
       std::printf("resume: every node restarts from its checkpoint at iteration %lld\n",
                   static_cast<long long>(resume_at));

@@ -75,16 +75,15 @@ void on_crash(int sig) {
   raise(sig);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int gossipd_main(int argc, char** argv) {
   using namespace gossip::daemon;
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) signal(sig, on_crash);
   CLI::App app{
       "gossipd: decentralized parallel SGD (D-PSGD) node daemon.\n"
       "Each node trains on its own shard and averages parameters with its topology neighbours.\n"
       "Exit codes: 0 done, 1 runtime error, 2 bad usage/config/topology, 3 a neighbour failed\n"
-      "(fail-stop, checkpoint written), 4 stopped by SIGTERM/SIGINT (checkpoint written)."};
+      "(fail-stop, checkpoint written), 4 stopped by SIGTERM/SIGINT (checkpoint written),\n"
+      "5 diverged (NaN/Inf; nothing written), 6 --resume found no usable checkpoint."};
   app.require_subcommand(1);
 
   RunOptions run;
@@ -98,7 +97,19 @@ int main(int argc, char** argv) {
                                     "(scripts/gen-certs.sh); TLS 1.3 with mutual authentication");
   run_cmd->add_flag("--insecure", run.insecure, "plaintext, unauthenticated links (trusted networks only)")
       ->excludes(certs);
-  run_cmd->add_flag("--resume", run.resume, "continue from the newest valid checkpoint of this node");
+  auto* resume_flag = run_cmd->add_flag(
+      "--resume", run.resume,
+      "continue from the newest valid checkpoint of this node; exit 6 when there is none");
+  run_cmd
+      ->add_flag("--resume-or-start", run.resume_or_start,
+                 "as --resume, but start from iteration 0 when no checkpoint is usable")
+      ->excludes(resume_flag);
+  run_cmd
+      ->add_option("--memory-cap", run.memory_cap,
+                   "refuse a model whose buffers need more than this (e.g. 8GiB; default: the "
+                   "machine's memory)")
+      ->transform(CLI::AsSizeValue(false))
+      ->type_name("BYTES");
   std::uint64_t resume_at = 0;
   auto* resume_at_opt = run_cmd->add_option("--resume-at", resume_at,
                                             "continue from this node's checkpoint of exactly this iteration");
@@ -140,4 +151,11 @@ int main(int argc, char** argv) {
   launch.overrides = launch_overrides;
   launch.self_exe = self_exe(argv[0]);
   return launch_command(launch);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rc = gossip::guard_main("gossipd", [&] { return gossipd_main(argc, argv); });
+  return gossip::finish_stdout("gossipd", rc);
 }

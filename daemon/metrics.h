@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/json.h"
 #include "common/status.h"
 
 namespace gossip::daemon {
@@ -81,8 +82,8 @@ class MetricsWriter {
   std::uint64_t last_iteration_ = 0;
 };
 
-// JSON string literal with escapes.
-std::string json_quote(std::string_view s);
+// JSON strings: gossip::json_quote (common/json.h), the project's one string writer.
+using gossip::json_quote;
 // A number as JSON (non-finite values become null).
 std::string json_number(double v);
 // "j:w,j:w,..." with %.17g weights (the "row" member of a weights line).

@@ -23,6 +23,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/divergence.h"
 #include "daemon/checkpoint.h"
 #include "daemon/exit_codes.h"
 #include "daemon/metrics.h"
@@ -132,13 +133,6 @@ sgd::Dataset head_of(const sgd::Dataset& data, std::int64_t count) {
   if (!data.labels.empty()) out.labels.assign(data.labels.begin(), data.labels.begin() + out.num_examples);
   if (!data.targets.empty()) out.targets.assign(data.targets.begin(), data.targets.begin() + out.num_examples);
   return out;
-}
-
-// Whether every x is finite (a NaN or Inf from a neighbour is never mixed).
-bool all_finite(std::span<const float> x) {
-  bool ok = true;
-  for (float v : x) ok &= std::isfinite(v);
-  return ok;
 }
 
 }  // namespace
@@ -254,12 +248,16 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
 
   CheckpointExpectation expect{static_cast<std::uint32_t>(self), d, optimizer.state_size(),
                                topology.fingerprint(), config_fingerprint(cfg)};
-  if ((options.resume || options.resume_at) && !options.checkpoint_dir.empty()) {
+  // This run's identity (checkpoint.h): inherited from the checkpoint it resumes, else new.
+  std::string run_id = new_run_id();
+  const bool resuming = options.resume || options.resume_or_start || options.resume_at;
+  if (resuming && !options.checkpoint_dir.empty()) {
+    std::vector<std::string> skipped;
     Result<Checkpoint> c = options.resume_at
                                ? load_checkpoint_file(env, options.checkpoint_dir + "/" +
                                                                   checkpoint_file_name(*options.resume_at),
                                                       expect)
-                               : load_latest_checkpoint(env, options.checkpoint_dir, expect);
+                               : load_latest_checkpoint(env, options.checkpoint_dir, expect, &skipped);
     if (c.is_ok()) {
       initial = std::move(c->params);
       initial_state = std::move(c->optimizer_state);
@@ -270,13 +268,33 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
       ss.batches = c->sampler.batches;
       if (Status s = sampler.restore(ss); !s.is_ok()) return fail(kExitError, s.with_context("resume"));
       start = c->iteration;
+      if (!c->run_id.empty()) run_id = c->run_id;
       GOSSIP_LOG(kInfo) << "resumed from checkpoint at iteration " << start << " in "
-                        << options.checkpoint_dir;
-    } else if (options.resume_at || c.status().code() != StatusCode::kNotFound) {
-      return fail(kExitError, c.status().with_context("--resume"));
+                        << options.checkpoint_dir << " (run " << run_id << ")";
+    } else if (options.resume_at || !options.resume_or_start) {
+      // Starting from 0 instead would silently throw away the work the user asked to continue.
+      std::string why = c.status().to_string();
+      if (!skipped.empty()) {
+        why += " (" + std::to_string(skipped.size()) +
+               " checkpoint file(s) skipped as damaged or written for another config, topology or "
+               "node; see the warnings above)";
+      }
+      return fail(kExitCannotResume,
+                  failed_precondition(why + "; give --resume-or-start to start from iteration 0 "
+                                            "instead")
+                      .with_context(options.resume_at ? "--resume-at" : "--resume"));
     } else {
-      GOSSIP_LOG(kWarning) << "--resume: no valid checkpoint in " << options.checkpoint_dir
-                           << "; starting from iteration 0";
+      // The unusable files are another run's: set aside (kept), so this run owns the directory.
+      Result<std::string> aside = set_aside_checkpoints(env, options.checkpoint_dir, run_id);
+      if (!aside.is_ok()) return fail(kExitError, aside.status().with_context("--resume-or-start"));
+      GOSSIP_LOG(kWarning) << "--resume-or-start: no usable checkpoint in " << options.checkpoint_dir
+                           << "; starting from iteration 0 (run " << run_id << ")"
+                           << (aside->empty() ? std::string()
+                                              : "; the unusable files were moved to " + *aside);
+    }
+  } else if (!options.checkpoint_dir.empty()) {
+    if (Status s = check_fresh_directory(env, options.checkpoint_dir); !s.is_ok()) {
+      return fail(kExitUsage, s);
     }
   }
   backend.copy_to_device(x.data(), initial.data(), d);
@@ -314,12 +332,19 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
     c.iteration = iteration;
     c.topology_fingerprint = expect.topology_fingerprint;
     c.config_fingerprint = expect.config_fingerprint;
+    c.run_id = run_id;
     c.sampler.rng_state = ss.epoch_rng_state;
     c.sampler.epoch = ss.epoch;
     c.sampler.position = ss.position;
     c.sampler.batches = ss.batches;
     c.params.resize(d);
     backend.copy_to_host(c.params.data(), x.data(), d);
+    // Never checkpoint a diverged model (common/divergence.h): the previous checkpoint stays the
+    // newest one.
+    if (!all_finite(c.params)) {
+      return diverged(static_cast<std::int64_t>(iteration),
+                      "the parameters contain NaN or Inf (not checkpointed)");
+    }
     c.optimizer_state.resize(optimizer.state_size());
     if (!c.optimizer_state.empty()) backend.copy_to_host(c.optimizer_state.data(), state.data(), c.optimizer_state.size());
     Result<std::string> path = write_checkpoint(env, options.checkpoint_dir, c, cfg.checkpoint().keep());
@@ -754,10 +779,15 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
     stats.bytes_received = received - received_before;
     sent_before = sent;
     received_before = received;
-    if (!std::isfinite(stats.loss)) {
-      GOSSIP_LOG(kWarning) << "non-finite loss at iteration " << t;
-    }
     metrics.add_iteration(t, stats);
+    if (!std::isfinite(stats.loss)) {
+      // Diverged (common/divergence.h): stop without writing x anywhere.
+      metrics.flush_iterations();
+      const Status s = diverged(it, "the training loss is " + std::to_string(stats.loss));
+      metrics.event(t, "diverged", s.message());
+      result.iterations_done = t;
+      return fail(kExitDiverged, s);
+    }
 
     const std::uint64_t done = t + 1;
     result.iterations_done = done;
@@ -767,6 +797,11 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
     }
     if (cfg.checkpoint().every() > 0 && done % cfg.checkpoint().every() == 0 && done < total) {
       if (Status s = save(done, sampler.state()); !s.is_ok()) {
+        if (s.code() == StatusCode::kAborted) {
+          metrics.flush_iterations();
+          metrics.event(done, "diverged", s.message());
+          return fail(kExitDiverged, s);
+        }
         // Training goes on: a full disk should not cost the run, only durability (logged).
         GOSSIP_LOG(kError) << "periodic checkpoint failed: " << s.to_string();
         metrics.event(done, "checkpoint_failed", s.to_string());
@@ -781,6 +816,10 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
   result.final_test_accuracy = e.accuracy;
   result.final_test_loss = e.loss;
   if (Status s = save(result.iterations_done, sampler.state()); !s.is_ok()) {
+    if (s.code() == StatusCode::kAborted) {
+      metrics.event(result.iterations_done, "diverged", s.message());
+      return fail(kExitDiverged, s);
+    }
     return fail(kExitError, s.with_context("final checkpoint"));
   }
   // Final parameters as raw little-endian float32: --dump-params DIR (DIR/node_<id>.f32) and the
@@ -797,6 +836,10 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
   if (!outputs.empty()) {
     std::vector<float> host(d);
     backend.copy_to_host(host.data(), x.data(), d);
+    if (!all_finite(host)) {
+      return fail(kExitDiverged, diverged(static_cast<std::int64_t>(result.iterations_done),
+                                          "the final parameters contain NaN or Inf (not written)"));
+    }
     const std::string_view bytes(reinterpret_cast<const char*>(host.data()), d * sizeof(float));
     for (const auto& [path, what] : outputs) {
       Status s = Status::ok();

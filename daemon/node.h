@@ -45,7 +45,8 @@ struct NodeOptions {
   std::string checkpoint_dir;      // this node's directory ("" = no checkpoints)
   std::string metrics_path;        // "" none, "-" stdout
   bool append_metrics = false;     // resuming: append to the metrics file
-  bool resume = false;             // start from the newest valid checkpoint (if any)
+  bool resume = false;             // start from the newest valid checkpoint; none usable: fail
+  bool resume_or_start = false;    // as resume, but start from iteration 0 when none is usable
   std::optional<std::uint64_t> resume_at;  // start from the checkpoint of exactly this iteration
   std::string dump_params_dir;     // at the end write <dir>/node_<id>.f32 (raw float32)
 };

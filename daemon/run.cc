@@ -8,7 +8,9 @@
 #include <chrono>
 #include <cstdio>
 
+#include "common/escape.h"
 #include "common/log.h"
+#include "common/memory.h"
 #include "daemon/exchange.h"
 #include "daemon/exit_codes.h"
 #include "daemon/node.h"
@@ -26,7 +28,17 @@ std::atomic<bool> g_stop{false};
 void on_signal(int) { g_stop.store(true); }
 
 int usage_error(const Status& s) {
-  std::fprintf(stderr, "gossipd run: %s\n", s.to_string().c_str());
+  // A config with several errors lists one per line: each line is escaped on its own and the
+  // continuation lines indented, so no line can be made to look like the start of another.
+  const std::string message = s.to_string();
+  std::string text;
+  std::string_view rest = message;
+  for (bool first = true; first || !rest.empty(); first = false) {
+    const std::size_t nl = rest.find('\n');
+    text += (first ? "" : "\n  ") + log_escape(rest.substr(0, nl));
+    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+  }
+  std::fprintf(stderr, "gossipd run: %s\n", text.c_str());
   return kExitUsage;
 }
 
@@ -76,6 +88,22 @@ int run_command(const RunOptions& o) {
   // Data and backend.
   Result<sgd::Problem> problem = sgd::make_problem(to_problem_config(config, topo.num_nodes()));
   if (!problem.is_ok()) return usage_error(problem.status());
+  {
+    // Before anything is allocated or any neighbour is contacted: the float32 buffers run_node
+    // allocates (x, x_{t+1}, gradient, direction, optimizer state, one receive buffer per
+    // in-neighbour, a staging and a checkpoint copy) must fit.
+    const std::uint64_t d = problem->spec.num_params();
+    const std::uint64_t in_neighbours = all_neighbours(topo, o.node_id).size();
+    const std::uint64_t buffers = 8 + in_neighbours;
+    const std::uint64_t bytes =
+        d > (~std::uint64_t{0}) / 4 / buffers ? ~std::uint64_t{0} : d * 4 * buffers;
+    Status fits = check_memory(bytes, o.memory_cap,
+                               "model " + problem->spec.to_string() + " (" + std::to_string(d) +
+                                   " parameters, " + std::to_string(buffers) + " buffers)");
+    if (!fits.is_ok()) {
+      return usage_error(fits.with_context(o.memory_cap ? "--memory-cap" : "model"));
+    }
+  }
   Result<std::unique_ptr<sgd::Backend>> backend =
       sgd::make_backend(*device, static_cast<int>(config.cpu_threads()));
   if (!backend.is_ok()) return usage_error(backend.status().with_context("device"));
@@ -137,6 +165,15 @@ int run_command(const RunOptions& o) {
                          << " neighbours connected within timeouts.connect_ms="
                          << config.timeouts().connect_ms() << "; starting anyway (fault.policy CARRY_ON)";
     connected = true;
+  } else if (connected) {
+    GOSSIP_LOG(kInfo) << "connected to " << peers.size() << " neighbours"
+                      << (o.insecure ? " (INSECURE: plaintext)" : " (TLS 1.3)");
+  }
+  if (!connected && g_stop.load()) {
+    GOSSIP_LOG(kInfo) << "stop requested (signal) while waiting for the neighbours to connect; "
+                         "nothing was trained, no checkpoint written";
+    (*transport)->shutdown();
+    return kExitStopped;
   }
   if (!connected) {
     std::vector<int> up = (*transport)->connected_peers();
@@ -150,10 +187,8 @@ int run_command(const RunOptions& o) {
     GOSSIP_LOG(kError) << "neighbours not connected within timeouts.connect_ms="
                        << config.timeouts().connect_ms() << ":" << missing;
     (*transport)->shutdown();
-    return g_stop.load() ? kExitStopped : kExitNeighbourFailed;
+    return kExitNeighbourFailed;
   }
-  GOSSIP_LOG(kInfo) << "connected to " << peers.size() << " neighbours"
-                    << (o.insecure ? " (INSECURE: plaintext)" : " (TLS 1.3)");
 
   NodeOptions n;
   n.node_id = self;
@@ -167,6 +202,7 @@ int run_command(const RunOptions& o) {
     if (slash != std::string::npos) (void)Env::system().create_dirs(n.metrics_path.substr(0, slash));
   }
   n.resume = o.resume;
+  n.resume_or_start = o.resume_or_start;
   n.resume_at = o.resume_at;
   n.dump_params_dir = o.dump_params_dir;
   std::unique_ptr<ParameterExchange> exchange = make_transport_exchange(**transport, mailbox);

@@ -3,6 +3,7 @@
 // matrices, prices every iteration with the network cost model, and prints/writes the result.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <iostream>
@@ -10,6 +11,9 @@
 #include <sstream>
 
 #include "common/cli.h"
+#include "common/env.h"
+#include "common/escape.h"
+#include "common/memory.h"
 #include "sgd/optimizer.h"
 #include "sgd/problem.h"
 #include "sim/experiment.h"
@@ -261,29 +265,43 @@ Result<ExperimentConfig> build_config(const Options& o) {
 
 // A runtime error or invalid input (a data or topology file): exit 1.
 int fail(const Status& s) {
-  std::cerr << "gossip-sim: " << s.to_string() << "\n";
-  return 1;
+  std::cerr << "gossip-sim: " << log_escape(s.to_string()) << "\n";
+  return s.code() == StatusCode::kAborted ? kExitDiverged : kExitRuntimeError;
 }
 
 // A bad command line (an option's value, a missing or unknown option): exit 2, as CLI11's own
 // usage errors.
 int usage(const Status& s) {
-  std::cerr << "gossip-sim: " << s.to_string() << "\n";
+  std::cerr << "gossip-sim: " << log_escape(s.to_string()) << "\n";
   return kExitUsageError;
 }
 
-Status write_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary);
-  if (!f) return io_error("cannot open '" + path + "' for writing");
-  f << text;
-  f.close();
-  if (!f) return io_error("writing '" + path + "' failed");
-  return Status::ok();
+// Memory the experiment needs, estimated before anything is allocated: the data set (float32
+// features and a label or target per example) and the per-node state (x, x_{t+1}, gradient,
+// direction, optimizer state: 5 float32 vectors of the model's size per node), so that huge sizes
+// are a clear error, not std::bad_alloc half-way through.
+Status check_experiment_memory(const ExperimentConfig& c) {
+  const sgd::ProblemConfig& p = c.problem;
+  const bool fmnist = p.data == sgd::DataKind::kFashionMnist;
+  const double dim = fmnist ? 784.0 : std::max(p.synthetic_dim, 1);
+  const double examples = fmnist ? 70000.0 : double(std::max<std::int64_t>(p.synthetic_train, 0)) +
+                                                 double(std::max<std::int64_t>(p.synthetic_test, 0));
+  double params = 0, in = dim;
+  for (int h : p.hidden) {
+    params += (in + 1) * std::max(h, 1);
+    in = std::max(h, 1);
+  }
+  params += (in + 1) * (fmnist ? 10.0 : 2.0);
+  const double bytes = examples * (dim + 1) * 4 + params * 4 * 5 * std::max(c.nodes, 1);
+  if (!(bytes < 1.8e19)) return out_of_range("the experiment's sizes overflow any memory");
+  return check_memory(static_cast<std::uint64_t>(bytes), 0,
+                      "the experiment (" + std::to_string(static_cast<long long>(examples)) +
+                          " examples of dimension " + std::to_string(static_cast<long long>(dim)) +
+                          ", about " + std::to_string(static_cast<long long>(params)) +
+                          " parameters on each of " + std::to_string(c.nodes) + " nodes)");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int sim_main(int argc, char** argv) {
   CLI::App app{
       "gossip-sim: simulate decentralized parallel SGD (D-PSGD, Lian et al. 2017) against "
       "centralized PSGD (parameter server and ring allreduce) on n virtual nodes, with real "
@@ -335,6 +353,7 @@ int main(int argc, char** argv) {
   auto config = build_config(o);
   if (!config.is_ok()) return usage(config.status());
   ExperimentConfig& c = *config;
+  if (Status s = check_experiment_memory(c); !s.is_ok()) return usage(s);
 
   ProgressBar bar(!o.quiet);
   const LabelledProgress progress = [&](const std::string& label, std::int64_t done,
@@ -388,8 +407,15 @@ int main(int argc, char** argv) {
     }
   }
   if (!o.csv.empty()) {
-    const Status s = write_file(o.csv, csv.str());
-    if (!s.is_ok()) return fail(s);
+    const Status s = Env::system().write_file_atomic(o.csv, csv.str());
+    if (!s.is_ok()) return fail(s.with_context("--csv"));
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rc = guard_main("gossip-sim", [&] { return sim_main(argc, argv); });
+  return finish_stdout("gossip-sim", rc);
 }

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "common/clock.h"
+#include "common/json.h"
 
 namespace gossip::sim {
 
@@ -35,21 +36,6 @@ std::string json_num(double v) {
   char buf[40];
   std::snprintf(buf, sizeof(buf), "%.10g", v);
   return buf;
-}
-
-std::string json_str(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-      out += buf;
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
 }
 
 std::string seconds(double s) {
@@ -197,7 +183,7 @@ namespace {
 std::string series_json(const Series& s) {
   std::ostringstream o;
   const EvalPoint& last = s.points.back();
-  o << "{\"algorithm\":" << json_str(s.algorithm) << ",\"topology\":" << json_str(s.topology)
+  o << "{\"algorithm\":" << json_quote(s.algorithm) << ",\"topology\":" << json_quote(s.topology)
     << ",\"nodes\":" << s.nodes << ",\"rho\":" << json_num(s.rho)
     << ",\"seconds_per_iteration\":" << json_num(seconds_per_iteration(s))
     << ",\"comm_s\":" << json_num(s.comm_s) << ",\"iterations\":" << last.iteration
@@ -229,8 +215,8 @@ std::string speedups_json(const std::vector<Series>& series) {
     for (const Series& c : series) {
       if (c.scheme == Scheme::kGossip) continue;
       if (!first) out += ',';
-      out += "{\"dpsgd_topology\":" + json_str(d.topology) + ",\"over\":" +
-             json_str(c.algorithm) + ",\"speedup\":" + json_num(speedup(d, c)) + "}";
+      out += "{\"dpsgd_topology\":" + json_quote(d.topology) + ",\"over\":" +
+             json_quote(c.algorithm) + ",\"speedup\":" + json_num(speedup(d, c)) + "}";
       first = false;
     }
   }
@@ -242,7 +228,7 @@ std::string config_json(const ExperimentConfig& c, double compute_s, double mess
   o << "{\"nodes\":" << c.nodes << ",\"bandwidth_bps\":" << json_num(c.cost.net.bandwidth_bps)
     << ",\"latency_s\":" << json_num(c.cost.net.latency_s)
     << ",\"compute_s\":" << json_num(compute_s) << ",\"message_bytes\":" << json_num(message_bytes)
-    << ",\"straggler\":" << json_str(c.cost.straggler.to_string())
+    << ",\"straggler\":" << json_quote(c.cost.straggler.to_string())
     << ",\"target_loss\":" << json_num(c.target_loss)
     << ",\"target_accuracy\":" << json_num(c.target_accuracy) << "}";
   return o.str();
@@ -258,19 +244,19 @@ std::string summary_json(const ExperimentResult& result, const ExperimentConfig&
 
 std::string sweep_json(const SweepResult& sweep, const ExperimentConfig& config) {
   static const char* kNames[] = {"bandwidth", "latency", "nodes", "topology"};
-  std::string out = "{\"param\":" + json_str(kNames[static_cast<int>(sweep.param)]) +
+  std::string out = "{\"param\":" + json_quote(kNames[static_cast<int>(sweep.param)]) +
                     ",\"config\":" + config_json(config, std::nan(""), std::nan("")) +
                     ",\"points\":[";
   for (std::size_t k = 0; k < sweep.points.size(); ++k) {
     if (k > 0) out += ',';
-    out += "{\"value\":" + json_str(sweep.points[k].value);
+    out += "{\"value\":" + json_quote(sweep.points[k].value);
     out += ",\"series\":" + series_list_json(sweep.points[k].series);
     out += ",\"speedups\":" + speedups_json(sweep.points[k].series) + "}";
   }
   out += "],\"crossovers\":[";
   for (std::size_t k = 0; k < sweep.crossovers.size(); ++k) {
     if (k > 0) out += ',';
-    out += json_str(sweep.crossovers[k]);
+    out += json_quote(sweep.crossovers[k]);
   }
   return out + "]}";
 }

@@ -18,6 +18,7 @@
 #include "common/check.h"
 #include "common/clock.h"
 #include "common/cpus.h"
+#include "common/divergence.h"
 #include "sgd/cpu/cpu_backend.h"
 #include "sgd/cpu/dense_net.h"
 
@@ -225,8 +226,7 @@ Result<RunTrace> Simulator::run(const ProgressFn& progress) {
     // non-finite value stays non-finite, so a block's end sees one that arose inside it).
     for (Eigen::Index i = 0; i < x_.size(); i += 61) {
       if (!std::isfinite(x_.data()[i])) {
-        return failed_precondition("parameters diverged (non-finite) by iteration " +
-                                   std::to_string(t) + "; lower the learning rate");
+        return diverged(t, "the parameters are not finite (NaN or Inf)");
       }
     }
     if (t % config_.eval_every == 0 || t == config_.iterations) {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <unordered_set>
 
+#include "common/memory.h"
 #include "common/random.h"
 
 namespace gossip::topology {
@@ -104,7 +105,10 @@ Result<Graph> erdos_renyi(int n, double p, std::uint64_t seed) {
     std::int64_t v = 1, w = -1;
     while (v < n) {
       const double r = rng.uniform();
-      w += 1 + static_cast<std::int64_t>(std::floor(std::log1p(-r) / log_q));
+      // A tiny p makes the jump astronomically large (beyond int64): past the last pair, done.
+      const double jump = std::floor(std::log1p(-r) / log_q);
+      if (!(jump < static_cast<double>(n) * n)) break;
+      w += 1 + static_cast<std::int64_t>(jump);
       while (w >= v && v < n) {
         w -= v;
         ++v;
@@ -168,17 +172,32 @@ Result<int> generator_num_nodes(const GeneratorSpec& spec) {
 Result<Graph> generate_graph(const GeneratorSpec& spec) {
   const auto kind = generator_kind_name(spec.kind);
   GOSSIP_ASSIGN_OR_RETURN(const int n, generator_num_nodes(spec));
+  if (spec.kind == GeneratorKind::kErdosRenyi) {
+    GOSSIP_RETURN_IF_ERROR(need(std::isfinite(spec.p) && spec.p > 0.0 && spec.p <= 1.0, kind,
+                                "needs a finite p with 0 < p <= 1, got p = " + std::to_string(spec.p)));
+  }
   // Refuse before allocating: the kinds whose edge count grows faster than n.
-  double edges = 0;
+  double edges = n;
   if (spec.kind == GeneratorKind::kKRing) edges = double(n) * std::max(spec.k, 0);
   if (spec.kind == GeneratorKind::kExponential || spec.kind == GeneratorKind::kOnePeerExponential)
     edges = double(n) * exponential_hops(n);
   if (spec.kind == GeneratorKind::kRandomRegular) edges = double(n) * std::max(spec.degree, 0) / 2;
   if (spec.kind == GeneratorKind::kErdosRenyi) edges = spec.p * n * (n - 1.0) / 2;
+  if (spec.kind == GeneratorKind::kComplete) edges = n * (n - 1.0) / 2;
   GOSSIP_RETURN_IF_ERROR(need(edges <= double(kMaxGeneratorEdges), kind,
                               "about " + std::to_string(static_cast<long long>(edges)) +
                                   " edges for nodes: " + std::to_string(n) + " is more than " +
                                   std::to_string(kMaxGeneratorEdges)));
+  // The graph, its mixing matrix and the checks on them take about kGeneratorBytesPerEdge per
+  // edge and kGeneratorBytesPerNode per node: refuse what cannot fit instead of dying half-way.
+  const double bytes = edges * kGeneratorBytesPerEdge + double(n) * kGeneratorBytesPerNode;
+  if (Status s = check_memory(static_cast<std::uint64_t>(bytes), 0,
+                              std::string(kind) + " generator with " + std::to_string(n) +
+                                  " nodes (about " + std::to_string(static_cast<long long>(edges)) +
+                                  " edges)");
+      !s.is_ok()) {
+    return s;
+  }
   std::vector<std::pair<int, int>> e;
   switch (spec.kind) {
     case GeneratorKind::kRing:
@@ -238,9 +257,14 @@ Result<Graph> generate_graph(const GeneratorSpec& spec) {
                                   "needs 1 <= degree < nodes"));
       GOSSIP_RETURN_IF_ERROR(need((std::int64_t{n} * spec.degree) % 2 == 0, kind,
                                   "needs nodes x degree even"));
+      if (spec.degree == n - 1) {
+        // The only (n-1)-regular simple graph is the complete graph.
+        for (int i = 0; i < n; ++i)
+          for (int j = i + 1; j < n; ++j) e.emplace_back(i, j);
+        return Graph::undirected(n, e);
+      }
       return random_regular(n, spec.degree, spec.seed);
     case GeneratorKind::kErdosRenyi:
-      GOSSIP_RETURN_IF_ERROR(need(spec.p > 0.0 && spec.p <= 1.0, kind, "needs 0 < p <= 1"));
       return erdos_renyi(n, spec.p, spec.seed);
     case GeneratorKind::kEdgeList:
       return invalid_argument(

@@ -51,6 +51,11 @@ inline constexpr int kMaxGeneratorNodes = 10'000'000;
 // The most edges (arcs for directed kinds) a generator may produce: K_RING, EXPONENTIAL,
 // RANDOM_REGULAR and ERDOS_RENYI grow faster than n.
 inline constexpr std::int64_t kMaxGeneratorEdges = 200'000'000;
+// Memory a generated topology takes per edge and per node (edge list, adjacency, the sparse
+// mixing matrix and the validation's copies), for the check against the machine's memory
+// (common/memory.h) that runs before a generator allocates anything.
+inline constexpr double kGeneratorBytesPerEdge = 160;
+inline constexpr double kGeneratorBytesPerNode = 200;
 
 // The number of nodes the spec describes (rows * cols for torus/grid), or InvalidArgument when
 // it is not positive or above kMaxGeneratorNodes.

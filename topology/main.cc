@@ -13,6 +13,8 @@
 #include <sstream>
 
 #include "common/cli.h"
+#include "common/escape.h"
+#include "common/json.h"
 #include "topology/advisor.h"
 #include "topology/optimize.h"
 #include "topology/spectral.h"
@@ -38,19 +40,6 @@ std::string json_num(double v) {
   std::ostringstream s;
   s << std::setprecision(17) << v;
   return s.str();
-}
-
-std::string json_str(std::string_view v) {
-  std::string out = "\"";
-  for (char c : v) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
 }
 
 // Human units: "1Gbps", "100Mbps", "125MB/s" or bytes/s; "1ms", "50us", "0.001"; "4MB", "1e6".
@@ -90,14 +79,14 @@ ValidationOptions no_spectrum() {
 // Invalid input (a topology file that breaks a rule, a spectrum that does not converge) or a
 // runtime error: exit 1.
 int fail(const Status& s) {
-  std::cerr << "gossip-topo: " << s.message() << "\n";
+  std::cerr << "gossip-topo: " << log_escape(s.message()) << "\n";
   return 1;
 }
 
 // A bad command line (an option's value, a generator's parameters, a missing or extra argument):
 // exit 2, as CLI11's own usage errors.
 int usage(const Status& s) {
-  std::cerr << "gossip-topo: " << s.message() << "\n";
+  std::cerr << "gossip-topo: " << log_escape(s.message()) << "\n";
   return gossip::kExitUsageError;
 }
 
@@ -219,14 +208,14 @@ struct Model {
 
 std::string report_json(const Topology& t, const SpectralReport& r, const Advice& a) {
   std::ostringstream o;
-  o << "{\"name\": " << json_str(t.name()) << ", \"nodes\": " << t.num_nodes()
+  o << "{\"name\": " << json_quote(t.name()) << ", \"nodes\": " << t.num_nodes()
     << ", \"directed\": " << (t.is_directed() ? "true" : "false")
     << ", \"time_varying\": " << (t.is_time_varying() ? "true" : "false")
-    << ", \"period\": " << t.period() << ", \"weights\": " << json_str(weight_scheme_name(t.weight_scheme()))
+    << ", \"period\": " << t.period() << ", \"weights\": " << json_quote(weight_scheme_name(t.weight_scheme()))
     << ", \"edges\": " << t.graph().num_edges() << ", \"max_degree\": " << a.max_degree
-    << ", \"fingerprint\": " << json_str(t.fingerprint())
-    << ", \"method\": " << json_str(spectral_method_name(r.method))
-    << ", \"method_detail\": " << json_str(r.detail) << ", \"residual\": " << json_num(r.residual)
+    << ", \"fingerprint\": " << json_quote(t.fingerprint())
+    << ", \"method\": " << json_quote(spectral_method_name(r.method))
+    << ", \"method_detail\": " << json_quote(r.detail) << ", \"residual\": " << json_num(r.residual)
     << ", \"seconds\": " << json_num(r.seconds) << ", \"symmetric\": " << (r.symmetric ? "true" : "false")
     << ", \"rho\": " << json_num(r.rho) << ", \"gap\": " << json_num(r.gap)
     << ", \"lambda2\": " << json_num(r.lambda2) << ", \"lambda_n\": " << json_num(r.lambda_n)
@@ -297,18 +286,18 @@ int cmd_validate(const std::vector<std::string>& files, bool json) {
     // load_topology's own errors name the file; the spectral check run here must too.
     if (t.is_ok() && !st.is_ok()) st = invalid_argument(f + ": invalid topology: " + st.message());
     if (json) {
-      std::cout << "{\"file\": " << json_str(f) << ", \"ok\": " << (st.is_ok() ? "true" : "false");
+      std::cout << "{\"file\": " << json_quote(f) << ", \"ok\": " << (st.is_ok() ? "true" : "false");
       if (st.is_ok())
         std::cout << ", \"nodes\": " << t->num_nodes() << ", \"rho\": " << json_num(rep.rho)
-                  << ", \"fingerprint\": " << json_str(t->fingerprint());
+                  << ", \"fingerprint\": " << json_quote(t->fingerprint());
       else
-        std::cout << ", \"error\": " << json_str(st.message());
+        std::cout << ", \"error\": " << json_quote(st.message());
       std::cout << "}\n";
     } else if (st.is_ok()) {
-      std::cout << "OK " << f << ": " << t->num_nodes() << " nodes, rho " << fmt(rep.rho, 10)
+      std::cout << "OK " << log_escape(f) << ": " << t->num_nodes() << " nodes, rho " << fmt(rep.rho, 10)
                 << ", fingerprint " << t->fingerprint() << "\n";
     } else {
-      std::cerr << "INVALID " << st.message() << "\n";
+      std::cerr << "INVALID " << log_escape(st.message()) << "\n";
     }
     if (!st.is_ok()) rc = 1;
   }
@@ -333,7 +322,7 @@ int cmd_analyze(const Source& src, const std::string& file, const std::string& m
     std::cout << report_json(*t, *r, a) << "\n";
   } else {
     const auto& g = t->graph();
-    std::cout << "topology     " << (t->name().empty() ? file : t->name()) << ": " << t->num_nodes()
+    std::cout << "topology     " << log_escape(t->name().empty() ? file : t->name()) << ": " << t->num_nodes()
               << " nodes, " << g.num_edges() << (t->is_directed() ? " arcs" : " edges")
               << (t->is_time_varying() ? ", time-varying (period " + std::to_string(t->period()) + ")" : "")
               << ", weights " << weight_scheme_name(t->weight_scheme()) << "\n";
@@ -495,7 +484,7 @@ int cmd_compare(const std::vector<std::string>& files, const std::vector<std::st
       std::cout << report_json(topos[i], *r, a) << "\n";
       continue;
     }
-    std::cout << std::left << std::setw(24) << labels[i] << std::right << std::setw(8)
+    std::cout << std::left << std::setw(24) << log_escape(labels[i]) << std::right << std::setw(8)
               << a.num_nodes << std::setw(6) << a.max_degree << std::setw(14)
               << fmt(r->gap_per_iteration, 5) << std::setw(12)
               << (a.iterations_1000x < 0 ? std::string("never") : std::to_string(a.iterations_1000x))
@@ -549,11 +538,7 @@ int cmd_export(const Source& src, const std::string& file, bool dot, bool json, 
   return 0;
 }
 
-}  // namespace
-}  // namespace gossip::topology
-
-int main(int argc, char** argv) {
-  using namespace gossip::topology;
+int topo_main(int argc, char** argv) {
   CLI::App app{
       "gossip-topo: topologies for decentralized SGD — who averages with whom, with what weight, "
       "and how fast that mixes.\n"
@@ -667,4 +652,13 @@ int main(int argc, char** argv) {
   if (cmp->parsed()) return cmd_compare(files, kinds, src.nodes, method, model, json);
   if (exp->parsed()) return cmd_export(src, file, dot, json, edges, pbtxt);
   return gossip::kExitUsageError;
+}
+
+}  // namespace
+}  // namespace gossip::topology
+
+int main(int argc, char** argv) {
+  const int rc = gossip::guard_main(
+      "gossip-topo", [&] { return gossip::topology::topo_main(argc, argv); });
+  return gossip::finish_stdout("gossip-topo", rc);
 }

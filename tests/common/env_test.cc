@@ -2,6 +2,7 @@
 #include "common/env.h"
 
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -67,6 +68,70 @@ TEST_CASE("ManualClock moves only when told") {
   clock.sleep_for_ns(250);
   CHECK(sw.elapsed_ns() == 250);
   CHECK(clock.monotonic_ns() == 350);
+}
+
+}  // namespace
+}  // namespace gossip
+
+namespace gossip {
+namespace {
+
+TEST_CASE("read_file refuses devices, FIFOs and files over the cap before reading them") {
+  Env& env = Env::system();
+  const std::string dir = temp_dir();
+  // /dev/zero would grow without bound: refused at once, naming the path and what it is.
+  auto zero = env.read_file("/dev/zero");
+  REQUIRE_FALSE(zero.is_ok());
+  CHECK(zero.status().code() == StatusCode::kInvalidArgument);
+  CHECK(zero.status().message().find("/dev/zero is a character device") != std::string::npos);
+  // A FIFO with no writer would block forever.
+  const std::string fifo = dir + "/fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto f = env.read_file(fifo);
+  REQUIRE_FALSE(f.is_ok());
+  CHECK(f.status().message().find("is a FIFO") != std::string::npos);
+  // The cap: exactly max_bytes is fine, one more is OutOfRange.
+  REQUIRE(env.write_file_atomic(dir + "/ten", "0123456789").is_ok());
+  CHECK(env.read_file(dir + "/ten", 10).is_ok());
+  auto big = env.read_file(dir + "/ten", 9);
+  REQUIRE_FALSE(big.is_ok());
+  CHECK(big.status().code() == StatusCode::kOutOfRange);
+  CHECK(big.status().message().find("limit of 9 bytes") != std::string::npos);
+  auto head = env.read_file_head(dir + "/ten", 4);
+  REQUIRE(head.is_ok());
+  CHECK(*head == "0123");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("write_file_atomic never replaces what is not a regular file") {
+  Env& env = Env::system();
+  const std::string dir = temp_dir();
+  const std::string fifo = dir + "/fifo", link = dir + "/link", target = dir + "/target",
+                    sub = dir + "/sub";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  REQUIRE(env.write_file_atomic(target, "keep").is_ok());
+  std::filesystem::create_symlink(target, link);
+  std::filesystem::create_directories(sub);
+  for (const std::string& p : {fifo, link, sub, std::string("/dev/null")}) {
+    CAPTURE(p);
+    Status s = env.write_file_atomic(p, "new");
+    REQUIRE_FALSE(s.is_ok());
+    CHECK(s.code() == StatusCode::kFailedPrecondition);
+    CHECK(s.message().find("not a regular file") != std::string::npos);
+    CHECK_FALSE(env.file_exists(p + ".tmp"));
+  }
+  std::error_code ec;
+  CHECK(std::filesystem::is_fifo(fifo));
+  CHECK(std::filesystem::is_symlink(link));
+  CHECK(std::filesystem::is_directory(sub));
+  CHECK(std::filesystem::is_character_file("/dev/null"));
+  CHECK(*env.read_file(target) == "keep");
+  // A symbolic link planted at the temporary path is refused too, not followed.
+  const std::string out = dir + "/out";
+  std::filesystem::create_symlink(target, out + ".tmp");
+  CHECK_FALSE(env.write_file_atomic(out, "x").is_ok());
+  CHECK(*env.read_file(target) == "keep");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -22,6 +22,7 @@ Checkpoint make(std::uint64_t iteration, std::size_t n = 100) {
   c.iteration = iteration;
   c.topology_fingerprint = "topo-fp";
   c.config_fingerprint = "cfg-fp";
+  c.run_id = "run-a";
   c.sampler.rng_state = {1, 2, 3, 0xffffffffffffffffULL};
   c.sampler.epoch = 4;
   c.sampler.position = 17;
@@ -49,6 +50,7 @@ TEST_CASE("encode/decode round trip is exact") {
   CHECK(d->iteration == 42);
   CHECK(d->sampler == c.sampler);
   CHECK(d->topology_fingerprint == "topo-fp");
+  CHECK(d->run_id == "run-a");
   REQUIRE(d->params.size() == c.params.size());
   CHECK(std::memcmp(d->params.data(), c.params.data(), c.params.size() * 4) == 0);
   CHECK(d->optimizer_state == c.optimizer_state);

@@ -6,6 +6,7 @@
 #include <zlib.h>
 
 #include "common/env.h"
+#include "common/random.h"
 #include "daemon/checkpoint.h"
 #include "tests/fault/fault_test_util.h"
 
@@ -17,9 +18,11 @@ using daemon::CheckpointExpectation;
 
 constexpr std::uint32_t kNode = 3;
 
-Checkpoint make(std::uint64_t iteration, std::size_t params = 100) {
+Checkpoint make(std::uint64_t iteration, std::size_t params = 100,
+               const std::string& run_id = "run-a") {
   Checkpoint c;
   c.node = kNode;
+  c.run_id = run_id;
   c.iteration = iteration;
   c.topology_fingerprint = "topo-fp";
   c.config_fingerprint = "config-fp";
@@ -226,7 +229,9 @@ TEST_CASE("files that only look like checkpoints are ignored") {
 class FullDiskEnv : public Env {
  public:
   explicit FullDiskEnv(std::size_t free_bytes) : free_bytes_(free_bytes) {}
-  Result<std::string> read_file(const std::string& p) override { return system().read_file(p); }
+  Result<std::string> read_file(const std::string& p, std::uint64_t max_bytes) override {
+    return system().read_file(p, max_bytes);
+  }
   Status write_file_atomic(const std::string& path, std::string_view data) override {
     ++writes_;
     if (data.size() > free_bytes_) {
@@ -285,6 +290,134 @@ TEST_CASE("a checkpoint directory that cannot be created is an error naming it")
   auto w = daemon::write_checkpoint(Env::system(), file + "/node-3", make(1), 1);
   REQUIRE_FALSE(w.is_ok());
   CHECK(contains(w.status().message(), file + "/node-3"));
+}
+
+}  // namespace
+}  // namespace gossip::fault_testing
+
+namespace gossip::fault_testing {
+namespace {
+
+// Iterations of the ckpt-*.bin files in `dir`, ascending.
+std::vector<std::uint64_t> iterations_in(const std::string& dir) {
+  std::vector<std::uint64_t> out;
+  auto names = Env::system().list_dir(dir);
+  if (!names.is_ok()) return out;
+  for (const std::string& n : *names) {
+    if (n.size() == 21 && n.rfind("ckpt-", 0) == 0 && n.substr(17) == ".bin") {
+      out.push_back(std::stoull(n.substr(5, 12)));
+    }
+  }
+  return out;
+}
+
+TEST_CASE("an earlier run's checkpoints, even at higher iterations, are never deleted or replaced") {
+  TempDir tmp;
+  const std::string dir = tmp.path + "/node-3";
+  Env& env = Env::system();
+  // Run A got to iteration 500, keeping 3.
+  for (std::uint64_t it : {100, 200, 300, 400, 500}) {
+    REQUIRE(daemon::write_checkpoint(env, dir, make(it, 100, "run-a"), 3).is_ok());
+  }
+  CHECK(iterations_in(dir) == std::vector<std::uint64_t>{300, 400, 500});
+  // A fresh run is refused the directory outright, naming it and the iterations there.
+  Status fresh = daemon::check_fresh_directory(env, dir);
+  REQUIRE_FALSE(fresh.is_ok());
+  CHECK(contains(fresh.message(), dir));
+  CHECK(contains(fresh.message(), "iterations 300..500"));
+  CHECK(daemon::check_fresh_directory(env, tmp.path + "/empty").is_ok());
+  // Run B (as after --resume-or-start found nothing usable) writes below A's numbers with keep 2:
+  // every file it writes survives its own pruning, and A's files are untouched.
+  for (std::uint64_t it = 10; it <= 93; it += 10) {
+    const std::uint64_t at = it == 90 ? 93 : it;
+    auto w = daemon::write_checkpoint(env, dir, make(at, 100, "run-b"), 2);
+    REQUIRE_MESSAGE(w.is_ok(), w.status().to_string());
+    CHECK(env.file_exists(*w));
+    auto mine = daemon::load_checkpoint_file(env, *w, expect());
+    REQUIRE(mine.is_ok());
+    CHECK(mine->run_id == "run-b");
+    for (std::uint64_t a : {300, 400, 500}) CHECK(env.file_exists(dir + "/" + daemon::checkpoint_file_name(a)));
+  }
+  CHECK(iterations_in(dir) == std::vector<std::uint64_t>{80, 93, 300, 400, 500});
+  // B reaches A's numbers: it may not replace A's file of the same name (an error naming it),
+  // and passing them deletes none of A's.
+  auto clash = daemon::write_checkpoint(env, dir, make(300, 100, "run-b"), 2);
+  REQUIRE_FALSE(clash.is_ok());
+  CHECK(contains(clash.status().message(), daemon::checkpoint_file_name(300)));
+  CHECK(contains(clash.status().message(), "another run"));
+  auto a300 = daemon::load_checkpoint_file(env, dir + "/" + daemon::checkpoint_file_name(300), expect());
+  REQUIRE(a300.is_ok());
+  CHECK(a300->run_id == "run-a");
+  REQUIRE(daemon::write_checkpoint(env, dir, make(600, 100, "run-b"), 2).is_ok());
+  REQUIRE(daemon::write_checkpoint(env, dir, make(700, 100, "run-b"), 2).is_ok());
+  CHECK(iterations_in(dir) == std::vector<std::uint64_t>{300, 400, 500, 600, 700});
+  // A damaged file is never deleted either (its run cannot be read).
+  std::ofstream(dir + "/" + daemon::checkpoint_file_name(650), std::ios::binary) << "garbage";
+  REQUIRE(daemon::write_checkpoint(env, dir, make(800, 100, "run-b"), 1).is_ok());
+  CHECK(iterations_in(dir) == std::vector<std::uint64_t>{300, 400, 500, 650, 800});
+}
+
+TEST_CASE("kill -9 at random points while checkpointing: the newest completed checkpoint survives") {
+  // A child writes checkpoints 1, 2, 3, ... (keep 2) and reports each completed write on a pipe;
+  // the parent SIGKILLs it at a seeded random moment after the first. Whatever the moment, resume must find a
+  // valid checkpoint at least as new as the last one reported, and an earlier run's files
+  // (iterations 1000 and 1001, run-a) must all be there.
+  TempDir tmp;
+  Env& env = Env::system();
+  Rng rng(2024, 5);
+  int kills_mid_run = 0;
+  for (int seed = 0; seed < 30; ++seed) {
+    CAPTURE(seed);
+    const std::string dir = tmp.path + "/seed-" + std::to_string(seed);
+    for (std::uint64_t it : {1000, 1001}) {
+      REQUIRE(daemon::write_checkpoint(env, dir, make(it, 4000, "run-a"), 5).is_ok());
+    }
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::close(fds[0]);
+      for (std::uint64_t it = 1;; ++it) {
+        if (!daemon::write_checkpoint(env, dir, make(it, 4000, "run-b"), 2).is_ok()) ::_exit(3);
+        if (::write(fds[1], &it, sizeof it) != sizeof it) ::_exit(4);
+      }
+    }
+    ::close(fds[1]);
+    // Once the child's first checkpoint is out (so each kill lands amid a stream of writes, even
+    // on a loaded machine), a random moment within the next few writes.
+    std::uint64_t first = 0;
+    REQUIRE(::read(fds[0], &first, sizeof first) == sizeof first);
+    std::this_thread::sleep_for(std::chrono::microseconds(rng.uniform_int(40000)));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    CHECK(WIFSIGNALED(status));
+    std::uint64_t last = first, it = 0;
+    while (::read(fds[0], &it, sizeof it) == sizeof it) last = it;
+    ::close(fds[0]);
+    if (last > 1) ++kills_mid_run;
+    for (std::uint64_t a : {1000, 1001}) {
+      auto old = daemon::load_checkpoint_file(env, dir + "/" + daemon::checkpoint_file_name(a),
+                                              expect(4000));
+      REQUIRE_MESSAGE(old.is_ok(), old.status().to_string());
+      CHECK(old->run_id == "run-a");
+    }
+    // The newest valid run-b checkpoint: every file of run b below 1000, newest first.
+    std::uint64_t newest_b = 0;
+    for (std::uint64_t k : iterations_in(dir)) {
+      if (k >= 1000) continue;
+      auto c = daemon::load_checkpoint_file(env, dir + "/" + daemon::checkpoint_file_name(k),
+                                            expect(4000));
+      CHECK_MESSAGE(c.is_ok(), "a checkpoint file that is not whole: ", k);
+      if (c.is_ok()) newest_b = std::max(newest_b, c->iteration);
+    }
+    CHECK(newest_b >= last);
+    CHECK(newest_b <= last + 1);  // at most the one written but not yet reported
+  }
+  // Most kills came after pruning had started (keep 2: from the third checkpoint on).
+  CHECK(kills_mid_run >= 12);
+  MESSAGE(kills_mid_run, " of 30 kills after at least two checkpoints");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -54,17 +55,30 @@ struct CliRun {
   int code = -1;  // exit status; 128 + signal when killed; -1 when it had to be killed
   std::string out;
   std::string err;
+  long max_rss_kb = 0;  // peak resident memory of the child (wait4)
+  double seconds = 0;   // wall time until it exited
+};
+
+// Extra knobs of run_cli: stdout to a given path (e.g. /dev/full) instead of a captured file,
+// and a signal sent after a delay (SIGTERM during a connect wait).
+struct CliExtras {
+  std::string stdout_path;
+  int signal = 0;
+  int signal_after_ms = 0;
 };
 
 // Runs argv[0] with argv (no shell), stdout/stderr to files, killing it after `timeout_s`.
 inline CliRun run_cli(const std::vector<std::string>& argv, int timeout_s = 30,
-                      const std::string& cwd = "") {
+                      const std::string& cwd = "", const CliExtras& extras = {}) {
   TempDir io;
-  const std::string out = io.file("stdout"), err = io.file("stderr");
+  const std::string out = extras.stdout_path.empty() ? io.file("stdout") : extras.stdout_path;
+  const std::string err = io.file("stderr");
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(),
+                                   extras.stdout_path.empty() ? O_WRONLY | O_CREAT | O_TRUNC : O_WRONLY,
+                                   0600);
   posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
   std::vector<char*> args;
@@ -76,20 +90,29 @@ inline CliRun run_cli(const std::vector<std::string>& argv, int timeout_s = 30,
   REQUIRE_MESSAGE(rc == 0, "cannot start ", argv[0]);
   CliRun r;
   int status = 0;
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-  bool done = false;
+  struct rusage usage {};
+  const auto begin = std::chrono::steady_clock::now();
+  const auto end = begin + std::chrono::seconds(timeout_s);
+  const auto signal_at = begin + std::chrono::milliseconds(extras.signal_after_ms);
+  bool done = false, signalled = false;
   while (std::chrono::steady_clock::now() < end) {
-    if (::waitpid(pid, &status, WNOHANG) == pid) {
+    if (::wait4(pid, &status, WNOHANG, &usage) == pid) {
       done = true;
       break;
     }
+    if (extras.signal != 0 && !signalled && std::chrono::steady_clock::now() >= signal_at) {
+      ::kill(pid, extras.signal);
+      signalled = true;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   if (!done) {
     ::kill(pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
+    ::wait4(pid, &status, 0, &usage);
   }
-  r.out = read_all(out);
+  r.max_rss_kb = usage.ru_maxrss;
+  r.out = extras.stdout_path.empty() ? read_all(out) : std::string();
   r.err = read_all(err);
   if (!done) r.code = -1;
   else if (WIFEXITED(status)) r.code = WEXITSTATUS(status);

@@ -448,9 +448,11 @@ def read_checkpoint_params(path):
         b = f.read()
     if b[:8] != b"GSPCKPT\0":
         raise Failed(f"{path}: not a checkpoint")
+    (version,) = struct.unpack_from("<I", b, 8)
     iteration, p, s = struct.unpack_from("<QQQ", b, 24)
     off = 48
-    for _ in range(2):  # topology and config fingerprints, length-prefixed
+    # topology and config fingerprints (and, from version 2, the run id), length-prefixed
+    for _ in range(3 if version >= 2 else 2):
         (length,) = struct.unpack_from("<I", b, off)
         off += 4 + length
     off += 56  # sampler state

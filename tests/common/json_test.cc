@@ -1,0 +1,154 @@
+// json_quote and log_escape against independent oracles: Python's json module decides what valid
+// JSON is (when /usr/bin/python3 is there), and the byte-level rules are checked directly: no
+// control byte and no invalid UTF-8 ever reaches the output, and the escapes read back.
+#include "common/json.h"
+
+#include <doctest/doctest.h>
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "common/escape.h"
+#include "common/random.h"
+
+namespace gossip {
+namespace {
+
+// Whether `s` is well-formed UTF-8 throughout (by the shared decoder, checked itself below).
+bool valid_utf8(const std::string& s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const std::size_t n = utf8_sequence_length(s, i);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+TEST_CASE("utf8_sequence_length follows RFC 3629 at every boundary") {
+  CHECK(utf8_sequence_length("a", 0) == 1);
+  CHECK(utf8_sequence_length("\xC2\x80", 0) == 2);           // U+0080
+  CHECK(utf8_sequence_length("\xDF\xBF", 0) == 2);           // U+07FF
+  CHECK(utf8_sequence_length("\xE0\xA0\x80", 0) == 3);       // U+0800
+  CHECK(utf8_sequence_length("\xED\x9F\xBF", 0) == 3);       // U+D7FF
+  CHECK(utf8_sequence_length("\xEE\x80\x80", 0) == 3);       // U+E000
+  CHECK(utf8_sequence_length("\xF0\x90\x80\x80", 0) == 4);   // U+10000
+  CHECK(utf8_sequence_length("\xF4\x8F\xBF\xBF", 0) == 4);   // U+10FFFF
+  CHECK(utf8_sequence_length("\xC0\xAF", 0) == 0);           // overlong '/'
+  CHECK(utf8_sequence_length("\xC1\xBF", 0) == 0);           // overlong
+  CHECK(utf8_sequence_length("\xE0\x9F\xBF", 0) == 0);       // overlong 3-byte
+  CHECK(utf8_sequence_length("\xF0\x8F\xBF\xBF", 0) == 0);   // overlong 4-byte
+  CHECK(utf8_sequence_length("\xED\xA0\x80", 0) == 0);       // surrogate U+D800
+  CHECK(utf8_sequence_length("\xF4\x90\x80\x80", 0) == 0);   // U+110000
+  CHECK(utf8_sequence_length("\xF5\x80\x80\x80", 0) == 0);
+  CHECK(utf8_sequence_length("\x80", 0) == 0);               // stray continuation
+  CHECK(utf8_sequence_length("\xE2\x82", 0) == 0);           // truncated
+  CHECK(utf8_sequence_length("\xE2\x82" "a", 0) == 0);       // bad continuation
+  // Exhaustive over the 2-byte space against the code point arithmetic.
+  for (int a = 0x80; a < 0x100; ++a) {
+    for (int b = 0; b < 0x100; ++b) {
+      const std::string s{static_cast<char>(a), static_cast<char>(b)};
+      const bool lead2 = a >= 0xC0 && a < 0xE0, cont = b >= 0x80 && b < 0xC0;
+      const int cp = ((a & 0x1F) << 6) | (b & 0x3F);
+      const bool expect = lead2 && cont && cp >= 0x80;
+      CHECK_MESSAGE((utf8_sequence_length(s, 0) == 2) == expect, a, " ", b);
+    }
+  }
+}
+
+TEST_CASE("json_quote escapes every control character and quotes") {
+  CHECK(json_quote("") == "\"\"");
+  CHECK(json_quote("plain") == "\"plain\"");
+  CHECK(json_quote("a\"b\\c") == "\"a\\\"b\\\\c\"");
+  CHECK(json_quote("tab\there") == "\"tab\\there\"");  // the case topology/main.cc got wrong
+  CHECK(json_quote("\n\r\b\f") == "\"\\n\\r\\b\\f\"");
+  CHECK(json_quote(std::string("nul\0x", 5)) == "\"nul\\u0000x\"");
+  CHECK(json_quote("\x1b[31m") == "\"\\u001b[31m\"");
+  CHECK(json_quote("\x7f") == "\"\\u007f\"");
+  for (int c = 0; c < 0x20; ++c) {
+    const std::string q = json_quote(std::string(1, static_cast<char>(c)));
+    CAPTURE(c);
+    for (char ch : q) CHECK(static_cast<unsigned char>(ch) >= 0x20);
+    CHECK(q.front() == '"');
+    CHECK(q[1] == '\\');
+  }
+}
+
+TEST_CASE("json_quote keeps valid UTF-8 and replaces each invalid byte with \\ufffd") {
+  CHECK(json_quote("Metropolis–Hastings ρ 😀") == "\"Metropolis–Hastings ρ 😀\"");
+  CHECK(json_quote("a\xff" "b") == "\"a\\ufffdb\"");
+  CHECK(json_quote("\xC0\xAF") == "\"\\ufffd\\ufffd\"");      // overlong: both bytes replaced
+  CHECK(json_quote("\xED\xA0\x80") == "\"\\ufffd\\ufffd\\ufffd\"");  // surrogate
+  CHECK(json_quote("\xE2\x82") == "\"\\ufffd\\ufffd\"");      // truncated at the end
+  CHECK(json_quote("\xE2\x82\xAC") == "\"\xE2\x82\xAC\"");    // the whole euro sign stays
+}
+
+TEST_CASE("json_quote of random bytes is valid UTF-8 without raw control bytes, and python "
+          "reads it back") {
+  Rng rng(7, 1);
+  std::string lines;
+  for (int k = 0; k < 300; ++k) {
+    std::string s(rng.uniform_int(40), '\0');
+    for (char& c : s) c = static_cast<char>(rng.uniform_int(256));
+    const std::string q = json_quote(s);
+    CAPTURE(k);
+    CHECK(valid_utf8(q));
+    for (char ch : q) CHECK(static_cast<unsigned char>(ch) >= 0x20);
+    CHECK(static_cast<unsigned char>(q.back()) == '"');
+    lines += q + "\n";
+  }
+  // Independent oracle: Python's json module must parse every line as one string.
+  if (std::FILE* probe = std::fopen("/usr/bin/python3", "r")) {
+    std::fclose(probe);
+    char in_path[] = "/tmp/json_quote_XXXXXX";
+    const int fd = ::mkstemp(in_path);
+    REQUIRE(fd >= 0);
+    std::FILE* f = ::fdopen(fd, "w");
+    std::fwrite(lines.data(), 1, lines.size(), f);
+    std::fclose(f);
+    const std::string cmd =
+        std::string("/usr/bin/python3 -c \"import json,sys\nn=0\nfor l in open(sys.argv[1], "
+                    "encoding='utf-8'):\n  v=json.loads(l); assert isinstance(v,str); n+=1\n"
+                    "print(n)\" ") +
+        in_path;
+    std::FILE* p = ::popen(cmd.c_str(), "r");
+    REQUIRE(p != nullptr);
+    char buf[64] = {};
+    const bool got = std::fgets(buf, sizeof buf, p) != nullptr;
+    const int rc = ::pclose(p);
+    ::unlink(in_path);
+    CHECK(rc == 0);
+    CHECK(got);
+    CHECK(std::string(buf) == "300\n");
+  }
+}
+
+TEST_CASE("log_escape leaves no control byte, no C1 control and no invalid UTF-8") {
+  CHECK(log_escape("node 3: ok") == "node 3: ok");
+  CHECK(log_escape("a\nI 00:00:00.000 forged") == "a\\nI 00:00:00.000 forged");
+  CHECK(log_escape("\x1b]0;title\x07") == "\\x1b]0;title\\x07");
+  CHECK(log_escape("back\\slash\ttab\r") == "back\\\\slash\\ttab\\r");
+  CHECK(log_escape("\xC2\x9B" "31m") == "\\xc2\\x9b31m");  // U+009B CSI, a C1 control
+  CHECK(log_escape("\xC2\xA0 ρ") == "\xC2\xA0 ρ");         // U+00A0 is printable
+  CHECK(log_escape("\xff\xfe") == "\\xff\\xfe");
+  CHECK(log_escape("\x7f") == "\\x7f");
+  Rng rng(11, 2);
+  for (int k = 0; k < 500; ++k) {
+    std::string s(rng.uniform_int(40), '\0');
+    for (char& c : s) c = static_cast<char>(rng.uniform_int(256));
+    const std::string e = log_escape(s);
+    CAPTURE(k);
+    CHECK(valid_utf8(e));
+    for (std::size_t i = 0; i < e.size(); ++i) {
+      const unsigned char c = static_cast<unsigned char>(e[i]);
+      CHECK(c >= 0x20);
+      CHECK(c != 0x7f);
+      if (c == 0xC2 && i + 1 < e.size()) CHECK(static_cast<unsigned char>(e[i + 1]) >= 0xA0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gossip
