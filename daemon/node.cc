@@ -852,6 +852,8 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
       if (!s.is_ok()) return fail(kExitError, s.with_context(what));
     }
   }
+  // The metrics file is an output the user asked for: lost lines are an error, not exit 0.
+  if (Status s = metrics.close(); !s.is_ok()) return fail(kExitError, s);
   result.exit_code = kExitOk;
   result.message = "done";
   GOSSIP_LOG(kInfo) << "finished " << result.iterations_done << " iterations; local model test accuracy "

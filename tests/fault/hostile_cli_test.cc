@@ -96,6 +96,7 @@ TEST_CASE("checkpoints: a fresh run refuses a directory holding an earlier run's
     CHECK(again.code == 2);
     CHECK(contains(again.err, "ck/node-0 already holds 2 checkpoint file(s)"));
     CHECK(contains(again.err, "--resume"));
+    CHECK_FALSE(contains(again.err, "connected to"));  // refused before the transport started
     std::map<std::string, std::string> after = snapshot(d.path + "/ck/node-0");
     after.erase("metrics.jsonl");
     std::map<std::string, std::string> expect = before;
@@ -236,6 +237,17 @@ TEST_CASE("outputs: a failed write on standard output is an error (> /dev/full)"
     CHECK(r.code == 1);
     CHECK(contains(r.err, "writing standard output: No space left on device"));
   }
+}
+
+TEST_CASE("outputs: a metrics file that cannot be written fails the run (exit 1)") {
+  TempDir d;
+  const CliRun r = gossipd(d, {"--metrics", "/dev/full"});
+  check_bounded(r);
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "writing metrics to /dev/full: No space left on device"));
+  // Control: the same run with a writable metrics file exits 0.
+  TempDir ok;
+  CHECK(gossipd(ok, {"--metrics", ok.file("m.jsonl")}).code == 0);
 }
 
 // ---- class 3: sizes that cannot fit are refused before allocation, never std::bad_alloc
