@@ -25,7 +25,7 @@ namespace gossip {
 
 inline constexpr int kExitRuntimeError = 1;  // I/O, data, out of memory, ...
 inline constexpr int kExitUsageError = 2;  // bad command line (or, for gossipd, config or topology)
-inline constexpr int kExitDiverged = 5;     // training diverged (common/divergence.h)
+inline constexpr int kExitDiverged = 5;    // training diverged (common/divergence.h)
 
 inline constexpr const char* kVersion = "0.1.0";
 
@@ -85,8 +85,10 @@ int guard_main(const char* program, Body&& body) {
   try {
     return body();
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "%s: out of memory (an allocation failed; the input asks for more memory "
-                         "than this machine can give)\n", program);
+    std::fprintf(stderr,
+                 "%s: out of memory (an allocation failed; the input asks for more memory "
+                 "than this machine can give)\n",
+                 program);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: internal error: %s\n", program, e.what());
   } catch (...) {

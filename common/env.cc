@@ -65,7 +65,8 @@ Result<std::string> Env::read_file(const std::string& path, std::uint64_t max_by
   if (::fstat(fd, &st) != 0) return errno_status("stat of", name, errno);
   if (S_ISDIR(st.st_mode)) return invalid_argument("expected a file but " + path + " is a directory");
   if (!stdin_path && !S_ISREG(st.st_mode)) {
-    return invalid_argument("expected a regular file but " + path + " is " + file_type_name(st.st_mode) +
+    return invalid_argument("expected a regular file but " + path + " is " +
+                            file_type_name(st.st_mode) +
                             " (give a regular file, or '-' for standard input)");
   }
   if (!stdin_path) {
@@ -105,7 +106,8 @@ Result<std::string> Env::read_file_head(const std::string& path, std::size_t max
   struct stat st {};
   if (::fstat(fd, &st) != 0) return errno_status("stat of", path, errno);
   if (!S_ISREG(st.st_mode)) {
-    return invalid_argument("expected a regular file but " + path + " is " + file_type_name(st.st_mode));
+    return invalid_argument("expected a regular file but " + path + " is " +
+                            file_type_name(st.st_mode));
   }
   std::string data(max_bytes, '\0');
   std::size_t got = 0;
@@ -172,7 +174,8 @@ Status Env::remove_file(const std::string& path) {
 
 Status Env::rename_file(const std::string& from, const std::string& to) {
   if (file_exists(to)) return failed_precondition(to + " exists; not replacing it with " + from);
-  if (::rename(from.c_str(), to.c_str()) != 0) return errno_status("renaming " + from + " to", to, errno);
+  if (::rename(from.c_str(), to.c_str()) != 0)
+    return errno_status("renaming " + from + " to", to, errno);
   return Status::ok();
 }
 

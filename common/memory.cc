@@ -28,8 +28,10 @@ std::uint64_t read_limit(const char* path) {
 std::uint64_t usable_memory_bytes() {
   std::uint64_t limit = 0;
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  if (pages > 0 && page > 0) limit = static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page);
-  for (const char* f : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+  if (pages > 0 && page > 0)
+    limit = static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page);
+  for (const char* f :
+       {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
     const std::uint64_t c = read_limit(f);
     // cgroup v1 reports "no limit" as a huge number; any value above RAM is no limit.
     if (c > 0 && (limit == 0 || c < limit)) limit = c;
@@ -56,13 +58,14 @@ std::string format_bytes(std::uint64_t bytes) {
 
 Status check_memory(std::uint64_t bytes, std::uint64_t cap_bytes, const std::string& what) {
   if (cap_bytes > 0 && bytes > cap_bytes) {
-    return out_of_range(what + " needs " + format_bytes(bytes) + " of memory, more than the cap of " +
-                        format_bytes(cap_bytes));
+    return out_of_range(what + " needs " + format_bytes(bytes) +
+                        " of memory, more than the cap of " + format_bytes(cap_bytes));
   }
   const std::uint64_t usable = usable_memory_bytes();
   if (usable > 0 && bytes > usable) {
-    return out_of_range(what + " needs " + format_bytes(bytes) + " of memory, more than this machine " +
-                        "lets the process use (" + format_bytes(usable) + ")");
+    return out_of_range(what + " needs " + format_bytes(bytes) +
+                        " of memory, more than this machine " + "lets the process use (" +
+                        format_bytes(usable) + ")");
   }
   return Status::ok();
 }

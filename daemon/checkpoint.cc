@@ -236,7 +236,8 @@ Result<std::string> write_checkpoint(Env& env, const std::string& dir, const Che
   std::string path = dir + "/" + checkpoint_file_name(checkpoint.iteration);
   // A file of the same name that this run did not write (another run's, or one whose header
   // cannot be read) is not ours to replace.
-  if (env.file_exists(path) && (checkpoint.run_id.empty() || read_run_id(env, path) != checkpoint.run_id)) {
+  if (env.file_exists(path) &&
+      (checkpoint.run_id.empty() || read_run_id(env, path) != checkpoint.run_id)) {
     return failed_precondition(path + " belongs to another run (or is damaged); not replacing it");
   }
   GOSSIP_RETURN_IF_ERROR(env.write_file_atomic(path, encode_checkpoint(checkpoint))
@@ -270,7 +271,8 @@ Status check_fresh_directory(Env& env, const std::string& dir) {
       "another checkpoint.dir, or remove the files");
 }
 
-Result<std::string> set_aside_checkpoints(Env& env, const std::string& dir, const std::string& tag) {
+Result<std::string> set_aside_checkpoints(Env& env, const std::string& dir,
+                                          const std::string& tag) {
   auto files = list_checkpoints(env, dir);
   if (files.empty()) return std::string();
   const std::string aside = dir + "/set-aside-" + tag;
@@ -285,9 +287,9 @@ Result<Checkpoint> load_checkpoint_file(Env& env, const std::string& path,
                                         const CheckpointExpectation& expect) {
   // A checkpoint of the expected shape is its header (under 3 KiB) plus 4 bytes per value: a
   // larger file is refused before it is read.
-  const std::uint64_t max_bytes =
-      expect.num_params ? 4096 + 4 * (expect.num_params + expect.num_optimizer_state)
-                        : ~std::uint64_t{0};
+  const std::uint64_t max_bytes = expect.num_params
+                                      ? 4096 + 4 * (expect.num_params + expect.num_optimizer_state)
+                                      : ~std::uint64_t{0};
   GOSSIP_ASSIGN_OR_RETURN(std::string bytes, env.read_file(path, max_bytes));
   GOSSIP_ASSIGN_OR_RETURN(Checkpoint c, decode_checkpoint(bytes, path));
   std::string mismatch;

@@ -144,9 +144,12 @@ void read_new_lines(NodeView& n) {
 
 int severity(int code) {
   switch (code) {
-    case kExitUsage: return 7;
-    case kExitCannotResume: return 6;
-    case kExitDiverged: return 5;
+    case kExitUsage:
+      return 7;
+    case kExitCannotResume:
+      return 6;
+    case kExitDiverged:
+      return 5;
     case kExitError: return 4;
     case kExitNeighbourFailed: return 3;
     case kExitStopped: return 2;
@@ -162,8 +165,10 @@ std::string describe_exit(int code) {
     case kExitUsage: return "usage/config error";
     case kExitNeighbourFailed: return "neighbour failed (fail-stop)";
     case kExitStopped: return "stopped by signal";
-    case kExitDiverged: return "diverged (loss or parameters NaN/Inf)";
-    case kExitCannotResume: return "no usable checkpoint to resume";
+    case kExitDiverged:
+      return "diverged (loss or parameters NaN/Inf)";
+    case kExitCannotResume:
+      return "no usable checkpoint to resume";
     default:
       if (code > 128) {
         return "killed by signal " + std::to_string(code - 128) + " (" + strsignal(code - 128) + ")";

@@ -20,12 +20,18 @@ std::string json_number(double v) {
 Result<MetricsWriter> MetricsWriter::open(const std::string& path, int node, std::uint64_t every,
                                           bool append, Clock& clock) {
   if (path.empty()) return MetricsWriter(nullptr, false, node, every, clock);
-  if (path == "-") return MetricsWriter(stdout, false, node, every, clock);
+  if (path == "-") {
+    MetricsWriter w(stdout, false, node, every, clock);
+    w.name_ = "standard output";
+    return w;
+  }
   std::FILE* f = std::fopen(path.c_str(), append ? "a" : "w");
   if (f == nullptr) {
     return io_error("opening metrics file " + path + ": " + std::strerror(errno));
   }
-  return MetricsWriter(f, true, node, every, clock);
+  MetricsWriter w(f, true, node, every, clock);
+  w.name_ = path;
+  return w;
 }
 
 MetricsWriter::MetricsWriter(std::FILE* file, bool owned, int node, std::uint64_t every,
@@ -34,7 +40,8 @@ MetricsWriter::MetricsWriter(std::FILE* file, bool owned, int node, std::uint64_
 
 MetricsWriter::MetricsWriter(MetricsWriter&& o) noexcept
     : file_(o.file_), owned_(o.owned_), node_(o.node_), every_(o.every_), clock_(o.clock_),
-      sum_(o.sum_), count_(o.count_), last_iteration_(o.last_iteration_) {
+      name_(std::move(o.name_)), error_(std::move(o.error_)), sum_(o.sum_), count_(o.count_),
+      last_iteration_(o.last_iteration_) {
   o.file_ = nullptr;
   o.owned_ = false;
 }
@@ -46,8 +53,29 @@ MetricsWriter::~MetricsWriter() {
 void MetricsWriter::write_line(const std::string& line) {
   if (file_ == nullptr) return;
   std::string with_newline = line + "\n";
-  std::fwrite(with_newline.data(), 1, with_newline.size(), file_);
-  std::fflush(file_);
+  errno = 0;
+  const bool ok = std::fwrite(with_newline.data(), 1, with_newline.size(), file_) ==
+                      with_newline.size() &&
+                  std::fflush(file_) == 0;
+  if (!ok && error_.empty()) {
+    error_ = "writing metrics to " + name_ + ": " + (errno ? std::strerror(errno) : "write failed");
+  }
+}
+
+Status MetricsWriter::status() const {
+  return error_.empty() ? Status::ok() : io_error(error_);
+}
+
+Status MetricsWriter::close() {
+  if (file_ != nullptr && owned_) {
+    errno = 0;
+    if (std::fclose(file_) != 0 && error_.empty()) {
+      error_ = "closing metrics file " + name_ + ": " + (errno ? std::strerror(errno) : "failed");
+    }
+    file_ = nullptr;
+    owned_ = false;
+  }
+  return status();
 }
 
 std::string MetricsWriter::head(std::string_view type, std::uint64_t iteration) const {

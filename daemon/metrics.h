@@ -67,6 +67,13 @@ class MetricsWriter {
   // Node i's row of W(iteration) as (column, weight) pairs in increasing column order.
   void weights(std::uint64_t iteration, const std::vector<std::pair<int, double>>& row);
 
+  // The first failed write or flush (a full disk, a closed pipe), naming the file; OK until then.
+  // Writing goes on after a failure (a line may still fit later), but a run must not end with
+  // exit 0 over a metrics file that lost lines: run_node checks this at the end.
+  Status status() const;
+  // Flushes and closes the file (not stdout) and returns status(), a failed close included.
+  Status close();
+
  private:
   MetricsWriter(std::FILE* file, bool owned, int node, std::uint64_t every, Clock& clock);
   void write_line(const std::string& line);
@@ -74,6 +81,8 @@ class MetricsWriter {
 
   std::FILE* file_ = nullptr;
   bool owned_ = false;
+  std::string name_;   // the path, or "standard output"
+  std::string error_;  // the first write failure, "" while none
   int node_ = 0;
   std::uint64_t every_ = 1;
   Clock* clock_;

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "common/clock.h"
-#include "common/log.h"
 #include "common/divergence.h"
+#include "common/log.h"
 #include "daemon/checkpoint.h"
 #include "daemon/exit_codes.h"
 #include "daemon/metrics.h"
@@ -253,11 +253,12 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
   const bool resuming = options.resume || options.resume_or_start || options.resume_at;
   if (resuming && !options.checkpoint_dir.empty()) {
     std::vector<std::string> skipped;
-    Result<Checkpoint> c = options.resume_at
-                               ? load_checkpoint_file(env, options.checkpoint_dir + "/" +
-                                                                  checkpoint_file_name(*options.resume_at),
-                                                      expect)
-                               : load_latest_checkpoint(env, options.checkpoint_dir, expect, &skipped);
+    Result<Checkpoint> c =
+        options.resume_at
+            ? load_checkpoint_file(
+                  env, options.checkpoint_dir + "/" + checkpoint_file_name(*options.resume_at),
+                  expect)
+            : load_latest_checkpoint(env, options.checkpoint_dir, expect, &skipped);
     if (c.is_ok()) {
       initial = std::move(c->params);
       initial_state = std::move(c->optimizer_state);
@@ -287,8 +288,9 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
       // The unusable files are another run's: set aside (kept), so this run owns the directory.
       Result<std::string> aside = set_aside_checkpoints(env, options.checkpoint_dir, run_id);
       if (!aside.is_ok()) return fail(kExitError, aside.status().with_context("--resume-or-start"));
-      GOSSIP_LOG(kWarning) << "--resume-or-start: no usable checkpoint in " << options.checkpoint_dir
-                           << "; starting from iteration 0 (run " << run_id << ")"
+      GOSSIP_LOG(kWarning) << "--resume-or-start: no usable checkpoint in "
+                           << options.checkpoint_dir << "; starting from iteration 0 (run "
+                           << run_id << ")"
                            << (aside->empty() ? std::string()
                                               : "; the unusable files were moved to " + *aside);
     }
@@ -850,6 +852,8 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
       if (!s.is_ok()) return fail(kExitError, s.with_context(what));
     }
   }
+  // The metrics file is an output the user asked for: lost lines are an error, not exit 0.
+  if (Status s = metrics.close(); !s.is_ok()) return fail(kExitError, s);
   result.exit_code = kExitOk;
   result.message = "done";
   GOSSIP_LOG(kInfo) << "finished " << result.iterations_done << " iterations; local model test accuracy "

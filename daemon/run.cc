@@ -11,6 +11,7 @@
 #include "common/escape.h"
 #include "common/log.h"
 #include "common/memory.h"
+#include "daemon/checkpoint.h"
 #include "daemon/exchange.h"
 #include "daemon/exit_codes.h"
 #include "daemon/node.h"
@@ -111,6 +112,16 @@ int run_command(const RunOptions& o) {
                     << " parameters), shard of " << problem->shards[o.node_id].size()
                     << " examples, backend " << (*backend)->description();
 
+  // A run from iteration 0 in a directory holding checkpoints is refused before any neighbour
+  // is contacted (run_node checks again; checkpoint.h says why).
+  const std::string checkpoint_dir =
+      config.checkpoint().dir() + "/node-" + std::to_string(o.node_id);
+  if (!o.resume && !o.resume_or_start && !o.resume_at) {
+    if (Status s = check_fresh_directory(Env::system(), checkpoint_dir); !s.is_ok()) {
+      return usage_error(s);
+    }
+  }
+
   // Transport.
   const int self = o.node_id;
   net::TransportOptions t;
@@ -193,7 +204,7 @@ int run_command(const RunOptions& o) {
   NodeOptions n;
   n.node_id = self;
   n.config = config;
-  n.checkpoint_dir = config.checkpoint().dir() + "/node-" + std::to_string(self);
+  n.checkpoint_dir = checkpoint_dir;
   n.metrics_path = !o.metrics_path.empty() ? o.metrics_path
                    : !config.metrics_path().empty() ? config.metrics_path()
                                                     : n.checkpoint_dir + "/metrics.jsonl";

@@ -284,8 +284,9 @@ Status check_experiment_memory(const ExperimentConfig& c) {
   const sgd::ProblemConfig& p = c.problem;
   const bool fmnist = p.data == sgd::DataKind::kFashionMnist;
   const double dim = fmnist ? 784.0 : std::max(p.synthetic_dim, 1);
-  const double examples = fmnist ? 70000.0 : double(std::max<std::int64_t>(p.synthetic_train, 0)) +
-                                                 double(std::max<std::int64_t>(p.synthetic_test, 0));
+  const double examples = fmnist ? 70000.0
+                                 : double(std::max<std::int64_t>(p.synthetic_train, 0)) +
+                                       double(std::max<std::int64_t>(p.synthetic_test, 0));
   double params = 0, in = dim;
   for (int h : p.hidden) {
     params += (in + 1) * std::max(h, 1);

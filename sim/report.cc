@@ -215,8 +215,9 @@ std::string speedups_json(const std::vector<Series>& series) {
     for (const Series& c : series) {
       if (c.scheme == Scheme::kGossip) continue;
       if (!first) out += ',';
-      out += "{\"dpsgd_topology\":" + json_quote(d.topology) + ",\"over\":" +
-             json_quote(c.algorithm) + ",\"speedup\":" + json_num(speedup(d, c)) + "}";
+      out += "{\"dpsgd_topology\":" + json_quote(d.topology) +
+             ",\"over\":" + json_quote(c.algorithm) + ",\"speedup\":" + json_num(speedup(d, c)) +
+             "}";
       first = false;
     }
   }

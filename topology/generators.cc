@@ -173,8 +173,9 @@ Result<Graph> generate_graph(const GeneratorSpec& spec) {
   const auto kind = generator_kind_name(spec.kind);
   GOSSIP_ASSIGN_OR_RETURN(const int n, generator_num_nodes(spec));
   if (spec.kind == GeneratorKind::kErdosRenyi) {
-    GOSSIP_RETURN_IF_ERROR(need(std::isfinite(spec.p) && spec.p > 0.0 && spec.p <= 1.0, kind,
-                                "needs a finite p with 0 < p <= 1, got p = " + std::to_string(spec.p)));
+    GOSSIP_RETURN_IF_ERROR(
+        need(std::isfinite(spec.p) && spec.p > 0.0 && spec.p <= 1.0, kind,
+             "needs a finite p with 0 < p <= 1, got p = " + std::to_string(spec.p)));
   }
   // Refuse before allocating: the kinds whose edge count grows faster than n.
   double edges = n;

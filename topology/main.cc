@@ -211,14 +211,16 @@ std::string report_json(const Topology& t, const SpectralReport& r, const Advice
   o << "{\"name\": " << json_quote(t.name()) << ", \"nodes\": " << t.num_nodes()
     << ", \"directed\": " << (t.is_directed() ? "true" : "false")
     << ", \"time_varying\": " << (t.is_time_varying() ? "true" : "false")
-    << ", \"period\": " << t.period() << ", \"weights\": " << json_quote(weight_scheme_name(t.weight_scheme()))
+    << ", \"period\": " << t.period()
+    << ", \"weights\": " << json_quote(weight_scheme_name(t.weight_scheme()))
     << ", \"edges\": " << t.graph().num_edges() << ", \"max_degree\": " << a.max_degree
     << ", \"fingerprint\": " << json_quote(t.fingerprint())
     << ", \"method\": " << json_quote(spectral_method_name(r.method))
     << ", \"method_detail\": " << json_quote(r.detail) << ", \"residual\": " << json_num(r.residual)
-    << ", \"seconds\": " << json_num(r.seconds) << ", \"symmetric\": " << (r.symmetric ? "true" : "false")
-    << ", \"rho\": " << json_num(r.rho) << ", \"gap\": " << json_num(r.gap)
-    << ", \"lambda2\": " << json_num(r.lambda2) << ", \"lambda_n\": " << json_num(r.lambda_n)
+    << ", \"seconds\": " << json_num(r.seconds)
+    << ", \"symmetric\": " << (r.symmetric ? "true" : "false") << ", \"rho\": " << json_num(r.rho)
+    << ", \"gap\": " << json_num(r.gap) << ", \"lambda2\": " << json_num(r.lambda2)
+    << ", \"lambda_n\": " << json_num(r.lambda_n)
     << ", \"one_minus_lambda2\": " << json_num(r.one_minus_lambda2)
     << ", \"one_plus_lambda_n\": " << json_num(r.one_plus_lambda_n)
     << ", \"abs_lambda2\": " << json_num(r.abs_lambda2)
@@ -286,7 +288,8 @@ int cmd_validate(const std::vector<std::string>& files, bool json) {
     // load_topology's own errors name the file; the spectral check run here must too.
     if (t.is_ok() && !st.is_ok()) st = invalid_argument(f + ": invalid topology: " + st.message());
     if (json) {
-      std::cout << "{\"file\": " << json_quote(f) << ", \"ok\": " << (st.is_ok() ? "true" : "false");
+      std::cout << "{\"file\": " << json_quote(f)
+                << ", \"ok\": " << (st.is_ok() ? "true" : "false");
       if (st.is_ok())
         std::cout << ", \"nodes\": " << t->num_nodes() << ", \"rho\": " << json_num(rep.rho)
                   << ", \"fingerprint\": " << json_quote(t->fingerprint());
@@ -294,8 +297,8 @@ int cmd_validate(const std::vector<std::string>& files, bool json) {
         std::cout << ", \"error\": " << json_quote(st.message());
       std::cout << "}\n";
     } else if (st.is_ok()) {
-      std::cout << "OK " << log_escape(f) << ": " << t->num_nodes() << " nodes, rho " << fmt(rep.rho, 10)
-                << ", fingerprint " << t->fingerprint() << "\n";
+      std::cout << "OK " << log_escape(f) << ": " << t->num_nodes() << " nodes, rho "
+                << fmt(rep.rho, 10) << ", fingerprint " << t->fingerprint() << "\n";
     } else {
       std::cerr << "INVALID " << log_escape(st.message()) << "\n";
     }
@@ -322,9 +325,12 @@ int cmd_analyze(const Source& src, const std::string& file, const std::string& m
     std::cout << report_json(*t, *r, a) << "\n";
   } else {
     const auto& g = t->graph();
-    std::cout << "topology     " << log_escape(t->name().empty() ? file : t->name()) << ": " << t->num_nodes()
-              << " nodes, " << g.num_edges() << (t->is_directed() ? " arcs" : " edges")
-              << (t->is_time_varying() ? ", time-varying (period " + std::to_string(t->period()) + ")" : "")
+    std::cout << "topology     " << log_escape(t->name().empty() ? file : t->name()) << ": "
+              << t->num_nodes() << " nodes, " << g.num_edges()
+              << (t->is_directed() ? " arcs" : " edges")
+              << (t->is_time_varying()
+                      ? ", time-varying (period " + std::to_string(t->period()) + ")"
+                      : "")
               << ", weights " << weight_scheme_name(t->weight_scheme()) << "\n";
     std::cout << "degrees      min " << g.min_degree() << ", max " << g.max_degree()
               << " (per-iteration out-degree " << a.max_degree << ")\n";
@@ -487,7 +493,8 @@ int cmd_compare(const std::vector<std::string>& files, const std::vector<std::st
     std::cout << std::left << std::setw(24) << log_escape(labels[i]) << std::right << std::setw(8)
               << a.num_nodes << std::setw(6) << a.max_degree << std::setw(14)
               << fmt(r->gap_per_iteration, 5) << std::setw(12)
-              << (a.iterations_1000x < 0 ? std::string("never") : std::to_string(a.iterations_1000x))
+              << (a.iterations_1000x < 0 ? std::string("never")
+                                         : std::to_string(a.iterations_1000x))
               << std::setw(14) << fmt(a.dpsgd_seconds * 1e3, 5) << std::setw(14)
               << fmt(a.ps_seconds * 1e3, 5) << std::setw(14) << fmt(a.allreduce_seconds * 1e3, 5)
               << std::setw(10) << spectral_method_name(r->method) << "\n";
@@ -658,7 +665,7 @@ int topo_main(int argc, char** argv) {
 }  // namespace gossip::topology
 
 int main(int argc, char** argv) {
-  const int rc = gossip::guard_main(
-      "gossip-topo", [&] { return gossip::topology::topo_main(argc, argv); });
+  const int rc =
+      gossip::guard_main("gossip-topo", [&] { return gossip::topology::topo_main(argc, argv); });
   return gossip::finish_stdout("gossip-topo", rc);
 }

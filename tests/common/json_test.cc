@@ -4,7 +4,6 @@
 #include "common/json.h"
 
 #include <doctest/doctest.h>
-
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -29,23 +28,25 @@ bool valid_utf8(const std::string& s) {
 
 TEST_CASE("utf8_sequence_length follows RFC 3629 at every boundary") {
   CHECK(utf8_sequence_length("a", 0) == 1);
-  CHECK(utf8_sequence_length("\xC2\x80", 0) == 2);           // U+0080
-  CHECK(utf8_sequence_length("\xDF\xBF", 0) == 2);           // U+07FF
-  CHECK(utf8_sequence_length("\xE0\xA0\x80", 0) == 3);       // U+0800
-  CHECK(utf8_sequence_length("\xED\x9F\xBF", 0) == 3);       // U+D7FF
-  CHECK(utf8_sequence_length("\xEE\x80\x80", 0) == 3);       // U+E000
-  CHECK(utf8_sequence_length("\xF0\x90\x80\x80", 0) == 4);   // U+10000
-  CHECK(utf8_sequence_length("\xF4\x8F\xBF\xBF", 0) == 4);   // U+10FFFF
-  CHECK(utf8_sequence_length("\xC0\xAF", 0) == 0);           // overlong '/'
-  CHECK(utf8_sequence_length("\xC1\xBF", 0) == 0);           // overlong
-  CHECK(utf8_sequence_length("\xE0\x9F\xBF", 0) == 0);       // overlong 3-byte
-  CHECK(utf8_sequence_length("\xF0\x8F\xBF\xBF", 0) == 0);   // overlong 4-byte
-  CHECK(utf8_sequence_length("\xED\xA0\x80", 0) == 0);       // surrogate U+D800
-  CHECK(utf8_sequence_length("\xF4\x90\x80\x80", 0) == 0);   // U+110000
+  CHECK(utf8_sequence_length("\xC2\x80", 0) == 2);          // U+0080
+  CHECK(utf8_sequence_length("\xDF\xBF", 0) == 2);          // U+07FF
+  CHECK(utf8_sequence_length("\xE0\xA0\x80", 0) == 3);      // U+0800
+  CHECK(utf8_sequence_length("\xED\x9F\xBF", 0) == 3);      // U+D7FF
+  CHECK(utf8_sequence_length("\xEE\x80\x80", 0) == 3);      // U+E000
+  CHECK(utf8_sequence_length("\xF0\x90\x80\x80", 0) == 4);  // U+10000
+  CHECK(utf8_sequence_length("\xF4\x8F\xBF\xBF", 0) == 4);  // U+10FFFF
+  CHECK(utf8_sequence_length("\xC0\xAF", 0) == 0);          // overlong '/'
+  CHECK(utf8_sequence_length("\xC1\xBF", 0) == 0);          // overlong
+  CHECK(utf8_sequence_length("\xE0\x9F\xBF", 0) == 0);      // overlong 3-byte
+  CHECK(utf8_sequence_length("\xF0\x8F\xBF\xBF", 0) == 0);  // overlong 4-byte
+  CHECK(utf8_sequence_length("\xED\xA0\x80", 0) == 0);      // surrogate U+D800
+  CHECK(utf8_sequence_length("\xF4\x90\x80\x80", 0) == 0);  // U+110000
   CHECK(utf8_sequence_length("\xF5\x80\x80\x80", 0) == 0);
-  CHECK(utf8_sequence_length("\x80", 0) == 0);               // stray continuation
-  CHECK(utf8_sequence_length("\xE2\x82", 0) == 0);           // truncated
-  CHECK(utf8_sequence_length("\xE2\x82" "a", 0) == 0);       // bad continuation
+  CHECK(utf8_sequence_length("\x80", 0) == 0);      // stray continuation
+  CHECK(utf8_sequence_length("\xE2\x82", 0) == 0);  // truncated
+  CHECK(utf8_sequence_length("\xE2\x82"
+                             "a",
+                             0) == 0);  // bad continuation
   // Exhaustive over the 2-byte space against the code point arithmetic.
   for (int a = 0x80; a < 0x100; ++a) {
     for (int b = 0; b < 0x100; ++b) {
@@ -78,15 +79,17 @@ TEST_CASE("json_quote escapes every control character and quotes") {
 
 TEST_CASE("json_quote keeps valid UTF-8 and replaces each invalid byte with \\ufffd") {
   CHECK(json_quote("Metropolis–Hastings ρ 😀") == "\"Metropolis–Hastings ρ 😀\"");
-  CHECK(json_quote("a\xff" "b") == "\"a\\ufffdb\"");
-  CHECK(json_quote("\xC0\xAF") == "\"\\ufffd\\ufffd\"");      // overlong: both bytes replaced
+  CHECK(json_quote("a\xff"
+                   "b") == "\"a\\ufffdb\"");
+  CHECK(json_quote("\xC0\xAF") == "\"\\ufffd\\ufffd\"");  // overlong: both bytes replaced
   CHECK(json_quote("\xED\xA0\x80") == "\"\\ufffd\\ufffd\\ufffd\"");  // surrogate
-  CHECK(json_quote("\xE2\x82") == "\"\\ufffd\\ufffd\"");      // truncated at the end
-  CHECK(json_quote("\xE2\x82\xAC") == "\"\xE2\x82\xAC\"");    // the whole euro sign stays
+  CHECK(json_quote("\xE2\x82") == "\"\\ufffd\\ufffd\"");             // truncated at the end
+  CHECK(json_quote("\xE2\x82\xAC") == "\"\xE2\x82\xAC\"");           // the whole euro sign stays
 }
 
-TEST_CASE("json_quote of random bytes is valid UTF-8 without raw control bytes, and python "
-          "reads it back") {
+TEST_CASE(
+    "json_quote of random bytes is valid UTF-8 without raw control bytes, and python "
+    "reads it back") {
   Rng rng(7, 1);
   std::string lines;
   for (int k = 0; k < 300; ++k) {
@@ -109,9 +112,10 @@ TEST_CASE("json_quote of random bytes is valid UTF-8 without raw control bytes, 
     std::fwrite(lines.data(), 1, lines.size(), f);
     std::fclose(f);
     const std::string cmd =
-        std::string("/usr/bin/python3 -c \"import json,sys\nn=0\nfor l in open(sys.argv[1], "
-                    "encoding='utf-8'):\n  v=json.loads(l); assert isinstance(v,str); n+=1\n"
-                    "print(n)\" ") +
+        std::string(
+            "/usr/bin/python3 -c \"import json,sys\nn=0\nfor l in open(sys.argv[1], "
+            "encoding='utf-8'):\n  v=json.loads(l); assert isinstance(v,str); n+=1\n"
+            "print(n)\" ") +
         in_path;
     std::FILE* p = ::popen(cmd.c_str(), "r");
     REQUIRE(p != nullptr);
@@ -130,8 +134,9 @@ TEST_CASE("log_escape leaves no control byte, no C1 control and no invalid UTF-8
   CHECK(log_escape("a\nI 00:00:00.000 forged") == "a\\nI 00:00:00.000 forged");
   CHECK(log_escape("\x1b]0;title\x07") == "\\x1b]0;title\\x07");
   CHECK(log_escape("back\\slash\ttab\r") == "back\\\\slash\\ttab\\r");
-  CHECK(log_escape("\xC2\x9B" "31m") == "\\xc2\\x9b31m");  // U+009B CSI, a C1 control
-  CHECK(log_escape("\xC2\xA0 ρ") == "\xC2\xA0 ρ");         // U+00A0 is printable
+  CHECK(log_escape("\xC2\x9B"
+                   "31m") == "\\xc2\\x9b31m");      // U+009B CSI, a C1 control
+  CHECK(log_escape("\xC2\xA0 ρ") == "\xC2\xA0 ρ");  // U+00A0 is printable
   CHECK(log_escape("\xff\xfe") == "\\xff\\xfe");
   CHECK(log_escape("\x7f") == "\\x7f");
   Rng rng(11, 2);

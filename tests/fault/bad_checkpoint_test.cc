@@ -19,7 +19,7 @@ using daemon::CheckpointExpectation;
 constexpr std::uint32_t kNode = 3;
 
 Checkpoint make(std::uint64_t iteration, std::size_t params = 100,
-               const std::string& run_id = "run-a") {
+                const std::string& run_id = "run-a") {
   Checkpoint c;
   c.node = kNode;
   c.run_id = run_id;
@@ -311,7 +311,8 @@ std::vector<std::uint64_t> iterations_in(const std::string& dir) {
   return out;
 }
 
-TEST_CASE("an earlier run's checkpoints, even at higher iterations, are never deleted or replaced") {
+TEST_CASE(
+    "an earlier run's checkpoints, even at higher iterations, are never deleted or replaced") {
   TempDir tmp;
   const std::string dir = tmp.path + "/node-3";
   Env& env = Env::system();
@@ -336,7 +337,8 @@ TEST_CASE("an earlier run's checkpoints, even at higher iterations, are never de
     auto mine = daemon::load_checkpoint_file(env, *w, expect());
     REQUIRE(mine.is_ok());
     CHECK(mine->run_id == "run-b");
-    for (std::uint64_t a : {300, 400, 500}) CHECK(env.file_exists(dir + "/" + daemon::checkpoint_file_name(a)));
+    for (std::uint64_t a : {300, 400, 500})
+      CHECK(env.file_exists(dir + "/" + daemon::checkpoint_file_name(a)));
   }
   CHECK(iterations_in(dir) == std::vector<std::uint64_t>{80, 93, 300, 400, 500});
   // B reaches A's numbers: it may not replace A's file of the same name (an error naming it),
@@ -345,7 +347,8 @@ TEST_CASE("an earlier run's checkpoints, even at higher iterations, are never de
   REQUIRE_FALSE(clash.is_ok());
   CHECK(contains(clash.status().message(), daemon::checkpoint_file_name(300)));
   CHECK(contains(clash.status().message(), "another run"));
-  auto a300 = daemon::load_checkpoint_file(env, dir + "/" + daemon::checkpoint_file_name(300), expect());
+  auto a300 =
+      daemon::load_checkpoint_file(env, dir + "/" + daemon::checkpoint_file_name(300), expect());
   REQUIRE(a300.is_ok());
   CHECK(a300->run_id == "run-a");
   REQUIRE(daemon::write_checkpoint(env, dir, make(600, 100, "run-b"), 2).is_ok());
@@ -357,11 +360,12 @@ TEST_CASE("an earlier run's checkpoints, even at higher iterations, are never de
   CHECK(iterations_in(dir) == std::vector<std::uint64_t>{300, 400, 500, 650, 800});
 }
 
-TEST_CASE("kill -9 at random points while checkpointing: the newest completed checkpoint survives") {
+TEST_CASE(
+    "kill -9 at random points while checkpointing: the newest completed checkpoint survives") {
   // A child writes checkpoints 1, 2, 3, ... (keep 2) and reports each completed write on a pipe;
-  // the parent SIGKILLs it at a seeded random moment after the first. Whatever the moment, resume must find a
-  // valid checkpoint at least as new as the last one reported, and an earlier run's files
-  // (iterations 1000 and 1001, run-a) must all be there.
+  // the parent SIGKILLs it at a seeded random moment after the first. Whatever the moment, resume
+  // must find a valid checkpoint at least as new as the last one reported, and an earlier run's
+  // files (iterations 1000 and 1001, run-a) must all be there.
   TempDir tmp;
   Env& env = Env::system();
   Rng rng(2024, 5);

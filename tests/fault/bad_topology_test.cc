@@ -183,8 +183,8 @@ TEST_CASE("CRLF line endings are accepted on purpose: same topology, same line n
 TEST_CASE("huge: a node count that does not fit an int is refused") {
   auto l = load("generator { kind: RING nodes: 4294967295 }\n");
   expect_rejected(*l, "nodes", ":1:");
-  expect_rejected(*load("generator { kind: COMPLETE nodes: 1000000 }\n"), "edges for nodes: 1000000",
-                  ":1:");
+  expect_rejected(*load("generator { kind: COMPLETE nodes: 1000000 }\n"),
+                  "edges for nodes: 1000000", ":1:");
 }
 
 // A ring of 2^31 - 1 nodes is refused at its nodes field (limit kMaxGeneratorNodes = 10^7),

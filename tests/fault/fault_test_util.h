@@ -76,9 +76,9 @@ inline CliRun run_cli(const std::vector<std::string>& argv, int timeout_s = 30,
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(),
-                                   extras.stdout_path.empty() ? O_WRONLY | O_CREAT | O_TRUNC : O_WRONLY,
-                                   0600);
+  posix_spawn_file_actions_addopen(
+      &fa, 1, out.c_str(), extras.stdout_path.empty() ? O_WRONLY | O_CREAT | O_TRUNC : O_WRONLY,
+      0600);
   posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
   std::vector<char*> args;

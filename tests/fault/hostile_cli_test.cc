@@ -43,8 +43,8 @@ int base_port() {
   return port > 0 ? port : 39413;
 }
 std::string node_line(int id) {
-  return "node { id: " + std::to_string(id) + " address: \"127.0.0.1:" +
-         std::to_string(base_port() + id) + "\" }\n";
+  return "node { id: " + std::to_string(id) +
+         " address: \"127.0.0.1:" + std::to_string(base_port() + id) + "\" }\n";
 }
 // One node, no neighbours: a whole gossipd run in well under a second.
 const std::string kOne = node_line(0);
@@ -61,8 +61,9 @@ const std::string kConfig =
 CliRun gossipd(const TempDir& d, const std::vector<std::string>& extra,
                const std::string& topology = kOne, const std::string& config = kConfig,
                const CliExtras& extras = {}) {
-  std::vector<std::string> argv = {gossipd_bin(), "run", d.write("topo.pbtxt", topology), "--node",
-                                   "0", "--config", d.write("train.pbtxt", config), "--insecure"};
+  std::vector<std::string> argv = {
+      gossipd_bin(), "run",      d.write("topo.pbtxt", topology), "--node",
+      "0",           "--config", d.write("train.pbtxt", config),  "--insecure"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return run_cli(argv, 30, d.path, extras);
 }
@@ -71,7 +72,8 @@ CliRun gossipd(const TempDir& d, const std::vector<std::string>& extra,
 std::map<std::string, std::string> snapshot(const std::string& dir) {
   std::map<std::string, std::string> out;
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (e.is_regular_file()) out[fs::relative(e.path(), dir).string()] = read_all(e.path().string());
+    if (e.is_regular_file())
+      out[fs::relative(e.path(), dir).string()] = read_all(e.path().string());
   }
   return out;
 }
@@ -94,6 +96,7 @@ TEST_CASE("checkpoints: a fresh run refuses a directory holding an earlier run's
     CHECK(again.code == 2);
     CHECK(contains(again.err, "ck/node-0 already holds 2 checkpoint file(s)"));
     CHECK(contains(again.err, "--resume"));
+    CHECK_FALSE(contains(again.err, "connected to"));  // refused before the transport started
     std::map<std::string, std::string> after = snapshot(d.path + "/ck/node-0");
     after.erase("metrics.jsonl");
     std::map<std::string, std::string> expect = before;
@@ -196,8 +199,8 @@ TEST_CASE("outputs: -o and final_params_path refuse a FIFO, a directory and a sy
   fs::create_symlink(target, link);
   for (const std::string& out : {fifo, sub, link}) {
     CAPTURE(out);
-    const CliRun r = run_cli({topo_bin(), "optimize", "--kind", "ring", "--nodes", "6",
-                              "--iterations", "5", "-o", out});
+    const CliRun r = run_cli(
+        {topo_bin(), "optimize", "--kind", "ring", "--nodes", "6", "--iterations", "5", "-o", out});
     check_bounded(r);
     CHECK(r.code == 1);
     CHECK(contains(r.err, out + " exists and is"));
@@ -236,6 +239,17 @@ TEST_CASE("outputs: a failed write on standard output is an error (> /dev/full)"
   }
 }
 
+TEST_CASE("outputs: a metrics file that cannot be written fails the run (exit 1)") {
+  TempDir d;
+  const CliRun r = gossipd(d, {"--metrics", "/dev/full"});
+  check_bounded(r);
+  CHECK(r.code == 1);
+  CHECK(contains(r.err, "writing metrics to /dev/full: No space left on device"));
+  // Control: the same run with a writable metrics file exits 0.
+  TempDir ok;
+  CHECK(gossipd(ok, {"--metrics", ok.file("m.jsonl")}).code == 0);
+}
+
 // ---- class 3: sizes that cannot fit are refused before allocation, never std::bad_alloc
 
 TEST_CASE("sizes: an MLP too large for memory, or for --memory-cap, exits 2 before joining") {
@@ -262,8 +276,8 @@ TEST_CASE("sizes: an MLP too large for memory, or for --memory-cap, exits 2 befo
        {std::vector<std::string>{"--train-examples", "100000000000"},
         std::vector<std::string>{"--dim", "2000000000"},
         std::vector<std::string>{"--model", "mlp", "--hidden", "100000,100000"}}) {
-    std::vector<std::string> argv = {sim_bin(), "run", "--problem", "logistic", "--nodes", "4",
-                                     "--iterations", "5", "--quiet"};
+    std::vector<std::string> argv = {sim_bin(), "run",          "--problem", "logistic", "--nodes",
+                                     "4",       "--iterations", "5",         "--quiet"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     CAPTURE(extra[0]);
     const CliRun r = run_cli(argv);
@@ -353,9 +367,9 @@ TEST_CASE("divergence: gossipd and gossip-sim stop with exit 5 and write no NaN 
   const CliRun g2 = gossipd(d2, {"--resume", "--iterations", "40", "--lr", "1e300"});
   check_bounded(g2);
   CHECK(g2.code == 6);  // the lr is part of the config: the good checkpoints are another config's
-  const CliRun s = run_cli({sim_bin(), "run", "--problem", "least_squares", "--nodes", "4",
-                            "--iterations", "200", "--lr", "1e6", "--quiet", "--compute-time",
-                            "1ms"});
+  const CliRun s =
+      run_cli({sim_bin(), "run", "--problem", "least_squares", "--nodes", "4", "--iterations",
+               "200", "--lr", "1e6", "--quiet", "--compute-time", "1ms"});
   check_bounded(s);
   CHECK(s.code == 5);
   CHECK(contains(s.err, "training diverged at iteration"));
@@ -382,8 +396,10 @@ TEST_CASE("json: --json output is valid JSON for file names and names with any b
   }
   if (fs::exists("/usr/bin/python3")) {
     const std::string file = d.write("lines.json", lines);
-    const std::string cmd = "/usr/bin/python3 -c \"import json,sys\nfor l in open(sys.argv[1], "
-                            "encoding='utf-8'): json.loads(l)\" " + file;
+    const std::string cmd =
+        "/usr/bin/python3 -c \"import json,sys\nfor l in open(sys.argv[1], "
+        "encoding='utf-8'): json.loads(l)\" " +
+        file;
     CHECK(std::system(cmd.c_str()) == 0);
   }
 }
@@ -395,8 +411,8 @@ TEST_CASE("logs: strings from outside cannot start a forged log line or send esc
   // A config value and a file name carrying a newline, a fake log prefix and a terminal escape.
   const std::string evil = "x\nI 00:00:00.000 [node 0] forged\x1b[2J";
   d.write("file", "a regular file, so no directory can be made below it");
-  const CliRun m = gossipd(d, {"--metrics", d.path + "/file/" + evil + "/m.jsonl",
-                               "--set", "checkpoint.dir=" + d.path + "/ck2"});
+  const CliRun m = gossipd(d, {"--metrics", d.path + "/file/" + evil + "/m.jsonl", "--set",
+                               "checkpoint.dir=" + d.path + "/ck2"});
   check_bounded(m);
   CHECK(m.code != 0);
   CHECK_FALSE(contains(m.err, "\nI 00:00:00.000 [node 0] forged"));

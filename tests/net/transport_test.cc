@@ -6,7 +6,12 @@
 
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <cstring>
 #include <thread>
 
@@ -302,6 +307,43 @@ TEST_CASE("insecure: a neighbour with another job id is refused at Hello") {
   CHECK(eventually([&] { return p.n6->stats().handshakes_rejected >= 1; }));
   CHECK((*bad)->connected_peers().empty());
   CHECK(p.exchange_ok(0));
+}
+
+TEST_CASE("insecure: a hostile Hello's strings reach the log escaped, on one line") {
+  HonestPair p(true);
+  // The node's stderr (where GOSSIP_LOG writes) goes to a file while the hostile peer talks.
+  char path[] = "/tmp/gossip_log_forge_XXXXXX";
+  const int fd = ::mkstemp(path);
+  REQUIRE(fd >= 0);
+  std::fflush(stderr);
+  const int saved = ::dup(STDERR_FILENO);
+  ::dup2(fd, STDERR_FILENO);
+  const std::string evil = "job\nW 00:00:00.000 [node 6] forged line\x1b[2J\xc2\x9b";
+  {
+    testing::RawClient raw;
+    REQUIRE(raw.connect(p.n6->port()));
+    CHECK_FALSE(raw.handshake({evil, 4, testing::kTopology, HonestPair::kParams}));
+  }
+  CHECK(eventually([&] { return p.n6->stats().handshakes_rejected >= 1; }));
+  std::fflush(stderr);
+  ::dup2(saved, STDERR_FILENO);
+  ::close(saved);
+  ::close(fd);
+  std::ifstream in(path);
+  const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ::unlink(path);
+  INFO("log: ", log);
+  CHECK(log.find("job id mismatch") != std::string::npos);
+  CHECK(log.find("\\nW 00:00:00.000 [node 6] forged line\\x1b[2J\\xc2\\x9b") !=
+        std::string::npos);
+  CHECK(log.find("\nW 00:00:00.000 [node 6] forged") == std::string::npos);
+  bool control_bytes = false;
+  for (char c : log) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    control_bytes |= (u < 0x20 && u != '\n') || u == 0x7f;
+  }
+  CHECK_FALSE(control_bytes);
+  CHECK(p.exchange_ok(0));  // the honest link carries on
 }
 
 TEST_CASE("plaintext against a TLS node is rejected") {
