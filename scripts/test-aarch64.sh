@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs the unit tests of the aarch64 cross build (scripts/cross-aarch64.sh, which it calls first)
+# under qemu-user: every test labelled unit, each test executable through qemu-aarch64 with the
+# arm64 libraries of Debian's multiarch. Not part of scripts/test.sh: emulation is slow (README
+# "CPUs" gives the time).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/cross-aarch64.sh
+echo "== unit tests of build-aarch64/ under qemu-aarch64 =="
+# The toolchain file names qemu-aarch64 as CMAKE_CROSSCOMPILING_EMULATOR, so ctest runs each test
+# through it.
+(cd build-aarch64 && ctest --output-on-failure -j "$(nproc)" -L unit)
+echo "== aarch64 unit tests passed =="
