@@ -1,7 +1,7 @@
 // topo_bench: spectral gap of the benchmark topologies, ours next to scipy's eigsh.
 //
 // For each case: build time, analysis time, method, rho, gap, relative error of the gap against
-// the closed form (DESIGN.md §1) where one exists, and the same matrix handed to
+// the closed form (docs/design.md §1) where one exists, and the same matrix handed to
 // bench/topo_reference.py (scipy.sparse.linalg.eigsh, /usr/bin/python3, single thread, capped at
 // --reference-timeout seconds). Prints one table. Figures, not assertions.
 //

@@ -7,7 +7,7 @@ set -euo pipefail
 pkgs=(
   # build
   cmake ninja-build g++ clang pkg-config libclang-rt-14-dev
-  # libraries (DESIGN.md §2)
+  # libraries (docs/design.md §2)
   libasio-dev libeigen3-dev libspectra-dev libprotobuf-dev protobuf-compiler
   libcli11-dev doctest-dev libssl-dev zlib1g-dev
   # real data (the default data set)

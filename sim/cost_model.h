@@ -1,6 +1,6 @@
 // Network cost model: the simulated wall time of each iteration of C-PSGD (parameter server or
 // ring allreduce) and D-PSGD, from the message size, link latency and bandwidth, and the per-step
-// compute time (Lian et al., NeurIPS 2017, Table 1; DESIGN.md §1).
+// compute time (Lian et al., NeurIPS 2017, Table 1; docs/design.md §1).
 //
 //   C-PSGD, parameter server:  compute + 2(α + n·M/B)                 (the server's link moves n·M)
 //   C-PSGD, ring allreduce:    compute + 2(n−1)α + 2((n−1)/n)·M/B

@@ -2,7 +2,7 @@
 // (column-major, so column i is node i's flat parameter vector, contiguous — the same buffer a
 // gossipd process holds), and the gossip step X ← X·Wᵀ for a sparse mixing matrix W.
 //
-// Mixing semantics (DESIGN.md §1): x_i ← Σ_j W_ij x_j − γ u_i over j ∈ N_in(i) ∪ {i}, i.e. row i
+// Mixing semantics (docs/design.md §1): x_i ← Σ_j W_ij x_j − γ u_i over j ∈ N_in(i) ∪ {i}: row i
 // of W holds node i's in-weights. Rounding is exactly that of sgd::Backend::mix called with the
 // terms in increasing j (self included at its place) and float32 weights: acc = w_0·x_0, then
 // acc = fma(w_j, x_j, acc), then out = fma(−γ, u, acc). A gossipd node that orders its terms the

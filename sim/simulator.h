@@ -4,7 +4,7 @@
 // sim/cost_model.h turns iterations into seconds afterwards (so one run serves every bandwidth,
 // latency and straggler setting of a sweep).
 //
-// Algorithms (DESIGN.md §1):
+// Algorithms (docs/design.md §1):
 //   C-PSGD  one model x; every node i draws its batch and computes g_i at x; the optimizer is fed
 //           the exact average (1/n) Σ_i g_i (summed in node order in double, rounded once).
 //   D-PSGD  (Lian et al., NeurIPS 2017, Algorithm 1) every node i computes g_i at its own x_i^t and

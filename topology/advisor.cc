@@ -1,4 +1,4 @@
-// Advisor: the cost model of DESIGN.md §1 evaluated on a concrete topology.
+// Advisor: the cost model of docs/design.md §1 evaluated on a concrete topology.
 #include "topology/advisor.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Advisor: what a topology costs per iteration and how fast it mixes (DESIGN.md §1, "Communication
+// Advisor: a topology's cost per iteration and how fast it mixes (docs/design.md §1, "Communication
 // cost per iteration", after Lian et al. 2017 Table 1). Messages of M bytes, link latency alpha,
 // bandwidth B (bytes/s), full duplex:
 //   D-PSGD on max degree Delta:    alpha + Delta M / B      (overlaps with compute)

@@ -1,4 +1,4 @@
-// Generators: the standard gossip graphs by kind and size (DESIGN.md §1), seeded where random.
+// Generators: the standard gossip graphs by kind and size (docs/design.md §1), seeded where random.
 // Every generator returns a Graph on nodes 0..n-1; the Topology (topology.h) adds addresses and
 // weights. Random generators use common/random.h, so a seed gives the same graph everywhere.
 #pragma once

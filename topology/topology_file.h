@@ -1,4 +1,4 @@
-// Topology files (DESIGN.md §3): Protobuf text format (schema topology/topology.proto), or the
+// Topology files (docs/design.md §3): Protobuf text format (schema topology/topology.proto), or the
 // Protobuf JSON mapping (files ending in .json, or starting with '{'). Parse errors and validation
 // errors name file:line:column (1-based) of the offending field, or the node/edge.
 #pragma once

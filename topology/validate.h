@@ -1,5 +1,5 @@
 // Validation of a topology: run on every load (gossip-topo, gossip-sim, gossipd), so that nobody
-// trains on a W that does not average. Rules (DESIGN.md §1):
+// trains on a W that does not average. Rules (docs/design.md §1):
 //   unique ids 0..n-1, unique addresses, ports 1..65535;
 //   W nonnegative; every row and column sums to 1 within `tolerance`;
 //   support of W within arcs ∪ diagonal; W symmetric for undirected graphs;

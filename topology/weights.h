@@ -1,4 +1,4 @@
-// Mixing weights: from a graph to a doubly-stochastic W (DESIGN.md §1, "Weight schemes").
+// Mixing weights: from a graph to a doubly-stochastic W (docs/design.md §1, "Weight schemes").
 //
 // Convention everywhere in gossip-sgd: row i of W holds the weights node i applies,
 // x_i <- sum_j W_ij x_j, so W_ij > 0 needs an arc j -> i (j sends to i) or i == j.

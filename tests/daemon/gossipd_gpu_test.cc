@@ -1,7 +1,7 @@
 // gossipd on a CUDA device (ctest label gpu): n gossipd processes with `device: CUDA` on one GPU,
 // over real loopback TCP, against gossip-sim's D-PSGD on the cpu for the same files. The parameters
 // travel host → pinned staging → device for every neighbour each iteration, so this exercises the
-// asynchronous copies of the daemon's data path (DESIGN.md §3) end to end.
+// asynchronous copies of the daemon's data path (docs/design.md §2) end to end.
 // Mixing and the optimizer are bit-identical on both backends (tests/sgd/cuda_parity_test.cc), but
 // cuBLAS and Eigen sum the GEMMs in different orders, so after 60 iterations the parameters agree
 // to a stated tolerance, 1e-4 absolute on weights of order 0.1–1, instead of the cpu tests' 1e-5.

@@ -1,6 +1,6 @@
 // The fused mixing kernel and backend selection: out = Σ w_j x_j − γ u against a double-precision
 // reference and against the stated fma order bit for bit; aliasing; thread-count independence;
-// pure gossip with a doubly-stochastic W preserves the average (DESIGN.md §1).
+// pure gossip with a doubly-stochastic W preserves the average (docs/design.md §1).
 #include <doctest/doctest.h>
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// Advisor: the DESIGN.md §1 cost formulas on concrete topologies, and mixing iterations.
+// Advisor: the docs/design.md §1 cost formulas on concrete topologies, and mixing iterations.
 #include "topology/advisor.h"
 
 #include <doctest/doctest.h>

@@ -1,4 +1,4 @@
-// Spectral analysis against closed forms (DESIGN.md §1), and the three methods against each other.
+// Spectral analysis against closed forms (docs/design.md §1); the three methods against each other.
 #include "topology/spectral.h"
 
 #include <doctest/doctest.h>
