@@ -46,8 +46,10 @@ std::vector<int> star_peers(int num_nodes, int self);
 // caller's. Lifetime: must outlive the transport whose on_control calls it.
 class TransportStore : public gloo::rendezvous::Store {
  public:
-  // `stop`: a set flag makes wait() give up (SIGTERM during the rendezvous).
-  TransportStore(int self, const std::atomic<bool>& stop) : self_(self), stop_(stop) {}
+  // `stop`: a set flag makes wait() give up (SIGTERM during the rendezvous). `timeout`: what
+  // wait() without one allows (Gloo's own default is 30 s; gossipd passes timeouts.connect_ms).
+  TransportStore(int self, const std::atomic<bool>& stop, std::chrono::milliseconds timeout)
+      : self_(self), stop_(stop), timeout_(timeout) {}
 
   // The transport's on_control (TransportOptions::on_control); ignores other control kinds.
   void on_control(int peer, const net::pb::Control& control);
@@ -57,7 +59,7 @@ class TransportStore : public gloo::rendezvous::Store {
 
   void set(const std::string& key, const std::vector<char>& data) override;
   std::vector<char> get(const std::string& key) override;  // throws gloo::IoException if absent
-  void wait(const std::vector<std::string>& keys) override { wait(keys, kDefaultTimeout); }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
   // Throws gloo::IoException naming the missing keys after `timeout` (or on a stop request).
   void wait(const std::vector<std::string>& keys,
             const std::chrono::milliseconds& timeout) override;
@@ -72,6 +74,7 @@ class TransportStore : public gloo::rendezvous::Store {
 
   const int self_;
   const std::atomic<bool>& stop_;
+  const std::chrono::milliseconds timeout_;
   std::mutex mu_;
   std::condition_variable cv_;            // guarded by mu_: a key became complete
   std::map<std::string, Entry> entries_;  // guarded by mu_

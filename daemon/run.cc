@@ -121,7 +121,7 @@ int run_command(const RunOptions& o) {
   t.degree = static_cast<std::uint32_t>(topo.in_neighbors(self, 0).size());
   auto mailbox = std::make_shared<ControlMailbox>();
   t.on_control = control_handler(mailbox);
-  TransportStore store(self, g_stop);
+  TransportStore store(self, g_stop, std::chrono::milliseconds(config.timeouts().connect_ms()));
   if (allreduce) t.on_control = [&store](int peer, const net::pb::Control& c) { store.on_control(peer, c); };
   Result<std::unique_ptr<net::Transport>> transport = net::Transport::start(t);
   if (!transport.is_ok()) {
@@ -137,12 +137,20 @@ int run_command(const RunOptions& o) {
   auto connect_deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(config.timeouts().connect_ms());
   bool connected = false;
-  while (!connected && !g_stop.load() && std::chrono::steady_clock::now() < connect_deadline) {
+  std::optional<Status> mismatch;
+  while (!connected && !g_stop.load() && std::chrono::steady_clock::now() < connect_deadline &&
+         !(mismatch = (*transport)->config_mismatch())) {
     // Short slices so that SIGTERM is honoured while neighbours are still starting.
     connected = (*transport)->wait_connected(
         peers, std::min(connect_deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(100)));
   }
   // ALLREDUCE needs every node: it never starts without one.
+  if (mismatch) {
+    // Carrying on without such a neighbour would train a different job than the user asked for.
+    GOSSIP_LOG(kError) << "a neighbour runs another configuration: " << mismatch->to_string();
+    (*transport)->shutdown();
+    return kExitUsage;
+  }
   const bool carry_on = !allreduce && config.fault().policy() != pb::Fault::FAIL_STOP;
   if (!connected && !g_stop.load() && carry_on) {
     // Carry-on: start with whoever is there; the others are dropped in the first iteration's

@@ -198,6 +198,14 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   std::optional<pb::Hello> peer_hello(int peer) const;
   void set_local_state(std::uint32_t degree, std::uint64_t iteration);
   TransportStats stats() const;
+  std::optional<Status> config_mismatch() const {
+    std::lock_guard l(mu_);
+    return config_mismatch_;
+  }
+  void note_config_mismatch(const Status& why) {
+    std::lock_guard l(mu_);
+    if (!config_mismatch_) config_mismatch_ = why;
+  }
   void send_control(int peer, const pb::Control& control);
   std::optional<std::uint64_t> peer_iteration(int peer) const;
   std::uint64_t link_generation(int peer) const;
@@ -279,6 +287,7 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   mutable std::mutex mu_;  // guards the fields below
   std::condition_variable cv_;
   TransportStats stats_;
+  std::optional<Status> config_mismatch_;  // the first Hello we refused for a configuration mismatch
   std::set<int> connected_;
   std::map<int, pb::Hello> hellos_;
   std::map<int, std::uint64_t> peer_iterations_;
@@ -442,6 +451,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void reject(const Status& why) {
     if (phase_ == Phase::kClosed) return;
     t_.count(&TransportStats::handshakes_rejected);
+    // check_peer_hello: InvalidArgument is a configuration mismatch (job, algorithm, topology,
+    // model), which no retry can fix.
+    if (why.code() == StatusCode::kInvalidArgument) t_.note_config_mismatch(why);
     GOSSIP_LOG(kWarning) << "net: node " << t_.options().self.node_id << " rejected "
                          << (dialer_ ? "link to " : "connection from ") << describe() << ": "
                          << why.to_string();
@@ -678,6 +690,9 @@ class Session : public std::enable_shared_from_this<Session> {
   // Tells the dialer why (so both logs say which field differed), then closes.
   void refuse(const Status& why) {
     t_.count(&TransportStats::handshakes_rejected);
+    // check_peer_hello: InvalidArgument is a configuration mismatch (job, algorithm, topology,
+    // model), which no retry can fix.
+    if (why.code() == StatusCode::kInvalidArgument) t_.note_config_mismatch(why);
     GOSSIP_LOG(kWarning) << "net: node " << t_.options().self.node_id
                          << " rejected connection from " << describe() << ": " << why.to_string();
     pb::HelloAck ack;
@@ -1761,6 +1776,7 @@ void Transport::set_local_state(std::uint32_t degree, std::uint64_t iteration) {
   impl_->set_local_state(degree, iteration);
 }
 TransportStats Transport::stats() const { return impl_->stats(); }
+std::optional<Status> Transport::config_mismatch() const { return impl_->config_mismatch(); }
 void Transport::send_control(int peer, const pb::Control& control) {
   impl_->send_control(peer, control);
 }
