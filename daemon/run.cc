@@ -194,6 +194,9 @@ int run_command(const RunOptions& o) {
   n.dump_params_dir = o.dump_params_dir;
   NodeResult r;
   if (allreduce) {
+    // Gloo writes to its sockets without MSG_NOSIGNAL: a peer that died would otherwise kill this
+    // process with SIGPIPE instead of failing the allreduce (exit 3, checkpoint written).
+    ::signal(SIGPIPE, SIG_IGN);
     store.attach(transport->get(), peers);
     Result<std::shared_ptr<gloo::Context>> gloo = connect_gloo(
         self, topo.num_nodes(), me.host, store, std::chrono::milliseconds(config.timeouts().connect_ms()),
