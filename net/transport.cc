@@ -717,7 +717,13 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     if (!ack.accepted()) {
-      reject(permission_denied(describe() + " refused our Hello: " + ack.reason().substr(0, 300)));
+      // When its own Hello (sent with the refusal) shows a configuration mismatch, that is the
+      // reason, seen from our side: recorded like one we refused (config_mismatch()).
+      Status mismatch = check_peer_hello(ack.hello(), t_.options().self, peer_);
+      reject(mismatch.code() == StatusCode::kInvalidArgument
+                 ? invalid_argument(describe() + " refused our Hello: " + mismatch.message())
+                 : permission_denied(describe() + " refused our Hello: " +
+                                     ack.reason().substr(0, 300)));
       return;
     }
     s = check_peer_hello(ack.hello(), t_.options().self, peer_);
