@@ -105,7 +105,8 @@ int run_command(const RunOptions& o) {
   t.listen_host = o.listen_host.empty() ? me.host : o.listen_host;
   t.listen_port = static_cast<std::uint16_t>(me.port);
   // ALLREDUCE: our links only carry Gloo's rendezvous, a star around node 0 (daemon/allreduce.h).
-  std::vector<int> peers = allreduce ? star_peers(topo.num_nodes(), self) : all_neighbours(topo, self);
+  std::vector<int> peers =
+      allreduce ? star_peers(topo.num_nodes(), self) : all_neighbours(topo, self);
   for (int j : peers) {
     const topology::NodeAddress& a = topo.addresses()[j];
     t.neighbours.push_back({j, a.host, static_cast<std::uint16_t>(a.port)});
@@ -122,7 +123,8 @@ int run_command(const RunOptions& o) {
   auto mailbox = std::make_shared<ControlMailbox>();
   t.on_control = control_handler(mailbox);
   TransportStore store(self, g_stop, std::chrono::milliseconds(config.timeouts().connect_ms()));
-  if (allreduce) t.on_control = [&store](int peer, const net::pb::Control& c) { store.on_control(peer, c); };
+  if (allreduce)
+    t.on_control = [&store](int peer, const net::pb::Control& c) { store.on_control(peer, c); };
   Result<std::unique_ptr<net::Transport>> transport = net::Transport::start(t);
   if (!transport.is_ok()) {
     GOSSIP_LOG(kError) << transport.status().to_string();
@@ -198,9 +200,10 @@ int run_command(const RunOptions& o) {
     // process with SIGPIPE instead of failing the allreduce (exit 3, checkpoint written).
     ::signal(SIGPIPE, SIG_IGN);
     store.attach(transport->get(), peers);
-    Result<std::shared_ptr<gloo::Context>> gloo = connect_gloo(
-        self, topo.num_nodes(), me.host, store, std::chrono::milliseconds(config.timeouts().connect_ms()),
-        std::chrono::milliseconds(config.timeouts().deadline_ms()));
+    Result<std::shared_ptr<gloo::Context>> gloo =
+        connect_gloo(self, topo.num_nodes(), me.host, store,
+                     std::chrono::milliseconds(config.timeouts().connect_ms()),
+                     std::chrono::milliseconds(config.timeouts().deadline_ms()));
     if (!gloo.is_ok()) {
       GOSSIP_LOG(kError) << gloo.status().to_string();
       (*transport)->shutdown();

@@ -67,7 +67,9 @@ Status check_peer_hello(const pb::Hello& peer, const Identity& self, int expecte
   const auto algorithm = peer.extra().find(std::string(kAlgorithmKey));
   const std::string peer_algorithm = algorithm != peer.extra().end() ? algorithm->second : "";
   if (peer_algorithm != self.algorithm) {
-    auto name = [](const std::string& a) { return a.empty() ? std::string("default (dpsgd)") : "'" + a + "'"; };
+    auto name = [](const std::string& a) {
+      return a.empty() ? std::string("default (dpsgd)") : "'" + a + "'";
+    };
     return invalid_argument("algorithm mismatch: peer runs " + name(peer_algorithm.substr(0, 64)) +
                             ", ours " + name(self.algorithm) +
                             " (every node of a job needs the same training config algorithm)");

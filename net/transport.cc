@@ -287,7 +287,8 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   mutable std::mutex mu_;  // guards the fields below
   std::condition_variable cv_;
   TransportStats stats_;
-  std::optional<Status> config_mismatch_;  // the first Hello we refused for a configuration mismatch
+  std::optional<Status>
+      config_mismatch_;  // the first Hello we refused for a configuration mismatch
   std::set<int> connected_;
   std::map<int, pb::Hello> hellos_;
   std::map<int, std::uint64_t> peer_iterations_;
@@ -722,8 +723,8 @@ class Session : public std::enable_shared_from_this<Session> {
       Status mismatch = check_peer_hello(ack.hello(), t_.options().self, peer_);
       reject(mismatch.code() == StatusCode::kInvalidArgument
                  ? invalid_argument(describe() + " refused our Hello: " + mismatch.message())
-                 : permission_denied(describe() + " refused our Hello: " +
-                                     ack.reason().substr(0, 300)));
+                 : permission_denied(describe() +
+                                     " refused our Hello: " + ack.reason().substr(0, 300)));
       return;
     }
     s = check_peer_hello(ack.hello(), t_.options().self, peer_);

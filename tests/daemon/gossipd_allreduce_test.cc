@@ -58,8 +58,9 @@ double newest_iteration(const std::string& path) {
   return it;
 }
 
-TEST_CASE("ALLREDUCE: 4 gossipd processes agree bit for bit and equal gossip-sim's C-PSGD within "
-          "the float summation tolerance") {
+TEST_CASE(
+    "ALLREDUCE: 4 gossipd processes agree bit for bit and equal gossip-sim's C-PSGD within "
+    "the float summation tolerance") {
   const int n = 4;
   TempDir dir;
   Job job;
@@ -69,9 +70,10 @@ TEST_CASE("ALLREDUCE: 4 gossipd processes agree bit for bit and equal gossip-sim
   int rc = -1;
   for (int attempt = 0; attempt < 3; ++attempt) {  // ports taken meanwhile: retry elsewhere
     topo = write_topology(dir.path, "RING", n);
-    rc = run_shell("cd " + dir.path + " && timeout 120 " + bin("daemon/gossipd") + " launch " + topo +
-                   " --config " + cfg + " --workdir " + work + " --insecure --set checkpoint.dir=" +
-                   dir.path + "/ckpt > " + dir.path + "/launch.out 2>&1");
+    rc = run_shell("cd " + dir.path + " && timeout 120 " + bin("daemon/gossipd") + " launch " +
+                   topo + " --config " + cfg + " --workdir " + work +
+                   " --insecure --set checkpoint.dir=" + dir.path + "/ckpt > " + dir.path +
+                   "/launch.out 2>&1");
     bool port_taken = false;
     for (int i = 0; i < n; ++i) {
       port_taken |= read_text(work + "/node-" + std::to_string(i) + "/log.txt").find("in use") !=
@@ -87,17 +89,18 @@ TEST_CASE("ALLREDUCE: 4 gossipd processes agree bit for bit and equal gossip-sim
 
   // Every node holds the one model.
   const std::vector<float> x0 = read_f32(work + "/final/node_0.f32");
-  for (int i = 1; i < n; ++i) CHECK(read_f32(work + "/final/node_" + std::to_string(i) + ".f32") == x0);
+  for (int i = 1; i < n; ++i)
+    CHECK(read_f32(work + "/final/node_" + std::to_string(i) + ".f32") == x0);
 
   for (const char* algorithm : {"cpsgd-allreduce", "dpsgd"}) {
-    REQUIRE(run_shell(bin("sim/gossip-sim") + " run --algorithm " + algorithm + " --topology " + topo +
-                      " " + job.sim_flags(n) + " --dump-params " + dir.path + "/" + algorithm + " > " +
-                      dir.path + "/sim.out 2>&1") == 0);
+    REQUIRE(run_shell(bin("sim/gossip-sim") + " run --algorithm " + algorithm + " --topology " +
+                      topo + " " + job.sim_flags(n) + " --dump-params " + dir.path + "/" +
+                      algorithm + " > " + dir.path + "/sim.out 2>&1") == 0);
   }
   const double diff = compare_with_sim(work + "/final", dir.path + "/cpsgd-allreduce", n);
   const double dpsgd_diff = compare_with_sim(work + "/final", dir.path + "/dpsgd", n);
-  MESSAGE("max |gossipd ALLREDUCE - gossip-sim cpsgd-allreduce| = " << diff
-          << "; against gossip-sim dpsgd (ring): " << dpsgd_diff);
+  MESSAGE("max |gossipd ALLREDUCE - gossip-sim cpsgd-allreduce| = "
+          << diff << "; against gossip-sim dpsgd (ring): " << dpsgd_diff);
   CHECK(diff <= kTolerance);
   // The tolerance separates C-PSGD from D-PSGD on the same files by a wide margin.
   CHECK(dpsgd_diff > 100 * kTolerance);
@@ -130,20 +133,23 @@ pid_t start_long_run(const TempDir& dir, const std::string& work, int n, int dea
   return launcher;
 }
 
-void check_failed_nodes(const std::string& work, const std::string& ckpt, std::initializer_list<int> nodes) {
+void check_failed_nodes(const std::string& work, const std::string& ckpt,
+                        std::initializer_list<int> nodes) {
   std::string summary = read_text(work + "/summary.json");
   for (int i : nodes) {
-    CHECK_MESSAGE(summary.find("{\"node\":" + std::to_string(i) + ",\"exit_code\":3,") != std::string::npos,
-                  summary);
-    CHECK(read_text(work + "/node-" + std::to_string(i) + "/log.txt").find("allreduce of iteration") !=
-          std::string::npos);
+    CHECK_MESSAGE(
+        summary.find("{\"node\":" + std::to_string(i) + ",\"exit_code\":3,") != std::string::npos,
+        summary);
+    CHECK(read_text(work + "/node-" + std::to_string(i) + "/log.txt")
+              .find("allreduce of iteration") != std::string::npos);
     auto c = load_latest_checkpoint(Env::system(), ckpt + "/node-" + std::to_string(i),
                                     {static_cast<std::uint32_t>(i), 0, 0, "", ""});
     CHECK_MESSAGE(c.is_ok(), c.status().to_string());
   }
 }
 
-TEST_CASE("ALLREDUCE: kill -9 one node mid-run: the others checkpoint and exit 3 within the deadline") {
+TEST_CASE(
+    "ALLREDUCE: kill -9 one node mid-run: the others checkpoint and exit 3 within the deadline") {
   const int n = 4, deadline_ms = 3000;
   TempDir dir;
   std::string work = dir.path + "/run";
@@ -151,9 +157,11 @@ TEST_CASE("ALLREDUCE: kill -9 one node mid-run: the others checkpoint and exit 3
   REQUIRE(::kill(std::stoi(read_text(work + "/node-1/pid")), SIGKILL) == 0);
   auto killed_at = std::chrono::steady_clock::now();
   const int rc = wait_exit(launcher);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  const double s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
   INFO(read_text(dir.path + "/launch.out"));
-  MESSAGE("every node exited " << s << " s after SIGKILL (deadline " << deadline_ms / 1000.0 << " s)");
+  MESSAGE("every node exited " << s << " s after SIGKILL (deadline " << deadline_ms / 1000.0
+                               << " s)");
   CHECK(rc != kExitOk);
   CHECK(s < deadline_ms / 1000.0 + 5.0);
   check_failed_nodes(work, dir.path + "/ckpt", {0, 2, 3});
@@ -170,19 +178,21 @@ TEST_CASE("ALLREDUCE: a hung node (SIGSTOP): the others exit 3 once timeouts.dea
   // The others' logs report the failed allreduce; then the stopped node is killed so the
   // launcher can finish.
   auto failed = [&](int i) {
-    return read_text(work + "/node-" + std::to_string(i) + "/log.txt").find("allreduce of iteration") !=
-           std::string::npos;
+    return read_text(work + "/node-" + std::to_string(i) + "/log.txt")
+               .find("allreduce of iteration") != std::string::npos;
   };
   while (!(failed(0) && failed(1) && failed(3)) &&
          std::chrono::steady_clock::now() - stopped_at < std::chrono::seconds(30)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count();
+  const double s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count();
   ::kill(victim, SIGKILL);
   ::kill(victim, SIGCONT);
   wait_exit(launcher);
   INFO(read_text(dir.path + "/launch.out"));
-  MESSAGE("the others gave up " << s << " s after SIGSTOP (deadline " << deadline_ms / 1000.0 << " s)");
+  MESSAGE("the others gave up " << s << " s after SIGSTOP (deadline " << deadline_ms / 1000.0
+                                << " s)");
   // Not before the deadline (the node is alive, only silent), and not much after it.
   CHECK(s >= deadline_ms / 1000.0 - 0.5);
   CHECK(s < deadline_ms / 1000.0 + 5.0);
@@ -197,11 +207,11 @@ TEST_CASE("ALLREDUCE beside DPSGD: refused at the handshake, every node exits no
   std::ofstream(cfg) << allreduce_config(Job{}, 3000, 60);
   std::vector<pid_t> pids;
   for (int i = 0; i < n; ++i) {
-    pids.push_back(spawn_shell("exec timeout 60 " + bin("daemon/gossipd") + " run " + topo + " --node " +
-                               std::to_string(i) + " --config " + cfg + " --insecure --set checkpoint.dir=" +
-                               dir.path + "/ckpt --set timeouts.connect_ms=4000" +
-                               (i == 1 ? " --set algorithm=DPSGD" : "") + " > " + dir.path + "/node" +
-                               std::to_string(i) + ".log 2>&1"));
+    pids.push_back(spawn_shell(
+        "exec timeout 60 " + bin("daemon/gossipd") + " run " + topo + " --node " +
+        std::to_string(i) + " --config " + cfg + " --insecure --set checkpoint.dir=" + dir.path +
+        "/ckpt --set timeouts.connect_ms=4000" + (i == 1 ? " --set algorithm=DPSGD" : "") + " > " +
+        dir.path + "/node" + std::to_string(i) + ".log 2>&1"));
   }
   std::vector<int> codes;
   for (pid_t p : pids) codes.push_back(wait_exit(p));
@@ -211,16 +221,18 @@ TEST_CASE("ALLREDUCE beside DPSGD: refused at the handshake, every node exits no
   // The DPSGD node refuses node 0's Hello and stops at once with a usage error.
   CHECK(codes[1] == kExitUsage);
   CHECK(read_text(dir.path + "/node1.log")
-            .find("algorithm mismatch: peer runs 'allreduce', ours default (dpsgd)") != std::string::npos);
+            .find("algorithm mismatch: peer runs 'allreduce', ours default (dpsgd)") !=
+        std::string::npos);
   // Node 0 (ALLREDUCE) sees the mismatch in the refusal and stops at once too; nodes 2 and 3
   // reach node 0 but never get the rendezvous: they give up after connect_ms. Nobody trains.
   CHECK(codes[0] == kExitUsage);
   CHECK(read_text(dir.path + "/node0.log")
-            .find("refused our Hello: algorithm mismatch: peer runs default (dpsgd), ours 'allreduce'") !=
-        std::string::npos);
+            .find("refused our Hello: algorithm mismatch: peer runs default (dpsgd), ours "
+                  "'allreduce'") != std::string::npos);
   for (int i : {2, 3}) CHECK(codes[i] == kExitNeighbourFailed);
   for (int i = 0; i < n; ++i) {
-    CHECK(read_text(dir.path + "/node" + std::to_string(i) + ".log").find("finished") == std::string::npos);
+    CHECK(read_text(dir.path + "/node" + std::to_string(i) + ".log").find("finished") ==
+          std::string::npos);
   }
 }
 
