@@ -96,7 +96,13 @@ void TransportStore::on_control(int peer, const net::pb::Control& control) {
   }
   std::lock_guard l(mu_);
   Entry& e = entries_[s.key()];
-  if (e.received == 0) e.data.assign(s.total_bytes(), 0);
+  // A value's parts come in order over one link (from its owner to node 0, from node 0 to the
+  // rest), so offset 0 starts it afresh — also when we hold it already: node 0 may relay a key
+  // back to its owner, when the key reached node 0 before attach().
+  if (s.offset() == 0) {
+    e.data.assign(s.total_bytes(), 0);
+    e.received = 0;
+  }
   if (e.data.size() != s.total_bytes()) return;
   std::copy(s.data().begin(), s.data().end(),
             e.data.begin() + static_cast<std::ptrdiff_t>(s.offset()));

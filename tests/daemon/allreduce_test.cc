@@ -73,6 +73,9 @@ TEST_CASE("TransportStore: every key reaches every node through node 0, in parts
   // Node 1's key arrives at node 0 before node 0 attached: relayed at attach.
   c.stores[1]->set("k1", bytes(1, 1300));
   c.stores[2]->set("k2", {});
+  // Both are at node 0 before it attaches (wait() needs no links): attach relays them to every
+  // peer, their owners included, which must end with their values intact.
+  c.stores[0]->wait({"k1", "k2"}, std::chrono::milliseconds(5000));
   c.attach(0);
   c.stores[0]->set("k0", bytes(0, 512));
   c.stores[3]->set("k3", bytes(3, 1025));

@@ -6,7 +6,7 @@
 //  - SIGSTOP one node mid-run (alive, silent): the others exit 3 once timeouts.deadline_ms passes
 //    (Gloo's timeout), not later and not never;
 //  - one node configured DPSGD beside ALLREDUCE nodes: refused at the handshake with a message
-//    naming both algorithms; both ends of the refused link exit 2 at once, the others 3.
+//    naming both algorithms; the DPSGD node exits 2 at once, the others 2 or 3, nobody trains.
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -223,12 +223,16 @@ TEST_CASE("ALLREDUCE beside DPSGD: refused at the handshake, every node exits no
   CHECK(read_text(dir.path + "/node1.log")
             .find("algorithm mismatch: peer runs 'allreduce', ours default (dpsgd)") !=
         std::string::npos);
-  // Node 0 (ALLREDUCE) sees the mismatch in the refusal and stops at once too; nodes 2 and 3
-  // reach node 0 but never get the rendezvous: they give up after connect_ms. Nobody trains.
-  CHECK(codes[0] == kExitUsage);
-  CHECK(read_text(dir.path + "/node0.log")
-            .find("refused our Hello: algorithm mismatch: peer runs default (dpsgd), ours "
-                  "'allreduce'") != std::string::npos);
+  // The ALLREDUCE nodes never train. Node 0 exits 2 when it learns the mismatch from node 1's
+  // refusal, or 3 after connect_ms when node 1 had already stopped (it may first learn the
+  // mismatch from node 2, which refuses it as a non-neighbour); nodes 2 and 3 reach node 0 but
+  // never complete the rendezvous.
+  CHECK((codes[0] == kExitUsage || codes[0] == kExitNeighbourFailed));
+  if (codes[0] == kExitUsage) {
+    CHECK(read_text(dir.path + "/node0.log")
+              .find("algorithm mismatch: peer runs default (dpsgd), ours 'allreduce'") !=
+          std::string::npos);
+  }
   for (int i : {2, 3}) CHECK(codes[i] == kExitNeighbourFailed);
   for (int i = 0; i < n; ++i) {
     CHECK(read_text(dir.path + "/node" + std::to_string(i) + ".log").find("finished") ==
