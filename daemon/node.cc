@@ -95,6 +95,8 @@ std::string config_fingerprint(const TrainConfig& config) {
   // (and the fingerprint of checkpoints written then) stays the same without it.
   if (c.optimizer().lr() == 0) c.mutable_optimizer()->clear_lr();
   c.set_seed(config.seed());
+  // Only ALLREDUCE is named, so the fingerprints of D-PSGD checkpoints stay what they were.
+  if (config.algorithm() == pb::TrainConfig::ALLREDUCE) c.set_algorithm(config.algorithm());
   std::string text = to_text(c);
   uLong crc = crc32(0L, reinterpret_cast<const Bytef*>(text.data()), static_cast<uInt>(text.size()));
   char buf[16];

@@ -11,6 +11,7 @@
 #include "common/escape.h"
 #include "common/log.h"
 #include "common/memory.h"
+#include "daemon/allreduce.h"
 #include "daemon/checkpoint.h"
 #include "daemon/exchange.h"
 #include "daemon/exit_codes.h"
@@ -83,6 +84,15 @@ int run_command(const RunOptions& o) {
   if (!o.insecure && o.certs_dir.empty()) {
     return usage_error(invalid_argument("give --certs DIR (TLS, made by scripts/gen-certs.sh) or --insecure"));
   }
+  const bool allreduce = config.algorithm() == pb::TrainConfig::ALLREDUCE;
+  if (allreduce && !o.insecure) {
+    return usage_error(invalid_argument(
+        "algorithm ALLREDUCE needs --insecure: Debian's Gloo has no TLS transport, so its gradient "
+        "traffic is plaintext"));
+  }
+  if (allreduce && (o.resume || o.resume_at)) {
+    return usage_error(invalid_argument("--resume: not supported with algorithm ALLREDUCE"));
+  }
   Result<sgd::Device> device = sgd::parse_device(
       config.device() == pb::TrainConfig::CPU ? "cpu" : config.device() == pb::TrainConfig::CUDA ? "cuda" : "auto");
 
@@ -129,10 +139,13 @@ int run_command(const RunOptions& o) {
   t.self.node_id = self;
   t.self.topology_fingerprint = topology_fingerprint64(topo);
   t.self.param_count = problem->spec.num_params();
+  t.self.algorithm = allreduce ? "allreduce" : "";
   const topology::NodeAddress& me = topo.addresses()[self];
   t.listen_host = o.listen_host.empty() ? me.host : o.listen_host;
   t.listen_port = static_cast<std::uint16_t>(me.port);
-  std::vector<int> peers = all_neighbours(topo, self);
+  // ALLREDUCE: our links only carry Gloo's rendezvous, a star around node 0 (daemon/allreduce.h).
+  std::vector<int> peers =
+      allreduce ? star_peers(topo.num_nodes(), self) : all_neighbours(topo, self);
   for (int j : peers) {
     const topology::NodeAddress& a = topo.addresses()[j];
     t.neighbours.push_back({j, a.host, static_cast<std::uint16_t>(a.port)});
@@ -148,6 +161,9 @@ int run_command(const RunOptions& o) {
   t.degree = static_cast<std::uint32_t>(topo.in_neighbors(self, 0).size());
   auto mailbox = std::make_shared<ControlMailbox>();
   t.on_control = control_handler(mailbox);
+  TransportStore store(self, g_stop, std::chrono::milliseconds(config.timeouts().connect_ms()));
+  if (allreduce)
+    t.on_control = [&store](int peer, const net::pb::Control& c) { store.on_control(peer, c); };
   Result<std::unique_ptr<net::Transport>> transport = net::Transport::start(t);
   if (!transport.is_ok()) {
     GOSSIP_LOG(kError) << transport.status().to_string();
@@ -162,12 +178,21 @@ int run_command(const RunOptions& o) {
   auto connect_deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(config.timeouts().connect_ms());
   bool connected = false;
-  while (!connected && !g_stop.load() && std::chrono::steady_clock::now() < connect_deadline) {
+  std::optional<Status> mismatch;
+  while (!connected && !g_stop.load() && std::chrono::steady_clock::now() < connect_deadline &&
+         !(mismatch = (*transport)->config_mismatch())) {
     // Short slices so that SIGTERM is honoured while neighbours are still starting.
     connected = (*transport)->wait_connected(
         peers, std::min(connect_deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(100)));
   }
-  const bool carry_on = config.fault().policy() != pb::Fault::FAIL_STOP;
+  // ALLREDUCE needs every node: it never starts without one.
+  if (mismatch) {
+    // Carrying on without such a neighbour would train a different job than the user asked for.
+    GOSSIP_LOG(kError) << "a neighbour runs another configuration: " << mismatch->to_string();
+    (*transport)->shutdown();
+    return kExitUsage;
+  }
+  const bool carry_on = !allreduce && config.fault().policy() != pb::Fault::FAIL_STOP;
   if (!connected && !g_stop.load() && carry_on) {
     // Carry-on: start with whoever is there; the others are dropped in the first iteration's
     // verdict phase and re-admitted when they connect.
@@ -216,8 +241,27 @@ int run_command(const RunOptions& o) {
   n.resume_or_start = o.resume_or_start;
   n.resume_at = o.resume_at;
   n.dump_params_dir = o.dump_params_dir;
-  std::unique_ptr<ParameterExchange> exchange = make_transport_exchange(**transport, mailbox);
-  NodeResult r = run_node(n, topo, *problem, **backend, *exchange, g_stop);
+  NodeResult r;
+  if (allreduce) {
+    // Gloo writes to its sockets without MSG_NOSIGNAL: a peer that died would otherwise kill this
+    // process with SIGPIPE instead of failing the allreduce (exit 3, checkpoint written).
+    ::signal(SIGPIPE, SIG_IGN);
+    store.attach(transport->get(), peers);
+    Result<std::shared_ptr<gloo::Context>> gloo =
+        connect_gloo(self, topo.num_nodes(), me.host, store,
+                     std::chrono::milliseconds(config.timeouts().connect_ms()),
+                     std::chrono::milliseconds(config.timeouts().deadline_ms()));
+    if (!gloo.is_ok()) {
+      GOSSIP_LOG(kError) << gloo.status().to_string();
+      (*transport)->shutdown();
+      return g_stop.load() ? kExitStopped : kExitNeighbourFailed;
+    }
+    GOSSIP_LOG(kInfo) << "Gloo connected " << topo.num_nodes() << " nodes (ALLREDUCE, plaintext)";
+    r = run_allreduce(n, topo, *problem, **backend, *gloo, g_stop);
+  } else {
+    std::unique_ptr<ParameterExchange> exchange = make_transport_exchange(**transport, mailbox);
+    r = run_node(n, topo, *problem, **backend, *exchange, g_stop);
+  }
   (*transport)->shutdown();
   return r.exit_code;
 }

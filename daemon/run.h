@@ -1,6 +1,7 @@
 // `gossipd run`: one node of a job as this process — loads the topology and training config,
 // builds the node's problem and backend, starts the transport (TLS unless --insecure), waits for
-// the neighbours, runs the D-PSGD loop (daemon/node.h) and shuts the links down cleanly.
+// the neighbours, runs the D-PSGD loop (daemon/node.h) or, with algorithm ALLREDUCE, the C-PSGD
+// loop over Gloo (daemon/allreduce.h), and shuts the links down cleanly.
 // SIGTERM and SIGINT request a stop: checkpoint, then exit kExitStopped.
 #pragma once
 

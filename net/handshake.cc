@@ -32,6 +32,8 @@ Result<Message> decode_handshake_frame(std::span<const std::uint8_t> bytes, Fram
   return m;
 }
 
+constexpr std::string_view kAlgorithmKey = "algorithm";
+
 }  // namespace
 
 pb::Hello make_hello(const Identity& self, std::uint32_t degree, std::uint64_t iteration) {
@@ -44,6 +46,7 @@ pb::Hello make_hello(const Identity& self, std::uint32_t degree, std::uint64_t i
   h.mutable_model()->set_dtype(pb::DTYPE_FLOAT32);
   h.set_degree(degree);
   h.set_iteration(iteration);
+  if (!self.algorithm.empty()) (*h.mutable_extra())[std::string(kAlgorithmKey)] = self.algorithm;
   return h;
 }
 
@@ -60,6 +63,16 @@ Status check_peer_hello(const pb::Hello& peer, const Identity& self, int expecte
   if (peer.job_id() != self.job_id) {
     return invalid_argument("job id mismatch: peer '" + peer.job_id().substr(0, 128) +
                             "', ours '" + self.job_id + "'");
+  }
+  const auto algorithm = peer.extra().find(std::string(kAlgorithmKey));
+  const std::string peer_algorithm = algorithm != peer.extra().end() ? algorithm->second : "";
+  if (peer_algorithm != self.algorithm) {
+    auto name = [](const std::string& a) {
+      return a.empty() ? std::string("default (dpsgd)") : "'" + a + "'";
+    };
+    return invalid_argument("algorithm mismatch: peer runs " + name(peer_algorithm.substr(0, 64)) +
+                            ", ours " + name(self.algorithm) +
+                            " (every node of a job needs the same training config algorithm)");
   }
   if (peer.topology_fingerprint() != self.topology_fingerprint) {
     return invalid_argument("topology fingerprint mismatch: peer " +

@@ -23,15 +23,19 @@ struct Identity {
   int node_id = -1;
   std::uint64_t topology_fingerprint = 0;
   std::uint64_t param_count = 0;  // float32 elements of the flat parameter vector
+  // How the nodes combine their work, opaque to net ("allreduce"); sent as Hello.extra
+  // ["algorithm"] when not empty. Empty is the default algorithm (what peers that predate the
+  // field run), so those still agree with each other.
+  std::string algorithm;
 };
 
 pb::Hello make_hello(const Identity& self, std::uint32_t degree, std::uint64_t iteration);
 
-// Checks a peer's Hello against our identity: protocol version, job id, topology fingerprint,
-// model fingerprint (parameter count and dtype), and that it claims to be `expected_peer`
-// (the id its certificate names, or the neighbour we dialed). PermissionDenied for an identity
-// mismatch, InvalidArgument for a configuration mismatch; the message names the field and both
-// values, e.g. "topology fingerprint mismatch: peer 0x12, ours 0x34".
+// Checks a peer's Hello against our identity: protocol version, job id, algorithm, topology
+// fingerprint, model fingerprint (parameter count and dtype), and that it claims to be
+// `expected_peer` (the id its certificate names, or the neighbour we dialed). PermissionDenied for
+// an identity mismatch, InvalidArgument for a configuration mismatch; the message names the field
+// and both values, e.g. "topology fingerprint mismatch: peer 0x12, ours 0x34".
 Status check_peer_hello(const pb::Hello& peer, const Identity& self, int expected_peer);
 
 // Decodes one complete handshake frame (header + message, nothing after it) of the given type

@@ -198,6 +198,14 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   std::optional<pb::Hello> peer_hello(int peer) const;
   void set_local_state(std::uint32_t degree, std::uint64_t iteration);
   TransportStats stats() const;
+  std::optional<Status> config_mismatch() const {
+    std::lock_guard l(mu_);
+    return config_mismatch_;
+  }
+  void note_config_mismatch(const Status& why) {
+    std::lock_guard l(mu_);
+    if (!config_mismatch_) config_mismatch_ = why;
+  }
   void send_control(int peer, const pb::Control& control);
   std::optional<std::uint64_t> peer_iteration(int peer) const;
   std::uint64_t link_generation(int peer) const;
@@ -279,6 +287,8 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   mutable std::mutex mu_;  // guards the fields below
   std::condition_variable cv_;
   TransportStats stats_;
+  std::optional<Status>
+      config_mismatch_;  // the first Hello we refused for a configuration mismatch
   std::set<int> connected_;
   std::map<int, pb::Hello> hellos_;
   std::map<int, std::uint64_t> peer_iterations_;
@@ -442,6 +452,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void reject(const Status& why) {
     if (phase_ == Phase::kClosed) return;
     t_.count(&TransportStats::handshakes_rejected);
+    // check_peer_hello: InvalidArgument is a configuration mismatch (job, algorithm, topology,
+    // model), which no retry can fix.
+    if (why.code() == StatusCode::kInvalidArgument) t_.note_config_mismatch(why);
     GOSSIP_LOG(kWarning) << "net: node " << t_.options().self.node_id << " rejected "
                          << (dialer_ ? "link to " : "connection from ") << describe() << ": "
                          << why.to_string();
@@ -678,6 +691,9 @@ class Session : public std::enable_shared_from_this<Session> {
   // Tells the dialer why (so both logs say which field differed), then closes.
   void refuse(const Status& why) {
     t_.count(&TransportStats::handshakes_rejected);
+    // check_peer_hello: InvalidArgument is a configuration mismatch (job, algorithm, topology,
+    // model), which no retry can fix.
+    if (why.code() == StatusCode::kInvalidArgument) t_.note_config_mismatch(why);
     GOSSIP_LOG(kWarning) << "net: node " << t_.options().self.node_id
                          << " rejected connection from " << describe() << ": " << why.to_string();
     pb::HelloAck ack;
@@ -702,7 +718,13 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     if (!ack.accepted()) {
-      reject(permission_denied(describe() + " refused our Hello: " + ack.reason().substr(0, 300)));
+      // When its own Hello (sent with the refusal) shows a configuration mismatch, that is the
+      // reason, seen from our side: recorded like one we refused (config_mismatch()).
+      Status mismatch = check_peer_hello(ack.hello(), t_.options().self, peer_);
+      reject(mismatch.code() == StatusCode::kInvalidArgument
+                 ? invalid_argument(describe() + " refused our Hello: " + mismatch.message())
+                 : permission_denied(describe() +
+                                     " refused our Hello: " + ack.reason().substr(0, 300)));
       return;
     }
     s = check_peer_hello(ack.hello(), t_.options().self, peer_);
@@ -1761,6 +1783,7 @@ void Transport::set_local_state(std::uint32_t degree, std::uint64_t iteration) {
   impl_->set_local_state(degree, iteration);
 }
 TransportStats Transport::stats() const { return impl_->stats(); }
+std::optional<Status> Transport::config_mismatch() const { return impl_->config_mismatch(); }
 void Transport::send_control(int peer, const pb::Control& control) {
   impl_->send_control(peer, control);
 }

@@ -189,6 +189,10 @@ class Transport {
   void skip_before(int peer, std::uint64_t iteration);
 
   TransportStats stats() const;
+  // Why we refused a peer's Hello for a configuration mismatch (another job id, algorithm,
+  // topology or model: InvalidArgument from check_peer_hello), the first time it happened; such a
+  // peer is refused again on every retry, so the caller may give up at once.
+  std::optional<Status> config_mismatch() const;
 
   // Sends Goodbye to every peer after what is queued, waits up to `flush_timeout_ms` for the
   // writes to finish, closes everything and joins the io thread. Unfinished exchanges fail

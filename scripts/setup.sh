@@ -10,6 +10,8 @@ pkgs=(
   # libraries (docs/design.md §2)
   libasio-dev libeigen3-dev libspectra-dev libprotobuf-dev protobuf-compiler
   libcli11-dev doctest-dev libssl-dev zlib1g-dev
+  # Gloo: the ring allreduce of gossipd's ALLREDUCE baseline (C-PSGD)
+  libgloo-dev
   # real data (the default data set)
   dataset-fashion-mnist
   # tools the tests and benchmarks call

@@ -35,6 +35,24 @@ TEST_CASE("check_peer_hello accepts a matching peer and names each mismatch") {
   expect(h, 2, "protocol version", StatusCode::kInvalidArgument);
 }
 
+TEST_CASE("check_peer_hello refuses a peer of another algorithm and names both") {
+  Identity me{"job-a", 1, 0xABCD, 1000};
+  Identity peer{"job-a", 2, 0xABCD, 1000};
+  // Both default (no algorithm announced, as peers before the field): accepted.
+  CHECK(make_hello(peer, 2, 0).extra().count("algorithm") == 0);
+  CHECK(check_peer_hello(make_hello(peer, 2, 0), me, 2).is_ok());
+  peer.algorithm = "allreduce";
+  Status s = check_peer_hello(make_hello(peer, 2, 0), me, 2);
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK(s.message().find("algorithm mismatch: peer runs 'allreduce', ours default (dpsgd)") !=
+        std::string::npos);
+  me.algorithm = "allreduce";
+  CHECK(check_peer_hello(make_hello(peer, 2, 0), me, 2).is_ok());
+  peer.algorithm.clear();
+  s = check_peer_hello(make_hello(peer, 2, 0), me, 2);
+  CHECK(s.message().find("peer runs default (dpsgd), ours 'allreduce'") != std::string::npos);
+}
+
 TEST_CASE("decode_hello_frame takes exactly one Hello frame") {
   const Identity peer{"job-a", 2, 7, 10};
   pb::Hello h = make_hello(peer, 3, 9);
