@@ -13,21 +13,6 @@
 
 namespace gossip::sim {
 
-double parameter_server_comm_s(int num_nodes, double message_bytes, const Network& net) {
-  // Every worker pushes M and pulls M; the server's single link carries n·M each way.
-  return 2.0 * (net.latency_s + num_nodes * message_bytes / net.bytes_per_second());
-}
-
-double ring_allreduce_comm_s(int num_nodes, double message_bytes, const Network& net) {
-  // Reduce-scatter then all-gather: 2(n−1) steps, each moving M/n bytes per link.
-  const double n = num_nodes;
-  return 2.0 * (n - 1) * net.latency_s + 2.0 * ((n - 1) / n) * message_bytes / net.bytes_per_second();
-}
-
-double gossip_comm_s(int max_degree, double message_bytes, const Network& net) {
-  return net.latency_s + max_degree * message_bytes / net.bytes_per_second();
-}
-
 double StragglerModel::slowdown(std::int64_t iteration, int node) const {
   if (kind == Kind::kNone) return 1.0;
   // A fresh stream per (iteration, node): draws do not depend on the order they are asked in.

@@ -113,7 +113,8 @@ Result<std::vector<Run>> run_on(const ExperimentConfig& config,
       for (int p = 0; p < topo->period(); ++p) {
         GOSSIP_ASSIGN_OR_RETURN(auto plan, MixingPlan::from_matrix(topo->mixing_matrix(p)));
         run.in_neighbours.push_back(plan.in_neighbours());
-        run.max_degree.push_back(plan.max_degree());
+        // Δ as gossip-topo's advisor counts it (topology/comm_cost.h), so both price alike.
+        run.max_degree.push_back(topology::link_degree(topo->mixing_matrix(p)));
       }
       auto report = topology::analyze(*topo);
       if (report.is_ok()) run.rho = report->rho_per_iteration;
