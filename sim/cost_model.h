@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/units.h"
 #include "topology/comm_cost.h"
 
 namespace gossip::sim {
@@ -64,11 +65,8 @@ struct StragglerModel {
 // iteration) or "lognormal:SIGMA".
 Result<StragglerModel> parse_straggler_model(std::string_view spec, std::uint64_t seed);
 
-// Parses "1Gbps", "10 Gbit/s", "100Mbps", "2.5e9" (bits/s) and "1ms", "50us", "0.001" (s).
-Result<double> parse_bandwidth_bps(std::string_view text);
-Result<double> parse_duration_s(std::string_view text);
-// "25M", "1.5k", "100000" → a count.
-Result<double> parse_count(std::string_view text);
+// Bandwidths, durations and counts on the command line and in sweep values are parsed by
+// common/units.h (parse_bandwidth_bps, parse_duration_s, parse_count), as in gossip-topo.
 
 enum class Scheme { kParameterServer, kRingAllreduce, kGossip };
 std::string_view scheme_name(Scheme scheme);

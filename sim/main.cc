@@ -127,7 +127,8 @@ void add_common(CLI::App* app, Options& o) {
                   "when other jobs keep the cores busy (waiting threads spin)")
       ->capture_default_str();
 
-  app->add_option("--bandwidth", o.bandwidth, "Link bandwidth, e.g. 1Gbps, 100Mbps")
+  app->add_option("--bandwidth", o.bandwidth,
+                  "Link bandwidth, e.g. 1Gbps, 100Mbit/s, 12.5MB/s (a bare number: bits/s)")
       ->capture_default_str();
   app->add_option("--latency", o.latency, "One-way link latency, e.g. 1ms, 50us")
       ->capture_default_str();

@@ -37,7 +37,9 @@ def check(cond, what):
 TOPOLOGIES = [("ring8.pbtxt", 8, 2), ("torus4x4.pbtxt", 16, 4), ("exponential16.pbtxt", 16, 4),
               ("one_peer16.pbtxt", 16, 1)]
 # (bandwidth, bits/s, latency, seconds, parameters): message bytes are 4 per float32 parameter.
-LINKS = [("1Gbps", 1e9, "1ms", 1e-3, 1_000_000), ("100Mbps", 1e8, "50us", 50e-6, 25_000_000)]
+# Both tools read units with common/units.h: bits or bytes per second, either spelling.
+LINKS = [("1Gbps", 1e9, "1ms", 1e-3, 1_000_000), ("100Mbit/s", 1e8, "50us", 50e-6, 25_000_000),
+         ("12.5MB/s", 1e8, "0.25ms", 250e-6, 3_000_000)]
 
 checked = 0
 for name, nodes, delta in TOPOLOGIES:
