@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common/check.h"
+#include "common/enum_names.h"
 #include "common/random.h"
 #include "common/strings.h"
 
@@ -63,14 +64,13 @@ Result<StragglerModel> parse_straggler_model(std::string_view spec, std::uint64_
                           "...': expected none, bernoulli:P:FACTOR or lognormal:SIGMA");
 }
 
-std::string_view scheme_name(Scheme scheme) {
-  switch (scheme) {
-    case Scheme::kParameterServer: return "parameter-server";
-    case Scheme::kRingAllreduce: return "ring-allreduce";
-    case Scheme::kGossip: return "gossip";
-  }
-  return "?";
-}
+namespace {
+constexpr EnumName<Scheme> kSchemeNames[] = {{Scheme::kParameterServer, "parameter-server"},
+                                             {Scheme::kRingAllreduce, "ring-allreduce"},
+                                             {Scheme::kGossip, "gossip"}};
+}  // namespace
+
+std::string_view scheme_name(Scheme scheme) { return enum_name(kSchemeNames, scheme); }
 
 SimClock::SimClock(Scheme scheme, int num_nodes, CostInputs inputs)
     : scheme_(scheme), num_nodes_(num_nodes), in_(inputs) {

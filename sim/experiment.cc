@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/check.h"
+#include "common/enum_names.h"
 #include "topology/spectral.h"
 #include "topology/topology_file.h"
 
@@ -229,14 +230,18 @@ Result<ExperimentResult> run_experiment(const ExperimentConfig& config,
   return price_runs(runs, config);
 }
 
+namespace {
+constexpr EnumName<SweepParam> kSweepParamNames[] = {{SweepParam::kBandwidth, "bandwidth"},
+                                                     {SweepParam::kLatency, "latency"},
+                                                     {SweepParam::kNodes, "nodes"},
+                                                     {SweepParam::kTopology, "topology"}};
+}  // namespace
+
 Result<SweepParam> parse_sweep_param(std::string_view name) {
-  if (name == "bandwidth") return SweepParam::kBandwidth;
-  if (name == "latency") return SweepParam::kLatency;
-  if (name == "nodes") return SweepParam::kNodes;
-  if (name == "topology") return SweepParam::kTopology;
-  return invalid_argument("sweep parameter '" + std::string(name) +
-                          "': expected bandwidth, latency, nodes or topology");
+  return parse_enum(kSweepParamNames, name, "sweep parameter");
 }
+
+std::string_view sweep_param_name(SweepParam param) { return enum_name(kSweepParamNames, param); }
 
 namespace {
 
