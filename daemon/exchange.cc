@@ -37,8 +37,7 @@ std::map<int, Verdict> ControlMailbox::wait_verdicts(std::uint64_t iteration,
                                                      const std::function<bool(int)>& still_coming,
                                                      const std::function<bool()>& interrupted) {
   std::map<int, Verdict> got;
-  const auto window = deadline - std::chrono::steady_clock::now();
-  int extensions = 0;
+  ExtendableDeadline until(deadline);
   std::vector<int> open(peers.begin(), peers.end());
   std::unique_lock l(mu_);
   while (true) {
@@ -54,13 +53,9 @@ std::map<int, Verdict> ControlMailbox::wait_verdicts(std::uint64_t iteration,
     open.swap(still);
     if (open.empty()) break;
     const SteadyTime now = std::chrono::steady_clock::now();
-    if (now >= deadline) {
-      const bool extend = extensions < kMaxExtensions && still_coming &&
-                          std::any_of(open.begin(), open.end(), still_coming);
-      if (!extend) break;
-      ++extensions;
-      deadline += window;
-    }
+    const bool over = until.passed(
+        now, [&] { return still_coming && std::any_of(open.begin(), open.end(), still_coming); });
+    if (over) break;
     if (interrupted) {
       l.unlock();
       const bool stop = interrupted();
@@ -68,7 +63,7 @@ std::map<int, Verdict> ControlMailbox::wait_verdicts(std::uint64_t iteration,
       if (stop) break;
     }
     // Short slices: link state (gone) and the stop flag are polled, not signalled.
-    cv_.wait_until(l, std::min(deadline, now + std::chrono::milliseconds(10)));
+    cv_.wait_until(l, std::min(until.at(), now + std::chrono::milliseconds(10)));
   }
   std::erase_if(verdicts_, [&](const auto& kv) { return kv.first.second <= iteration; });
   return got;
@@ -120,29 +115,25 @@ class TransportPending : public PendingExchange {
     bool aborted = false;
     std::size_t open = 0;
     for (auto& [peer, left] : remaining_) open += left > 0 ? 1 : 0;
-    const auto window = deadline - std::chrono::steady_clock::now();
-    int extensions = 0;
+    ExtendableDeadline until(deadline);
     while (open > 0) {
       SteadyTime now = std::chrono::steady_clock::now();
       if (only_past_peers_open()) {
         // Their data will never come: stop waiting once our own sends are through.
-        while (!exchange_->sends_done() && std::chrono::steady_clock::now() < deadline &&
+        while (!exchange_->sends_done() && std::chrono::steady_clock::now() < until.at() &&
                !(interrupted && interrupted())) {
           std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
         aborted = true;
         break;
       }
-      if (now >= deadline) {
-        bool extend = false;
-        if (still_coming && extensions < kMaxExtensions) {
-          for (auto& [peer, left] : remaining_) extend = extend || (left > 0 && still_coming(peer));
-        }
-        if (!extend) break;
-        ++extensions;
-        deadline += window;
-      }
-      SteadyTime slice = std::min(deadline, now + kPollSlice);
+      const bool over = until.passed(now, [&] {
+        return still_coming &&
+               std::any_of(remaining_.begin(), remaining_.end(),
+                           [&](const auto& r) { return r.second > 0 && still_coming(r.first); });
+      });
+      if (over) break;
+      SteadyTime slice = std::min(until.at(), now + kPollSlice);
       std::optional<net::ChunkEvent> chunk = exchange_->next_chunk(slice);
       if (chunk) {
         auto it = remaining_.find(chunk->peer);
@@ -159,7 +150,8 @@ class TransportPending : public PendingExchange {
         break;
       }
     }
-    net::ExchangeResult result = exchange_->wait(aborted ? std::chrono::steady_clock::now() : deadline);
+    net::ExchangeResult result =
+        exchange_->wait(aborted ? std::chrono::steady_clock::now() : until.at());
     std::vector<NeighbourFailure> failures;
     for (net::PeerFailure& f : result.failures) {
       const auto at = transport_.peer_iteration(f.peer);
@@ -283,8 +275,7 @@ class LocalExchangeHub::NodeExchange : public ParameterExchange {
     std::vector<NeighbourFailure> wait(SteadyTime deadline, const std::function<bool()>& interrupted,
                                        const std::function<bool(int)>& still_coming) override {
       LocalExchangeHub& hub = owner_.hub_;
-      const auto window = deadline - std::chrono::steady_clock::now();
-      int extensions = 0;
+      ExtendableDeadline until(deadline);
       std::vector<NeighbourFailure> failures;
       std::vector<bool> done(from_.size(), false);
       std::unique_lock lock(hub.mutex_);
@@ -321,20 +312,16 @@ class LocalExchangeHub::NodeExchange : public ParameterExchange {
         }
         if (open == 0) break;
         SteadyTime now = std::chrono::steady_clock::now();
-        if (now >= deadline && still_coming && extensions < kMaxExtensions) {
-          bool extend = false;
+        bool stop = until.passed(now, [&] {
+          if (!still_coming) return false;
           lock.unlock();  // still_coming may ask the hub (its own lock)
+          bool extend = false;
           for (std::size_t k = 0; k < from_.size(); ++k) {
             extend = extend || (!done[k] && still_coming(from_[k].peer));
           }
           lock.lock();
-          if (extend) {
-            ++extensions;
-            deadline += window;
-            continue;
-          }
-        }
-        bool stop = now >= deadline;
+          return extend;
+        });
         if (!stop && interrupted) {
           lock.unlock();
           stop = interrupted();
@@ -351,7 +338,7 @@ class LocalExchangeHub::NodeExchange : public ParameterExchange {
           }
           break;
         }
-        hub.arrived_.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(10)));
+        hub.arrived_.wait_until(lock, std::min(until.at(), now + std::chrono::milliseconds(10)));
       }
       return failures;
     }

@@ -41,6 +41,31 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 // node held up by a dead or silent neighbour does not make its own neighbours drop it too).
 inline constexpr int kMaxExtensions = 8;
 
+// The deadline of one wait, which moves on by its original span (deadline − construction time)
+// when it passes while a peer is still coming, at most kMaxExtensions times: the rule every
+// ParameterExchange wait follows. Not thread-safe; one per wait.
+class ExtendableDeadline {
+ public:
+  explicit ExtendableDeadline(SteadyTime deadline)
+      : at_(deadline), window_(deadline - std::chrono::steady_clock::now()) {}
+
+  SteadyTime at() const { return at_; }
+  // Whether the wait is over at `now`: false before the deadline, or when it passes and
+  // `still_coming()` (asked only then, and only while extensions remain) extends it.
+  bool passed(SteadyTime now, const std::function<bool()>& still_coming) {
+    if (now < at_) return false;
+    if (extensions_ >= kMaxExtensions || !still_coming || !still_coming()) return true;
+    ++extensions_;
+    at_ += window_;
+    return false;
+  }
+
+ private:
+  SteadyTime at_;
+  SteadyTime::duration window_;
+  int extensions_ = 0;
+};
+
 struct Inbox {
   int peer = -1;
   std::span<float> buffer;  // exactly the model's parameter count
