@@ -224,9 +224,6 @@ class TransportExchange : public ParameterExchange {
   std::optional<std::uint64_t> peer_iteration(int peer) const override {
     return transport_.peer_iteration(peer);
   }
-  std::uint64_t link_generation(int peer) const override {
-    return transport_.link_generation(peer);
-  }
   void set_iteration(std::uint64_t iteration, std::uint32_t degree) override {
     transport_.set_local_state(degree, iteration);
   }
@@ -242,9 +239,6 @@ class TransportExchange : public ParameterExchange {
     for (const Inbox& in : from) recvs.push_back({in.peer, in.buffer});
     return std::make_unique<TransportPending>(transport_.exchange(iteration, x, to, recvs), from,
                                               transport_);
-  }
-  bool wait_connected(std::span<const int> peers, SteadyTime deadline) override {
-    return transport_.wait_connected(peers, deadline);
   }
   std::uint64_t bytes_sent() const override { return transport_.stats().bytes_sent; }
   std::uint64_t bytes_received() const override { return transport_.stats().bytes_received; }
@@ -366,7 +360,6 @@ class LocalExchangeHub::NodeExchange : public ParameterExchange {
     hub_.arrived_.notify_all();
     return std::make_unique<Pending>(*this, iteration, from);
   }
-  bool wait_connected(std::span<const int>, SteadyTime) override { return true; }
   std::uint64_t bytes_sent() const override { return sent_; }
   std::uint64_t bytes_received() const override { return received_; }
 
@@ -411,7 +404,6 @@ class LocalExchangeHub::NodeExchange : public ParameterExchange {
     if (hub_.failed_[peer]) return std::nullopt;
     return hub_.nodes_[peer]->iteration_.load();
   }
-  std::uint64_t link_generation(int peer) const override { return link_up(peer) ? 1 : 0; }
   void set_iteration(std::uint64_t iteration, std::uint32_t) override { iteration_ = iteration; }
   void skip_before(int, std::uint64_t) override {}
 

@@ -145,11 +145,9 @@ class ParameterExchange {
                                                SteadyTime deadline,
                                                const std::function<bool()>& interrupted) = 0;
   virtual std::vector<Admission> take_admissions() = 0;
-  // Whether there is a live link to `peer` now, the iteration it last announced, and a counter
-  // that changes whenever a new link to it is established.
+  // Whether there is a live link to `peer` now, and the iteration it last announced.
   virtual bool link_up(int peer) const = 0;
   virtual std::optional<std::uint64_t> peer_iteration(int peer) const = 0;
-  virtual std::uint64_t link_generation(int peer) const = 0;
   // No verdict for `iteration` will come from `peer`: its link is down, or it announced a later
   // iteration (frames arrive in order, and a verdict is sent before the next iteration starts).
   bool no_verdict_coming(int peer, std::uint64_t iteration) const {
@@ -164,8 +162,6 @@ class ParameterExchange {
   virtual std::unique_ptr<PendingExchange> begin(std::uint64_t iteration, std::span<const float> x,
                                                  std::span<const int> to,
                                                  std::span<const Inbox> from) = 0;
-  // Blocks until links to all `peers` are up, or the deadline passes (false).
-  virtual bool wait_connected(std::span<const int> peers, SteadyTime deadline) = 0;
   virtual std::uint64_t bytes_sent() const = 0;
   virtual std::uint64_t bytes_received() const = 0;
 };
