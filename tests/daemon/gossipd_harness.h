@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "common/ports.h"
 #include "daemon/exit_codes.h"
+#include "tests/support/ports.h"
 #include "tests/test_util.h"
 
 extern char** environ;
