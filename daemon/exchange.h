@@ -3,8 +3,9 @@
 // fills one buffer per in-neighbour with that neighbour's x_j^t — iteration-tagged, so a buffer
 // only ever receives iteration-t data — and reports, by neighbour id, what did not arrive in time.
 //
-// Two implementations: TransportExchange over net::Transport (TCP + TLS between processes, the
-// product) and LocalExchangeHub (threads of one process, for unit tests of the loop).
+// The product's implementation is TransportExchange over net::Transport (TCP + TLS between
+// processes); the unit tests of the loop run n nodes as threads over tests/daemon/
+// local_exchange_hub.h.
 //
 // Buffers are borrowed: `x` and every inbox stay untouched by the caller until wait() returns,
 // and untouched by the exchange afterwards. A PendingExchange is used from one thread.
@@ -18,10 +19,8 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <span>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "common/status.h"
@@ -172,35 +171,5 @@ std::unique_ptr<ParameterExchange> make_transport_exchange(net::Transport& trans
                                                            std::shared_ptr<ControlMailbox> mailbox);
 // A TransportOptions::on_control callback that files control messages into `mailbox`.
 std::function<void(int, const net::pb::Control&)> control_handler(std::shared_ptr<ControlMailbox> mailbox);
-
-// n nodes as threads of one process: node(i) is node i's exchange. Messages are copied into a
-// mailbox keyed by (sender, receiver, iteration). fail_node(i) makes every later wait for node
-// i's data or verdicts fail at once with Unavailable (a crashed peer); what it sent before stays
-// deliverable. Fault injection for tests: poison(from, to, t, value) replaces element 0 of the
-// iteration-t buffer from `from` to `to` with `value` (NaN, Inf) on delivery; lose(from, to, t)
-// makes that buffer never arrive; lose_verdict(from, to, t) the same for the verdict.
-// Thread-safe.
-class LocalExchangeHub {
- public:
-  explicit LocalExchangeHub(int num_nodes);
-  ~LocalExchangeHub();
-  ParameterExchange& node(int i);
-  void fail_node(int i);
-  void poison(int from, int to, std::uint64_t iteration, float value);
-  void lose(int from, int to, std::uint64_t iteration);
-  void lose_verdict(int from, int to, std::uint64_t iteration);
-
-  class NodeExchange;
-
- private:
-  friend class NodeExchange;
-  std::mutex mutex_;  // guards mailbox_ and failed_
-  std::condition_variable arrived_;
-  std::map<std::tuple<int, int, std::uint64_t>, std::vector<float>> mailbox_;
-  std::map<std::tuple<int, int, std::uint64_t>, float> poison_;
-  std::set<std::tuple<int, int, std::uint64_t>> lost_, lost_verdicts_;
-  std::vector<bool> failed_;
-  std::vector<std::unique_ptr<NodeExchange>> nodes_;
-};
 
 }  // namespace gossip::daemon
