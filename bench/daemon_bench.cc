@@ -8,10 +8,10 @@
 //   wait      time blocked after the gradient was ready — the exchange the overlap did NOT hide
 //   mix       optimizer direction + fused mixing pass
 // hidden = 1 − wait(overlap) / wait(no overlap).
-#include <CLI/CLI.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "common/check.h"
-#include "common/ports.h"
 #include "daemon/metrics.h"
+#include "tests/support/ports.h"
 
 namespace {
 

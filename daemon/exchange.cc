@@ -1,13 +1,11 @@
-// ParameterExchange over net::Transport and in-process. The transport already enforces iteration
+// ParameterExchange over net::Transport. The transport already enforces iteration
 // tags and deadlines; what this adds is the polling of a stop request while waiting (so SIGTERM
 // is honoured within milliseconds even when a neighbour is slow) without abandoning the exchange.
 #include "daemon/exchange.h"
 
 #include <algorithm>
-#include <atomic>
 #include <thread>
 
-#include "common/check.h"
 #include "net/transport.h"
 
 namespace gossip::daemon {
@@ -37,8 +35,7 @@ std::map<int, Verdict> ControlMailbox::wait_verdicts(std::uint64_t iteration,
                                                      const std::function<bool(int)>& still_coming,
                                                      const std::function<bool()>& interrupted) {
   std::map<int, Verdict> got;
-  const auto window = deadline - std::chrono::steady_clock::now();
-  int extensions = 0;
+  ExtendableDeadline until(deadline);
   std::vector<int> open(peers.begin(), peers.end());
   std::unique_lock l(mu_);
   while (true) {
@@ -54,13 +51,9 @@ std::map<int, Verdict> ControlMailbox::wait_verdicts(std::uint64_t iteration,
     open.swap(still);
     if (open.empty()) break;
     const SteadyTime now = std::chrono::steady_clock::now();
-    if (now >= deadline) {
-      const bool extend = extensions < kMaxExtensions && still_coming &&
-                          std::any_of(open.begin(), open.end(), still_coming);
-      if (!extend) break;
-      ++extensions;
-      deadline += window;
-    }
+    const bool over = until.passed(
+        now, [&] { return still_coming && std::any_of(open.begin(), open.end(), still_coming); });
+    if (over) break;
     if (interrupted) {
       l.unlock();
       const bool stop = interrupted();
@@ -68,7 +61,7 @@ std::map<int, Verdict> ControlMailbox::wait_verdicts(std::uint64_t iteration,
       if (stop) break;
     }
     // Short slices: link state (gone) and the stop flag are polled, not signalled.
-    cv_.wait_until(l, std::min(deadline, now + std::chrono::milliseconds(10)));
+    cv_.wait_until(l, std::min(until.at(), now + std::chrono::milliseconds(10)));
   }
   std::erase_if(verdicts_, [&](const auto& kv) { return kv.first.second <= iteration; });
   return got;
@@ -120,29 +113,25 @@ class TransportPending : public PendingExchange {
     bool aborted = false;
     std::size_t open = 0;
     for (auto& [peer, left] : remaining_) open += left > 0 ? 1 : 0;
-    const auto window = deadline - std::chrono::steady_clock::now();
-    int extensions = 0;
+    ExtendableDeadline until(deadline);
     while (open > 0) {
       SteadyTime now = std::chrono::steady_clock::now();
       if (only_past_peers_open()) {
         // Their data will never come: stop waiting once our own sends are through.
-        while (!exchange_->sends_done() && std::chrono::steady_clock::now() < deadline &&
+        while (!exchange_->sends_done() && std::chrono::steady_clock::now() < until.at() &&
                !(interrupted && interrupted())) {
           std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
         aborted = true;
         break;
       }
-      if (now >= deadline) {
-        bool extend = false;
-        if (still_coming && extensions < kMaxExtensions) {
-          for (auto& [peer, left] : remaining_) extend = extend || (left > 0 && still_coming(peer));
-        }
-        if (!extend) break;
-        ++extensions;
-        deadline += window;
-      }
-      SteadyTime slice = std::min(deadline, now + kPollSlice);
+      const bool over = until.passed(now, [&] {
+        return still_coming &&
+               std::any_of(remaining_.begin(), remaining_.end(),
+                           [&](const auto& r) { return r.second > 0 && still_coming(r.first); });
+      });
+      if (over) break;
+      SteadyTime slice = std::min(until.at(), now + kPollSlice);
       std::optional<net::ChunkEvent> chunk = exchange_->next_chunk(slice);
       if (chunk) {
         auto it = remaining_.find(chunk->peer);
@@ -159,7 +148,8 @@ class TransportPending : public PendingExchange {
         break;
       }
     }
-    net::ExchangeResult result = exchange_->wait(aborted ? std::chrono::steady_clock::now() : deadline);
+    net::ExchangeResult result =
+        exchange_->wait(aborted ? std::chrono::steady_clock::now() : until.at());
     std::vector<NeighbourFailure> failures;
     for (net::PeerFailure& f : result.failures) {
       const auto at = transport_.peer_iteration(f.peer);
@@ -232,9 +222,6 @@ class TransportExchange : public ParameterExchange {
   std::optional<std::uint64_t> peer_iteration(int peer) const override {
     return transport_.peer_iteration(peer);
   }
-  std::uint64_t link_generation(int peer) const override {
-    return transport_.link_generation(peer);
-  }
   void set_iteration(std::uint64_t iteration, std::uint32_t degree) override {
     transport_.set_local_state(degree, iteration);
   }
@@ -251,9 +238,6 @@ class TransportExchange : public ParameterExchange {
     return std::make_unique<TransportPending>(transport_.exchange(iteration, x, to, recvs), from,
                                               transport_);
   }
-  bool wait_connected(std::span<const int> peers, SteadyTime deadline) override {
-    return transport_.wait_connected(peers, deadline);
-  }
   std::uint64_t bytes_sent() const override { return transport_.stats().bytes_sent; }
   std::uint64_t bytes_received() const override { return transport_.stats().bytes_received; }
 
@@ -267,206 +251,6 @@ class TransportExchange : public ParameterExchange {
 std::unique_ptr<ParameterExchange> make_transport_exchange(net::Transport& transport,
                                                            std::shared_ptr<ControlMailbox> mailbox) {
   return std::make_unique<TransportExchange>(transport, std::move(mailbox));
-}
-
-// ---- In-process hub
-
-class LocalExchangeHub::NodeExchange : public ParameterExchange {
- public:
-  NodeExchange(LocalExchangeHub& hub, int self) : hub_(hub), self_(self) {}
-
-  class Pending : public PendingExchange {
-   public:
-    Pending(NodeExchange& owner, std::uint64_t iteration, std::span<const Inbox> from)
-        : owner_(owner), iteration_(iteration), from_(from.begin(), from.end()) {}
-
-    std::vector<NeighbourFailure> wait(SteadyTime deadline, const std::function<bool()>& interrupted,
-                                       const std::function<bool(int)>& still_coming) override {
-      LocalExchangeHub& hub = owner_.hub_;
-      const auto window = deadline - std::chrono::steady_clock::now();
-      int extensions = 0;
-      std::vector<NeighbourFailure> failures;
-      std::vector<bool> done(from_.size(), false);
-      std::unique_lock lock(hub.mutex_);
-      while (true) {
-        std::size_t open = 0;
-        for (std::size_t k = 0; k < from_.size(); ++k) {
-          if (done[k]) continue;
-          auto key = std::make_tuple(from_[k].peer, owner_.self_, iteration_);
-          auto it = hub.mailbox_.find(key);
-          if (it != hub.mailbox_.end()) {
-            GOSSIP_CHECK_EQ(it->second.size(), from_[k].buffer.size());
-            std::copy(it->second.begin(), it->second.end(), from_[k].buffer.begin());
-            if (auto p = hub.poison_.find(key); p != hub.poison_.end() && !from_[k].buffer.empty()) {
-              from_[k].buffer[0] = p->second;
-            }
-            owner_.received_ += it->second.size() * sizeof(float);
-            hub.mailbox_.erase(it);
-            done[k] = true;
-          } else if (hub.failed_[from_[k].peer]) {
-            failures.push_back({from_[k].peer, unavailable("node " + std::to_string(from_[k].peer) +
-                                                           " is gone")});
-            done[k] = true;
-          } else if (hub.nodes_[from_[k].peer]->iteration_.load() > iteration_) {
-            // It went on without sending to us (a send is filed before the sender moves on).
-            failures.push_back({from_[k].peer, unavailable("node " + std::to_string(from_[k].peer) +
-                                                           " went on to a later iteration without "
-                                                           "sending its iteration-" +
-                                                           std::to_string(iteration_) +
-                                                           " parameters to us")});
-            done[k] = true;
-          } else {
-            ++open;
-          }
-        }
-        if (open == 0) break;
-        SteadyTime now = std::chrono::steady_clock::now();
-        if (now >= deadline && still_coming && extensions < kMaxExtensions) {
-          bool extend = false;
-          lock.unlock();  // still_coming may ask the hub (its own lock)
-          for (std::size_t k = 0; k < from_.size(); ++k) {
-            extend = extend || (!done[k] && still_coming(from_[k].peer));
-          }
-          lock.lock();
-          if (extend) {
-            ++extensions;
-            deadline += window;
-            continue;
-          }
-        }
-        bool stop = now >= deadline;
-        if (!stop && interrupted) {
-          lock.unlock();
-          stop = interrupted();
-          lock.lock();
-        }
-        if (stop) {
-          for (std::size_t k = 0; k < from_.size(); ++k) {
-            if (!done[k]) {
-              failures.push_back({from_[k].peer, deadline_exceeded("no parameters from node " +
-                                                                   std::to_string(from_[k].peer) +
-                                                                   " for iteration " +
-                                                                   std::to_string(iteration_))});
-            }
-          }
-          break;
-        }
-        hub.arrived_.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(10)));
-      }
-      return failures;
-    }
-
-   private:
-    NodeExchange& owner_;
-    std::uint64_t iteration_;
-    std::vector<Inbox> from_;
-  };
-
-  std::unique_ptr<PendingExchange> begin(std::uint64_t iteration, std::span<const float> x,
-                                         std::span<const int> to,
-                                         std::span<const Inbox> from) override {
-    {
-      std::lock_guard lock(hub_.mutex_);
-      if (!hub_.failed_[self_]) {
-        for (int peer : to) {
-          auto key = std::make_tuple(self_, peer, iteration);
-          if (hub_.lost_.count(key)) continue;
-          hub_.mailbox_[key].assign(x.begin(), x.end());
-          sent_ += x.size() * sizeof(float);
-        }
-      }
-    }
-    hub_.arrived_.notify_all();
-    return std::make_unique<Pending>(*this, iteration, from);
-  }
-  bool wait_connected(std::span<const int>, SteadyTime) override { return true; }
-  std::uint64_t bytes_sent() const override { return sent_; }
-  std::uint64_t bytes_received() const override { return received_; }
-
-  // The hub's mutex is released before a mailbox is touched (wait_verdicts takes them in the
-  // other order).
-  void send_verdict(int peer, const Verdict& v) override {
-    {
-      std::lock_guard lock(hub_.mutex_);
-      if (hub_.failed_[self_] || hub_.failed_[peer]) return;
-      if (hub_.lost_verdicts_.count(std::make_tuple(self_, peer, v.iteration))) return;
-    }
-    hub_.nodes_[peer]->mailbox_.put_verdict(self_, v);
-  }
-  void send_admission(int peer, const Admission& a) override {
-    {
-      std::lock_guard lock(hub_.mutex_);
-      if (hub_.failed_[self_] || hub_.failed_[peer]) return;
-    }
-    Admission copy = a;
-    copy.peer = self_;
-    hub_.nodes_[peer]->mailbox_.put_admission(copy);
-  }
-  std::map<int, Verdict> wait_verdicts(std::uint64_t iteration, std::span<const int> peers,
-                                       SteadyTime deadline,
-                                       const std::function<bool()>& interrupted) override {
-    return mailbox_.wait_verdicts(
-        iteration, peers, deadline,
-        [this, iteration](int peer) { return no_verdict_coming(peer, iteration); },
-        [this, iteration](int peer) {
-          std::optional<std::uint64_t> at = peer_iteration(peer);
-          return at && *at <= iteration;
-        },
-        interrupted);
-  }
-  std::vector<Admission> take_admissions() override { return mailbox_.take_admissions(); }
-  bool link_up(int peer) const override {
-    std::lock_guard lock(hub_.mutex_);
-    return !hub_.failed_[peer];
-  }
-  std::optional<std::uint64_t> peer_iteration(int peer) const override {
-    std::lock_guard lock(hub_.mutex_);
-    if (hub_.failed_[peer]) return std::nullopt;
-    return hub_.nodes_[peer]->iteration_.load();
-  }
-  std::uint64_t link_generation(int peer) const override { return link_up(peer) ? 1 : 0; }
-  void set_iteration(std::uint64_t iteration, std::uint32_t) override { iteration_ = iteration; }
-  void skip_before(int, std::uint64_t) override {}
-
-  ControlMailbox mailbox_;
-  std::atomic<std::uint64_t> iteration_{0};
-
- private:
-  LocalExchangeHub& hub_;
-  int self_;
-  std::atomic<std::uint64_t> sent_{0};
-  std::atomic<std::uint64_t> received_{0};
-};
-
-LocalExchangeHub::LocalExchangeHub(int num_nodes) : failed_(num_nodes, false) {
-  for (int i = 0; i < num_nodes; ++i) nodes_.push_back(std::make_unique<NodeExchange>(*this, i));
-}
-LocalExchangeHub::~LocalExchangeHub() = default;
-
-ParameterExchange& LocalExchangeHub::node(int i) { return *nodes_.at(i); }
-
-void LocalExchangeHub::fail_node(int i) {
-  {
-    std::lock_guard lock(mutex_);
-    failed_.at(i) = true;
-  }
-  arrived_.notify_all();
-  for (auto& n : nodes_) n->mailbox_.notify();
-}
-
-void LocalExchangeHub::poison(int from, int to, std::uint64_t iteration, float value) {
-  std::lock_guard lock(mutex_);
-  poison_[std::make_tuple(from, to, iteration)] = value;
-}
-
-void LocalExchangeHub::lose(int from, int to, std::uint64_t iteration) {
-  std::lock_guard lock(mutex_);
-  lost_.insert(std::make_tuple(from, to, iteration));
-}
-
-void LocalExchangeHub::lose_verdict(int from, int to, std::uint64_t iteration) {
-  std::lock_guard lock(mutex_);
-  lost_verdicts_.insert(std::make_tuple(from, to, iteration));
 }
 
 }  // namespace gossip::daemon

@@ -3,8 +3,9 @@
 // fills one buffer per in-neighbour with that neighbour's x_j^t — iteration-tagged, so a buffer
 // only ever receives iteration-t data — and reports, by neighbour id, what did not arrive in time.
 //
-// Two implementations: TransportExchange over net::Transport (TCP + TLS between processes, the
-// product) and LocalExchangeHub (threads of one process, for unit tests of the loop).
+// The product's implementation is TransportExchange over net::Transport (TCP + TLS between
+// processes); the unit tests of the loop run n nodes as threads over tests/daemon/
+// local_exchange_hub.h.
 //
 // Buffers are borrowed: `x` and every inbox stay untouched by the caller until wait() returns,
 // and untouched by the exchange afterwards. A PendingExchange is used from one thread.
@@ -18,10 +19,8 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <span>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "common/status.h"
@@ -40,6 +39,31 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 // How often a wait's deadline may be extended for a peer that is alive and behind (so that one
 // node held up by a dead or silent neighbour does not make its own neighbours drop it too).
 inline constexpr int kMaxExtensions = 8;
+
+// The deadline of one wait, which moves on by its original span (deadline − construction time)
+// when it passes while a peer is still coming, at most kMaxExtensions times: the rule every
+// ParameterExchange wait follows. Not thread-safe; one per wait.
+class ExtendableDeadline {
+ public:
+  explicit ExtendableDeadline(SteadyTime deadline)
+      : at_(deadline), window_(deadline - std::chrono::steady_clock::now()) {}
+
+  SteadyTime at() const { return at_; }
+  // Whether the wait is over at `now`: false before the deadline, or when it passes and
+  // `still_coming()` (asked only then, and only while extensions remain) extends it.
+  bool passed(SteadyTime now, const std::function<bool()>& still_coming) {
+    if (now < at_) return false;
+    if (extensions_ >= kMaxExtensions || !still_coming || !still_coming()) return true;
+    ++extensions_;
+    at_ += window_;
+    return false;
+  }
+
+ private:
+  SteadyTime at_;
+  SteadyTime::duration window_;
+  int extensions_ = 0;
+};
 
 struct Inbox {
   int peer = -1;
@@ -120,11 +144,9 @@ class ParameterExchange {
                                                SteadyTime deadline,
                                                const std::function<bool()>& interrupted) = 0;
   virtual std::vector<Admission> take_admissions() = 0;
-  // Whether there is a live link to `peer` now, the iteration it last announced, and a counter
-  // that changes whenever a new link to it is established.
+  // Whether there is a live link to `peer` now, and the iteration it last announced.
   virtual bool link_up(int peer) const = 0;
   virtual std::optional<std::uint64_t> peer_iteration(int peer) const = 0;
-  virtual std::uint64_t link_generation(int peer) const = 0;
   // No verdict for `iteration` will come from `peer`: its link is down, or it announced a later
   // iteration (frames arrive in order, and a verdict is sent before the next iteration starts).
   bool no_verdict_coming(int peer, std::uint64_t iteration) const {
@@ -139,8 +161,6 @@ class ParameterExchange {
   virtual std::unique_ptr<PendingExchange> begin(std::uint64_t iteration, std::span<const float> x,
                                                  std::span<const int> to,
                                                  std::span<const Inbox> from) = 0;
-  // Blocks until links to all `peers` are up, or the deadline passes (false).
-  virtual bool wait_connected(std::span<const int> peers, SteadyTime deadline) = 0;
   virtual std::uint64_t bytes_sent() const = 0;
   virtual std::uint64_t bytes_received() const = 0;
 };
@@ -151,35 +171,5 @@ std::unique_ptr<ParameterExchange> make_transport_exchange(net::Transport& trans
                                                            std::shared_ptr<ControlMailbox> mailbox);
 // A TransportOptions::on_control callback that files control messages into `mailbox`.
 std::function<void(int, const net::pb::Control&)> control_handler(std::shared_ptr<ControlMailbox> mailbox);
-
-// n nodes as threads of one process: node(i) is node i's exchange. Messages are copied into a
-// mailbox keyed by (sender, receiver, iteration). fail_node(i) makes every later wait for node
-// i's data or verdicts fail at once with Unavailable (a crashed peer); what it sent before stays
-// deliverable. Fault injection for tests: poison(from, to, t, value) replaces element 0 of the
-// iteration-t buffer from `from` to `to` with `value` (NaN, Inf) on delivery; lose(from, to, t)
-// makes that buffer never arrive; lose_verdict(from, to, t) the same for the verdict.
-// Thread-safe.
-class LocalExchangeHub {
- public:
-  explicit LocalExchangeHub(int num_nodes);
-  ~LocalExchangeHub();
-  ParameterExchange& node(int i);
-  void fail_node(int i);
-  void poison(int from, int to, std::uint64_t iteration, float value);
-  void lose(int from, int to, std::uint64_t iteration);
-  void lose_verdict(int from, int to, std::uint64_t iteration);
-
-  class NodeExchange;
-
- private:
-  friend class NodeExchange;
-  std::mutex mutex_;  // guards mailbox_ and failed_
-  std::condition_variable arrived_;
-  std::map<std::tuple<int, int, std::uint64_t>, std::vector<float>> mailbox_;
-  std::map<std::tuple<int, int, std::uint64_t>, float> poison_;
-  std::set<std::tuple<int, int, std::uint64_t>> lost_, lost_verdicts_;
-  std::vector<bool> failed_;
-  std::vector<std::unique_ptr<NodeExchange>> nodes_;
-};
 
 }  // namespace gossip::daemon

@@ -24,13 +24,14 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
-#include <utility>
-#include <vector>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/env.h"
 #include "daemon/exchange.h"
+#include "daemon/sgd_config.h"
 #include "daemon/train_config.h"
 #include "sgd/backend.h"
 #include "sgd/optimizer.h"
@@ -59,9 +60,6 @@ struct NodeResult {
   double final_test_loss = 0;
 };
 
-// sgd configs from a training config (num_nodes from the topology).
-sgd::ProblemConfig to_problem_config(const TrainConfig& config, int num_nodes);
-sgd::OptimizerConfig to_optimizer_config(const TrainConfig& config, std::uint64_t total_iterations);
 // Stable hex digest of the fields that determine the computation (not paths, timeouts, device).
 std::string config_fingerprint(const TrainConfig& config);
 // The 64-bit topology fingerprint announced in Hello (first 16 hex digits of the SHA-256).

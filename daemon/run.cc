@@ -54,8 +54,6 @@ void install_stop_handlers() {
   sigaction(SIGINT, &sa, nullptr);
 }
 
-const std::atomic<bool>& stop_flag() { return g_stop; }
-
 std::string job_id_for(const TrainConfig& config, const topology::Topology& topology) {
   std::string job = !config.job_id().empty() ? config.job_id()
                                              : (!topology.name().empty() ? topology.name() : "gossip");

@@ -5,7 +5,6 @@
 // SIGTERM and SIGINT request a stop: checkpoint, then exit kExitStopped.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -40,8 +39,7 @@ std::string job_id_for(const TrainConfig& config, const topology::Topology& topo
 // Returns the process exit code (daemon/exit_codes.h).
 int run_command(const RunOptions& options);
 
-// Installs SIGTERM/SIGINT handlers that set the flag returned by stop_flag().
+// Installs SIGTERM/SIGINT handlers that stop run_command: it checkpoints and returns kExitStopped.
 void install_stop_handlers();
-const std::atomic<bool>& stop_flag();
 
 }  // namespace gossip::daemon

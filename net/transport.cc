@@ -208,7 +208,6 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   }
   void send_control(int peer, const pb::Control& control);
   std::optional<std::uint64_t> peer_iteration(int peer) const;
-  std::uint64_t link_generation(int peer) const;
   void skip_before(int peer, std::uint64_t iteration);
 
   // ---- io thread
@@ -292,7 +291,6 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   std::set<int> connected_;
   std::map<int, pb::Hello> hellos_;
   std::map<int, std::uint64_t> peer_iterations_;
-  std::map<int, std::uint64_t> generations_;
   std::uint32_t degree_ = 0;
   std::uint64_t iteration_ = 0;
   std::size_t live_sessions_ = 0;
@@ -1190,7 +1188,6 @@ void Transport::Impl::on_established(const std::shared_ptr<Session>& s, int id,
     connected_.insert(id);
     hellos_[id] = hello;
     peer_iterations_[id] = hello.iteration();
-    generations_[id]++;
     stats_.connections_established++;
   }
   cv_.notify_all();
@@ -1674,12 +1671,6 @@ std::optional<std::uint64_t> Transport::Impl::peer_iteration(int peer) const {
   return it->second;
 }
 
-std::uint64_t Transport::Impl::link_generation(int peer) const {
-  std::lock_guard l(mu_);
-  auto it = generations_.find(peer);
-  return it == generations_.end() ? 0 : it->second;
-}
-
 void Transport::Impl::skip_before(int peer, std::uint64_t iteration) {
   GOSSIP_CHECK(peers_.count(peer)) << "skip_before for " << peer << ", not a neighbour";
   std::lock_guard l(mu_);
@@ -1790,7 +1781,6 @@ void Transport::send_control(int peer, const pb::Control& control) {
 std::optional<std::uint64_t> Transport::peer_iteration(int peer) const {
   return impl_->peer_iteration(peer);
 }
-std::uint64_t Transport::link_generation(int peer) const { return impl_->link_generation(peer); }
 void Transport::skip_before(int peer, std::uint64_t iteration) {
   impl_->skip_before(peer, iteration);
 }

@@ -180,9 +180,6 @@ class Transport {
   // The latest iteration `peer` announced on its current link (Hello, then Heartbeats), if
   // connected.
   std::optional<std::uint64_t> peer_iteration(int peer) const;
-  // How many links to `peer` have been established so far (a new value: a new connection, e.g.
-  // from a restarted process).
-  std::uint64_t link_generation(int peer) const;
   // Frames of `peer` for iterations below `iteration` are stale from now on (discarded): used
   // when a dropped neighbour is re-admitted at a later iteration, so that nothing it sent before
   // the gap can block or fill a receive.

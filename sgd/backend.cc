@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/enum_names.h"
 #include "sgd/cpu/cpu_backend.h"
 #if GOSSIP_SGD_CUDA
 #include "sgd/cuda/cuda_backend.h"
@@ -11,21 +12,15 @@
 
 namespace gossip::sgd {
 
-std::string_view device_name(Device device) {
-  switch (device) {
-    case Device::kAuto: return "auto";
-    case Device::kCpu: return "cpu";
-    case Device::kCuda: return "cuda";
-  }
-  return "?";
-}
+namespace {
+constexpr EnumName<Device> kDeviceNames[] = {
+    {Device::kAuto, "auto"}, {Device::kCpu, "cpu"}, {Device::kCuda, "cuda"}};
+}  // namespace
+
+std::string_view device_name(Device device) { return enum_name(kDeviceNames, device); }
 
 Result<Device> parse_device(std::string_view name) {
-  for (Device d : {Device::kAuto, Device::kCpu, Device::kCuda}) {
-    if (name == device_name(d)) return d;
-  }
-  return invalid_argument("device: unknown '" + std::string(name) +
-                          "' (expected auto, cpu or cuda)");
+  return parse_enum(kDeviceNames, name, "device");
 }
 
 double Model::loss_and_grad_rows(const float* params, const Dataset& data,

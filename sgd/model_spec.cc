@@ -6,27 +6,22 @@
 #include <sstream>
 
 #include "common/check.h"
+#include "common/enum_names.h"
 #include "common/random.h"
 
 namespace gossip::sgd {
 
-std::string_view model_kind_name(ModelKind kind) {
-  switch (kind) {
-    case ModelKind::kLeastSquares: return "least_squares";
-    case ModelKind::kLogistic: return "logistic";
-    case ModelKind::kSoftmax: return "softmax";
-    case ModelKind::kMlp: return "mlp";
-  }
-  return "?";
-}
+namespace {
+constexpr EnumName<ModelKind> kModelNames[] = {{ModelKind::kLeastSquares, "least_squares"},
+                                               {ModelKind::kLogistic, "logistic"},
+                                               {ModelKind::kSoftmax, "softmax"},
+                                               {ModelKind::kMlp, "mlp"}};
+}  // namespace
+
+std::string_view model_kind_name(ModelKind kind) { return enum_name(kModelNames, kind); }
 
 Result<ModelKind> parse_model_kind(std::string_view name) {
-  for (ModelKind k : {ModelKind::kLeastSquares, ModelKind::kLogistic, ModelKind::kSoftmax,
-                      ModelKind::kMlp}) {
-    if (name == model_kind_name(k)) return k;
-  }
-  return invalid_argument("model: unknown kind '" + std::string(name) +
-                          "' (expected least_squares, logistic, softmax or mlp)");
+  return parse_enum(kModelNames, name, "model kind");
 }
 
 Status ModelSpec::validate() const {

@@ -6,24 +6,20 @@
 #include <numbers>
 
 #include "common/check.h"
+#include "common/enum_names.h"
 
 namespace gossip::sgd {
 
-std::string_view schedule_kind_name(ScheduleKind kind) {
-  switch (kind) {
-    case ScheduleKind::kConstant: return "constant";
-    case ScheduleKind::kStep: return "step";
-    case ScheduleKind::kCosine: return "cosine";
-  }
-  return "?";
-}
+namespace {
+constexpr EnumName<ScheduleKind> kScheduleNames[] = {{ScheduleKind::kConstant, "constant"},
+                                                     {ScheduleKind::kStep, "step"},
+                                                     {ScheduleKind::kCosine, "cosine"}};
+}  // namespace
+
+std::string_view schedule_kind_name(ScheduleKind kind) { return enum_name(kScheduleNames, kind); }
 
 Result<ScheduleKind> parse_schedule_kind(std::string_view name) {
-  for (ScheduleKind k : {ScheduleKind::kConstant, ScheduleKind::kStep, ScheduleKind::kCosine}) {
-    if (name == schedule_kind_name(k)) return k;
-  }
-  return invalid_argument("lr schedule: unknown '" + std::string(name) +
-                          "' (expected constant, step or cosine)");
+  return parse_enum(kScheduleNames, name, "lr schedule");
 }
 
 Status LrSchedule::validate() const {

@@ -3,28 +3,21 @@
 
 #include <string>
 
+#include "common/enum_names.h"
 #include "common/random.h"
 
 namespace gossip::sgd {
 namespace {
 constexpr std::uint64_t kSaltData = 1, kSaltShards = 2, kSaltInit = 3, kSaltSampler = 4;
+constexpr EnumName<DataKind> kDataNames[] = {{DataKind::kLeastSquares, "least_squares"},
+                                             {DataKind::kLogistic, "logistic"},
+                                             {DataKind::kFashionMnist, "fashion_mnist"}};
 }  // namespace
 
-std::string_view data_kind_name(DataKind kind) {
-  switch (kind) {
-    case DataKind::kLeastSquares: return "least_squares";
-    case DataKind::kLogistic: return "logistic";
-    case DataKind::kFashionMnist: return "fashion_mnist";
-  }
-  return "?";
-}
+std::string_view data_kind_name(DataKind kind) { return enum_name(kDataNames, kind); }
 
 Result<DataKind> parse_data_kind(std::string_view name) {
-  for (DataKind k : {DataKind::kLeastSquares, DataKind::kLogistic, DataKind::kFashionMnist}) {
-    if (name == data_kind_name(k)) return k;
-  }
-  return invalid_argument("data: unknown kind '" + std::string(name) +
-                          "' (expected least_squares, logistic or fashion_mnist)");
+  return parse_enum(kDataNames, name, "data kind");
 }
 
 Status ProblemConfig::validate() const {

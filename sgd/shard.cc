@@ -5,25 +5,21 @@
 #include <algorithm>
 #include <string>
 
+#include "common/enum_names.h"
 #include "common/random.h"
 
 namespace gossip::sgd {
 
-std::string_view shard_scheme_name(ShardScheme scheme) {
-  switch (scheme) {
-    case ShardScheme::kIid: return "iid";
-    case ShardScheme::kByLabel: return "by_label";
-    case ShardScheme::kDirichlet: return "dirichlet";
-  }
-  return "?";
-}
+namespace {
+constexpr EnumName<ShardScheme> kShardNames[] = {{ShardScheme::kIid, "iid"},
+                                                 {ShardScheme::kByLabel, "by_label"},
+                                                 {ShardScheme::kDirichlet, "dirichlet"}};
+}  // namespace
+
+std::string_view shard_scheme_name(ShardScheme scheme) { return enum_name(kShardNames, scheme); }
 
 Result<ShardScheme> parse_shard_scheme(std::string_view name) {
-  for (ShardScheme s : {ShardScheme::kIid, ShardScheme::kByLabel, ShardScheme::kDirichlet}) {
-    if (name == shard_scheme_name(s)) return s;
-  }
-  return invalid_argument("shard scheme: unknown '" + std::string(name) +
-                          "' (expected iid, by_label or dirichlet)");
+  return parse_enum(kShardNames, name, "shard scheme");
 }
 
 namespace {

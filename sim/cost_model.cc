@@ -1,32 +1,16 @@
-// Cost model: closed forms of Lian et al. 2017 Table 1 and the straggler recurrence.
+// Cost model: stragglers and the simulated clocks (the closed forms are topology/comm_cost.cc).
 #include "sim/cost_model.h"
 
 #include <algorithm>
-#include <cctype>
-#include <charconv>
 #include <cmath>
 #include <sstream>
 
 #include "common/check.h"
+#include "common/enum_names.h"
 #include "common/random.h"
 #include "common/strings.h"
 
 namespace gossip::sim {
-
-double parameter_server_comm_s(int num_nodes, double message_bytes, const Network& net) {
-  // Every worker pushes M and pulls M; the server's single link carries n·M each way.
-  return 2.0 * (net.latency_s + num_nodes * message_bytes / net.bytes_per_second());
-}
-
-double ring_allreduce_comm_s(int num_nodes, double message_bytes, const Network& net) {
-  // Reduce-scatter then all-gather: 2(n−1) steps, each moving M/n bytes per link.
-  const double n = num_nodes;
-  return 2.0 * (n - 1) * net.latency_s + 2.0 * ((n - 1) / n) * message_bytes / net.bytes_per_second();
-}
-
-double gossip_comm_s(int max_degree, double message_bytes, const Network& net) {
-  return net.latency_s + max_degree * message_bytes / net.bytes_per_second();
-}
 
 double StragglerModel::slowdown(std::int64_t iteration, int node) const {
   if (kind == Kind::kNone) return 1.0;
@@ -46,72 +30,6 @@ std::string StragglerModel::to_string() const {
   return s.str();
 }
 
-namespace {
-
-// Splits "2.5Gbps" into 2.5 and "Gbps".
-Result<std::pair<double, std::string>> number_and_unit(std::string_view text) {
-  text = trim(text);
-  double value = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || ptr == text.data()) {
-    return invalid_argument("expected a number, got '" + std::string(text) + "'");
-  }
-  std::string unit(trim(std::string_view(ptr, text.data() + text.size() - ptr)));
-  std::transform(unit.begin(), unit.end(), unit.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (!std::isfinite(value) || value < 0) {
-    return invalid_argument("expected a finite non-negative number, got '" + std::string(text) + "'");
-  }
-  return std::pair{value, unit};
-}
-
-}  // namespace
-
-Result<double> parse_bandwidth_bps(std::string_view text) {
-  GOSSIP_ASSIGN_OR_RETURN(auto nu, number_and_unit(text));
-  auto [v, unit] = nu;
-  double scale = 0;
-  if (unit.empty() || unit == "bps" || unit == "bit/s") scale = 1;
-  else if (unit == "kbps" || unit == "kbit/s") scale = 1e3;
-  else if (unit == "mbps" || unit == "mbit/s") scale = 1e6;
-  else if (unit == "gbps" || unit == "gbit/s") scale = 1e9;
-  else if (unit == "tbps" || unit == "tbit/s") scale = 1e12;
-  if (scale == 0) {
-    return invalid_argument("bandwidth '" + std::string(text) +
-                            "': unknown unit; use bps, Kbps, Mbps, Gbps or Tbps (bits per second)");
-  }
-  if (v * scale <= 0) return invalid_argument("bandwidth '" + std::string(text) + "' must be > 0");
-  return v * scale;
-}
-
-Result<double> parse_duration_s(std::string_view text) {
-  GOSSIP_ASSIGN_OR_RETURN(auto nu, number_and_unit(text));
-  auto [v, unit] = nu;
-  double scale = 0;
-  if (unit.empty() || unit == "s") scale = 1;
-  else if (unit == "ms") scale = 1e-3;
-  else if (unit == "us") scale = 1e-6;
-  else if (unit == "ns") scale = 1e-9;
-  if (scale == 0) {
-    return invalid_argument("duration '" + std::string(text) + "': unknown unit; use s, ms, us or ns");
-  }
-  return v * scale;
-}
-
-Result<double> parse_count(std::string_view text) {
-  GOSSIP_ASSIGN_OR_RETURN(auto nu, number_and_unit(text));
-  auto [v, unit] = nu;
-  double scale = 0;
-  if (unit.empty()) scale = 1;
-  else if (unit == "k") scale = 1e3;
-  else if (unit == "m") scale = 1e6;
-  else if (unit == "g" || unit == "b") scale = 1e9;
-  if (scale == 0) {
-    return invalid_argument("count '" + std::string(text) + "': unknown suffix; use k, M or G");
-  }
-  return v * scale;
-}
-
 Result<StragglerModel> parse_straggler_model(std::string_view spec, std::uint64_t seed) {
   StragglerModel m;
   m.seed = seed;
@@ -124,9 +42,9 @@ Result<StragglerModel> parse_straggler_model(std::string_view spec, std::uint64_
     spec.remove_prefix(colon + 1);
   }
   auto number = [&](std::string_view s, const char* what) -> Result<double> {
-    GOSSIP_ASSIGN_OR_RETURN(auto nu, number_and_unit(s));
-    if (!nu.second.empty()) return invalid_argument(std::string("straggler ") + what + ": not a number");
-    return nu.first;
+    auto v = parse_number(s);
+    if (!v.is_ok()) return v.status().with_context(std::string("straggler ") + what);
+    return *v;
   };
   if (parts[0] == "none" && parts.size() == 1) return m;
   if (parts[0] == "bernoulli" && parts.size() == 3) {
@@ -146,14 +64,13 @@ Result<StragglerModel> parse_straggler_model(std::string_view spec, std::uint64_
                           "...': expected none, bernoulli:P:FACTOR or lognormal:SIGMA");
 }
 
-std::string_view scheme_name(Scheme scheme) {
-  switch (scheme) {
-    case Scheme::kParameterServer: return "parameter-server";
-    case Scheme::kRingAllreduce: return "ring-allreduce";
-    case Scheme::kGossip: return "gossip";
-  }
-  return "?";
-}
+namespace {
+constexpr EnumName<Scheme> kSchemeNames[] = {{Scheme::kParameterServer, "parameter-server"},
+                                             {Scheme::kRingAllreduce, "ring-allreduce"},
+                                             {Scheme::kGossip, "gossip"}};
+}  // namespace
+
+std::string_view scheme_name(Scheme scheme) { return enum_name(kSchemeNames, scheme); }
 
 SimClock::SimClock(Scheme scheme, int num_nodes, CostInputs inputs)
     : scheme_(scheme), num_nodes_(num_nodes), in_(inputs) {

@@ -1,6 +1,7 @@
 // Network cost model: the simulated wall time of each iteration of C-PSGD (parameter server or
 // ring allreduce) and D-PSGD, from the message size, link latency and bandwidth, and the per-step
-// compute time (Lian et al., NeurIPS 2017, Table 1; docs/design.md §1).
+// compute time. The communication terms are topology/comm_cost.h's (Lian et al., NeurIPS 2017,
+// Table 1; docs/design.md §1), the same that gossip-topo analyze prints:
 //
 //   C-PSGD, parameter server:  compute + 2(α + n·M/B)                 (the server's link moves n·M)
 //   C-PSGD, ring allreduce:    compute + 2(n−1)α + 2((n−1)/n)·M/B
@@ -33,20 +34,17 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/units.h"
+#include "topology/comm_cost.h"
 
 namespace gossip::sim {
 
-struct Network {
-  double bandwidth_bps = 1e9;  // link bandwidth, bits per second
-  double latency_s = 1e-3;     // one-way link latency, seconds
-
-  double bytes_per_second() const { return bandwidth_bps / 8.0; }
-};
-
-// Per-iteration communication time of each scheme (no compute).
-double parameter_server_comm_s(int num_nodes, double message_bytes, const Network& net);
-double ring_allreduce_comm_s(int num_nodes, double message_bytes, const Network& net);
-double gossip_comm_s(int max_degree, double message_bytes, const Network& net);
+// The link and the per-iteration communication closed forms are topology/comm_cost.h's, shared with
+// gossip-topo's advisor.
+using Network = topology::Link;
+using topology::gossip_comm_s;
+using topology::parameter_server_comm_s;
+using topology::ring_allreduce_comm_s;
 
 // Per-node, per-iteration compute slowdown.
 struct StragglerModel {
@@ -67,11 +65,8 @@ struct StragglerModel {
 // iteration) or "lognormal:SIGMA".
 Result<StragglerModel> parse_straggler_model(std::string_view spec, std::uint64_t seed);
 
-// Parses "1Gbps", "10 Gbit/s", "100Mbps", "2.5e9" (bits/s) and "1ms", "50us", "0.001" (s).
-Result<double> parse_bandwidth_bps(std::string_view text);
-Result<double> parse_duration_s(std::string_view text);
-// "25M", "1.5k", "100000" → a count.
-Result<double> parse_count(std::string_view text);
+// Bandwidths, durations and counts on the command line and in sweep values are parsed by
+// common/units.h (parse_bandwidth_bps, parse_duration_s, parse_count), as in gossip-topo.
 
 enum class Scheme { kParameterServer, kRingAllreduce, kGossip };
 std::string_view scheme_name(Scheme scheme);

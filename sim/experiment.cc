@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/check.h"
+#include "common/enum_names.h"
 #include "topology/spectral.h"
 #include "topology/topology_file.h"
 
@@ -113,7 +114,8 @@ Result<std::vector<Run>> run_on(const ExperimentConfig& config,
       for (int p = 0; p < topo->period(); ++p) {
         GOSSIP_ASSIGN_OR_RETURN(auto plan, MixingPlan::from_matrix(topo->mixing_matrix(p)));
         run.in_neighbours.push_back(plan.in_neighbours());
-        run.max_degree.push_back(plan.max_degree());
+        // Δ as gossip-topo's advisor counts it (topology/comm_cost.h), so both price alike.
+        run.max_degree.push_back(topology::link_degree(topo->mixing_matrix(p)));
       }
       auto report = topology::analyze(*topo);
       if (report.is_ok()) run.rho = report->rho_per_iteration;
@@ -228,14 +230,18 @@ Result<ExperimentResult> run_experiment(const ExperimentConfig& config,
   return price_runs(runs, config);
 }
 
+namespace {
+constexpr EnumName<SweepParam> kSweepParamNames[] = {{SweepParam::kBandwidth, "bandwidth"},
+                                                     {SweepParam::kLatency, "latency"},
+                                                     {SweepParam::kNodes, "nodes"},
+                                                     {SweepParam::kTopology, "topology"}};
+}  // namespace
+
 Result<SweepParam> parse_sweep_param(std::string_view name) {
-  if (name == "bandwidth") return SweepParam::kBandwidth;
-  if (name == "latency") return SweepParam::kLatency;
-  if (name == "nodes") return SweepParam::kNodes;
-  if (name == "topology") return SweepParam::kTopology;
-  return invalid_argument("sweep parameter '" + std::string(name) +
-                          "': expected bandwidth, latency, nodes or topology");
+  return parse_enum(kSweepParamNames, name, "sweep parameter");
 }
+
+std::string_view sweep_param_name(SweepParam param) { return enum_name(kSweepParamNames, param); }
 
 namespace {
 

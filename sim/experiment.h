@@ -116,6 +116,7 @@ std::vector<double> cumulative_times(Scheme scheme, int nodes, const CostInputs&
 // ---- sweeps
 enum class SweepParam { kBandwidth, kLatency, kNodes, kTopology };
 Result<SweepParam> parse_sweep_param(std::string_view name);  // bandwidth|latency|nodes|topology
+std::string_view sweep_param_name(SweepParam param);
 
 struct SweepPoint {
   std::string value;  // as given

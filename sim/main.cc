@@ -14,6 +14,8 @@
 #include "common/env.h"
 #include "common/escape.h"
 #include "common/memory.h"
+#include "daemon/options.h"
+#include "daemon/sgd_config.h"
 #include "sgd/optimizer.h"
 #include "sgd/problem.h"
 #include "sim/experiment.h"
@@ -64,6 +66,9 @@ struct Options {
   double target_loss = std::numeric_limits<double>::quiet_NaN();
   double target_accuracy = std::numeric_limits<double>::quiet_NaN();
   std::string csv, dump_params;
+
+  std::string config;             // gossipd's training config: replaces kTrainingFlags
+  std::vector<std::string> sets;  // its --set overrides
   bool json = false, quiet = false;
 };
 
@@ -131,7 +136,8 @@ void add_common(CLI::App* app, Options& o) {
                   "when other jobs keep the cores busy (waiting threads spin)")
       ->capture_default_str();
 
-  app->add_option("--bandwidth", o.bandwidth, "Link bandwidth, e.g. 1Gbps, 100Mbps")
+  app->add_option("--bandwidth", o.bandwidth,
+                  "Link bandwidth, e.g. 1Gbps, 100Mbit/s, 12.5MB/s (a bare number: bits/s)")
       ->capture_default_str();
   app->add_option("--latency", o.latency, "One-way link latency, e.g. 1ms, 50us")
       ->capture_default_str();
@@ -151,6 +157,14 @@ void add_common(CLI::App* app, Options& o) {
   app->add_option("--csv", o.csv, "Write every evaluation point to this CSV file");
   app->add_flag("--json", o.json, "Print a JSON summary on stdout instead of the table");
   app->add_flag("--quiet,-q", o.quiet, "No progress bar");
+  app->add_option(
+      "--config", o.config,
+      "gossipd's training config (Protobuf text, docs/daemon.md): simulate what gossipd "
+      "would run. Its model, data, shards, batch, optimizer, length, evaluation and "
+      "seed replace the flags that set them (giving one of those too is an error)");
+  app->add_option("--set", o.sets,
+                  "Override a field of --config as gossipd's --set does, e.g. optimizer.lr=0.1 "
+                  "(repeatable)");
 }
 
 Result<std::vector<int>> parse_int_list(const std::string& text, const char* what) {
@@ -263,6 +277,71 @@ Result<ExperimentConfig> build_config(const Options& o) {
   return c;
 }
 
+// The flags a training config (--config) sets instead.
+constexpr const char* kTrainingFlags[] = {"--problem",
+                                          "--model",
+                                          "--data",
+                                          "--hidden",
+                                          "--data-dir",
+                                          "--shard",
+                                          "--dirichlet-alpha",
+                                          "--dim",
+                                          "--train-examples",
+                                          "--test-examples",
+                                          "--noise",
+                                          "--l2",
+                                          "--lr",
+                                          "--momentum",
+                                          "--nesterov",
+                                          "--weight-decay",
+                                          "--lr-schedule",
+                                          "--warmup",
+                                          "--lr-step",
+                                          "--lr-factor",
+                                          "--min-lr",
+                                          "--batch",
+                                          "--iterations",
+                                          "--eval-every",
+                                          "--eval-examples",
+                                          "--seed"};
+
+// The first training flag given on the command line of `sub` besides --config; "" if none.
+std::string training_flag_given(const CLI::App& sub) {
+  for (const char* flag : kTrainingFlags) {
+    if (sub.count(flag) > 0) return flag;
+  }
+  return "";
+}
+
+// --config: the training config, loaded as gossipd loads it (file, --set, defaults, validation)
+// and mapped to the sgd configs by daemon/sgd_config.h, the mapping gossipd runs, so the simulated
+// nodes draw the same shards and batches and take the same steps as gossipd's.
+Status apply_train_config(const Options& o, ExperimentConfig& c) {
+  GOSSIP_ASSIGN_OR_RETURN(const daemon::TrainConfig t,
+                          daemon::load_config_with_overrides(o.config, o.sets));
+  c.problem = daemon::to_problem_config(t, c.nodes);
+  std::int64_t train_examples = 0;
+  if (t.iterations() == 0) {
+    // Epochs count passes over the mean shard, as gossipd counts them: the data set's size.
+    GOSSIP_ASSIGN_OR_RETURN(const sgd::Problem problem, sgd::make_problem(c.problem));
+    train_examples = problem.train->num_examples;
+  }
+  const std::uint64_t total =
+      daemon::total_iterations(t, static_cast<std::size_t>(train_examples / std::max(c.nodes, 1)));
+  RunConfig& r = c.run;
+  r.optimizer = daemon::to_optimizer_config(t, total);
+  r.batch_size = static_cast<int>(t.batch_size());
+  r.iterations = static_cast<std::int64_t>(total);
+  // gossipd's eval_every 0 means "at the end only"; the simulator always evaluates at the end.
+  r.eval_every = t.eval_every() > 0 ? static_cast<std::int64_t>(t.eval_every())
+                                    : std::max<std::int64_t>(r.iterations, 1);
+  r.eval_examples = static_cast<std::int64_t>(t.eval_examples());
+  GOSSIP_RETURN_IF_ERROR(r.validate());
+  GOSSIP_ASSIGN_OR_RETURN(c.cost.straggler,
+                          parse_straggler_model(o.straggler, mix_seed(t.seed(), 0x57a6)));
+  return Status::ok();
+}
+
 // A runtime error or invalid input (a data or topology file): exit 1.
 int fail(const Status& s) {
   std::cerr << "gossip-sim: " << log_escape(s.to_string()) << "\n";
@@ -354,6 +433,17 @@ int sim_main(int argc, char** argv) {
   auto config = build_config(o);
   if (!config.is_ok()) return usage(config.status());
   ExperimentConfig& c = *config;
+  const CLI::App* sub = run->parsed() ? run : compare->parsed() ? compare : sweep;
+  if (!o.config.empty()) {
+    if (const std::string flag = training_flag_given(*sub); !flag.empty()) {
+      return usage(invalid_argument(flag + " is set by --config " + o.config +
+                                    "; change it there or with --set"));
+    }
+    // A config that does not load or validate is invalid input, as a bad topology file is.
+    if (const Status s = apply_train_config(o, c); !s.is_ok()) return fail(s);
+  } else if (!o.sets.empty()) {
+    return usage(invalid_argument("--set overrides a field of --config; give --config FILE"));
+  }
   if (Status s = check_experiment_memory(c); !s.is_ok()) return usage(s);
 
   ProgressBar bar(!o.quiet);

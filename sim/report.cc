@@ -159,8 +159,7 @@ void print_summary(std::ostream& out, const ExperimentResult& result,
 }
 
 void print_sweep(std::ostream& out, const SweepResult& sweep, const ExperimentConfig& config) {
-  static const char* kNames[] = {"bandwidth", "latency", "nodes", "topology"};
-  const std::string param = kNames[static_cast<int>(sweep.param)];
+  const std::string param(sweep_param_name(sweep.param));
   std::vector<std::vector<std::string>> rows = {{param, "series", "s/iter", "iters to target",
                                                  "time to target", "final time"}};
   for (const SweepPoint& p : sweep.points) {
@@ -244,8 +243,7 @@ std::string summary_json(const ExperimentResult& result, const ExperimentConfig&
 }
 
 std::string sweep_json(const SweepResult& sweep, const ExperimentConfig& config) {
-  static const char* kNames[] = {"bandwidth", "latency", "nodes", "topology"};
-  std::string out = "{\"param\":" + json_quote(kNames[static_cast<int>(sweep.param)]) +
+  std::string out = "{\"param\":" + json_quote(std::string(sweep_param_name(sweep.param))) +
                     ",\"config\":" + config_json(config, std::nan(""), std::nan("")) +
                     ",\"points\":[";
   for (std::size_t k = 0; k < sweep.points.size(); ++k) {

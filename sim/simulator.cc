@@ -19,25 +19,32 @@
 #include "common/clock.h"
 #include "common/cpus.h"
 #include "common/divergence.h"
+#include "common/enum_names.h"
 #include "sgd/cpu/cpu_backend.h"
 #include "sgd/cpu/dense_net.h"
 
 namespace gossip::sim {
 
+namespace {
+constexpr EnumName<Algorithm> kAlgorithmNames[] = {{Algorithm::kCpsgd, "cpsgd"},
+                                                   {Algorithm::kDpsgd, "dpsgd"}};
+constexpr EnumName<MixOrder> kMixOrderNames[] = {
+    {MixOrder::kCombineThenAdapt, "cta"},
+    {MixOrder::kAdaptThenCombine, "atc"},
+    {MixOrder::kCombineThenAdapt, "combine_then_adapt"},  // aliases
+    {MixOrder::kAdaptThenCombine, "adapt_then_combine"},
+};
+}  // namespace
+
 std::string_view algorithm_name(Algorithm algorithm) {
-  return algorithm == Algorithm::kCpsgd ? "cpsgd" : "dpsgd";
+  return enum_name(kAlgorithmNames, algorithm);
 }
 
 Result<MixOrder> parse_mix_order(std::string_view name) {
-  if (name == "cta" || name == "combine_then_adapt") return MixOrder::kCombineThenAdapt;
-  if (name == "atc" || name == "adapt_then_combine") return MixOrder::kAdaptThenCombine;
-  return invalid_argument("mix order '" + std::string(name) +
-                          "': expected cta (combine then adapt, Lian et al.) or atc");
+  return parse_enum(kMixOrderNames, name, "mix order");
 }
 
-std::string_view mix_order_name(MixOrder order) {
-  return order == MixOrder::kCombineThenAdapt ? "cta" : "atc";
-}
+std::string_view mix_order_name(MixOrder order) { return enum_name(kMixOrderNames, order); }
 
 Status RunConfig::validate() const {
   GOSSIP_RETURN_IF_ERROR(optimizer.validate());

@@ -1,8 +1,10 @@
-// Advisor: the cost model of docs/design.md §1 evaluated on a concrete topology.
+// Advisor: the communication cost (topology/comm_cost.h) and mixing time of a concrete topology.
 #include "topology/advisor.h"
 
 #include <algorithm>
 #include <cmath>
+
+#include "topology/comm_cost.h"
 
 namespace gossip::topology {
 
@@ -10,26 +12,19 @@ Advice advise(const Topology& topology, const SpectralReport& report, const Cost
   Advice a;
   const int n = topology.num_nodes();
   a.num_nodes = n;
-  // Out-degree in W(t) (entries with nonzero weight), the worst node and iteration: what a node
-  // actually sends, which for the one-peer exponential graph is 1 although its union graph has
-  // degree log2 n.
-  int deg = 0;
-  for (int t = 0; t < topology.period(); ++t) {
-    const auto& w = topology.mixing_matrix(t);
-    for (int j = 0; j < n; ++j) {
-      int d = 0;
-      for (SparseMatrix::InnerIterator it(w, j); it; ++it) d += it.row() != j && it.value() != 0.0;
-      deg = std::max(deg, d);
-    }
-  }
+  // Δ of the matrices actually applied, W(t): for the one-peer exponential graph 1, although its
+  // union graph has degree log2 n.
+  const int deg = max_link_degree(topology);
   a.max_degree = deg;
-  const double M = m.model_bytes, B = m.bandwidth_bytes_per_s, alpha = m.latency_s;
-  a.dpsgd_bytes_per_node = deg * M;
-  a.dpsgd_seconds = alpha + deg * M / B;
-  a.ps_server_bytes = n * M;
-  a.ps_seconds = 2.0 * (alpha + n * M / B);
-  a.allreduce_bytes_per_node = n > 1 ? 2.0 * (n - 1) / n * M : 0.0;
-  a.allreduce_seconds = n > 1 ? 2.0 * (n - 1) * alpha + 2.0 * (n - 1.0) / n * M / B : 0.0;
+  // B in bytes/s on the command line; the shared model takes bits/s (×8 and /8 are exact).
+  const Link link{.bandwidth_bps = 8.0 * m.bandwidth_bytes_per_s, .latency_s = m.latency_s};
+  const double M = m.model_bytes;
+  a.dpsgd_bytes_per_node = gossip_bytes_per_node(deg, M);
+  a.dpsgd_seconds = gossip_comm_s(deg, M, link);
+  a.ps_server_bytes = parameter_server_bytes(n, M);
+  a.ps_seconds = parameter_server_comm_s(n, M, link);
+  a.allreduce_bytes_per_node = ring_allreduce_bytes_per_node(n, M);
+  a.allreduce_seconds = ring_allreduce_comm_s(n, M, link);
   a.gap_per_iteration = report.gap_per_iteration;
   // Time-varying schedules contract by rho only over a whole period, so count whole periods:
   // rho_period^m <= 1e-3, iterations = m * period.

@@ -1,11 +1,8 @@
-// Advisor: a topology's cost per iteration and how fast it mixes (docs/design.md §1, "Communication
-// cost per iteration", after Lian et al. 2017 Table 1). Messages of M bytes, link latency alpha,
-// bandwidth B (bytes/s), full duplex:
-//   D-PSGD on max degree Delta:    alpha + Delta M / B      (overlaps with compute)
-//   C-PSGD, parameter server:      2 (alpha + n M / B)
-//   C-PSGD, ring allreduce:        2 (n-1) alpha + 2 ((n-1)/n) M / B
-// and the iterations of pure gossip to shrink the consensus error 1000x: ceil(ln 1000 / -ln rho)
-// (whole periods of the product for time-varying schedules).
+// Advisor: what a topology costs per iteration and how fast it mixes. The seconds and bytes are
+// topology/comm_cost.h's (Lian et al. 2017 Table 1, docs/design.md §1), the model gossip-sim
+// prices with, evaluated for message M, bandwidth B and latency alpha on the topology's Δ; and the
+// iterations of pure gossip to shrink the consensus error 1000x: ceil(ln 1000 / -ln rho) (whole
+// periods of the product for time-varying schedules).
 #pragma once
 
 #include <cstdint>
@@ -23,7 +20,7 @@ struct CostModel {
 
 struct Advice {
   int num_nodes = 0;
-  int max_degree = 0;               // max over nodes and iterations of out-neighbours
+  int max_degree = 0;               // Δ: max over iterations of link_degree(W(t))
   double dpsgd_bytes_per_node = 0;  // sent per node per iteration (max over nodes)
   double dpsgd_seconds = 0;
   double ps_seconds = 0;

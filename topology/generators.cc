@@ -8,17 +8,15 @@
 #include <cmath>
 #include <unordered_set>
 
+#include "common/enum_names.h"
 #include "common/memory.h"
 #include "common/random.h"
 
 namespace gossip::topology {
 namespace {
 
-struct KindName {
-  GeneratorKind kind;
-  std::string_view name;
-};
-constexpr KindName kKindNames[] = {
+// Names, then aliases (common/enum_names.h).
+constexpr EnumName<GeneratorKind> kKindNames[] = {
     {GeneratorKind::kRing, "ring"},
     {GeneratorKind::kKRing, "k_ring"},
     {GeneratorKind::kTorus, "torus"},
@@ -31,13 +29,9 @@ constexpr KindName kKindNames[] = {
     {GeneratorKind::kRandomRegular, "random_regular"},
     {GeneratorKind::kErdosRenyi, "erdos_renyi"},
     {GeneratorKind::kEdgeList, "edge_list"},
+    {GeneratorKind::kGrid, "mesh"},
+    {GeneratorKind::kExponential, "exp"},
 };
-
-std::string kinds_list() {
-  std::string s;
-  for (const auto& k : kKindNames) s += (s.empty() ? "" : ", ") + std::string(k.name);
-  return s;
-}
 
 Status need(bool ok, std::string_view kind, const std::string& what) {
   if (ok) return Status::ok();
@@ -128,19 +122,10 @@ Result<Graph> erdos_renyi(int n, double p, std::uint64_t seed) {
 }  // namespace
 
 Result<GeneratorKind> parse_generator_kind(std::string_view name) {
-  if (name == "mesh") return GeneratorKind::kGrid;
-  if (name == "exp") return GeneratorKind::kExponential;
-  for (const auto& k : kKindNames)
-    if (k.name == name) return k.kind;
-  return invalid_argument("unknown topology kind '" + std::string(name) + "'; expected one of " +
-                          kinds_list());
+  return parse_enum(kKindNames, name, "topology kind");
 }
 
-std::string_view generator_kind_name(GeneratorKind kind) {
-  for (const auto& k : kKindNames)
-    if (k.kind == kind) return k.name;
-  return "?";
-}
+std::string_view generator_kind_name(GeneratorKind kind) { return enum_name(kKindNames, kind); }
 
 int exponential_hops(int n) {
   int tau = 0;

@@ -15,6 +15,7 @@
 #include "common/cli.h"
 #include "common/escape.h"
 #include "common/json.h"
+#include "common/units.h"
 #include "topology/advisor.h"
 #include "topology/optimize.h"
 #include "topology/spectral.h"
@@ -40,34 +41,6 @@ std::string json_num(double v) {
   std::ostringstream s;
   s << std::setprecision(17) << v;
   return s.str();
-}
-
-// Human units: "1Gbps", "100Mbps", "125MB/s" or bytes/s; "1ms", "50us", "0.001"; "4MB", "1e6".
-Result<double> parse_quantity(const std::string& text, const std::string& what) {
-  std::size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &pos);
-  } catch (...) {
-    return invalid_argument(what + " '" + text + "' is not a number");
-  }
-  std::string unit = text.substr(pos);
-  struct U {
-    const char* name;
-    double scale;
-  };
-  static const U units[] = {
-      {"", 1},          {"B", 1},        {"KB", 1e3},      {"MB", 1e6},     {"GB", 1e9},
-      {"KiB", 1024.0},  {"MiB", 1048576.0}, {"GiB", 1073741824.0},
-      {"bps", 1 / 8.0}, {"Kbps", 1e3 / 8}, {"Mbps", 1e6 / 8}, {"Gbps", 1e9 / 8},
-      {"B/s", 1},       {"KB/s", 1e3},   {"MB/s", 1e6},    {"GB/s", 1e9},
-      {"s", 1},         {"ms", 1e-3},    {"us", 1e-6},     {"ns", 1e-9}};
-  for (const auto& u : units)
-    if (unit == u.name) {
-      if (!(v >= 0) || !std::isfinite(v)) return invalid_argument(what + " must be >= 0");
-      return v * u.scale;
-    }
-  return invalid_argument(what + " '" + text + "': unknown unit '" + unit + "'");
 }
 
 ValidationOptions no_spectrum() {
@@ -191,17 +164,24 @@ struct Model {
   void add(CLI::App* app) {
     app->add_option("--model-bytes", model, "message (model) size M, e.g. 4MB, 100MiB")
         ->capture_default_str();
-    app->add_option("--bandwidth", bandwidth, "link bandwidth B, e.g. 1Gbps, 10Gbps, 125MB/s")
+    app->add_option("--bandwidth", bandwidth,
+                    "link bandwidth B, e.g. 1Gbps, 100Mbit/s, 125MB/s (a bare number: bits/s)")
         ->capture_default_str();
     app->add_option("--latency", latency, "link latency alpha, e.g. 1ms, 50us")
         ->capture_default_str();
   }
+  // Units as everywhere (common/units.h): a bare bandwidth is bits/s, a bare size bytes.
   Result<CostModel> get() const {
     CostModel m;
-    GOSSIP_ASSIGN_OR_RETURN(m.model_bytes, parse_quantity(model, "--model-bytes"));
-    GOSSIP_ASSIGN_OR_RETURN(m.bandwidth_bytes_per_s, parse_quantity(bandwidth, "--bandwidth"));
-    GOSSIP_ASSIGN_OR_RETURN(m.latency_s, parse_quantity(latency, "--latency"));
-    if (m.bandwidth_bytes_per_s <= 0) return invalid_argument("--bandwidth must be > 0");
+    auto bytes = parse_size_bytes(model);
+    if (!bytes.is_ok()) return bytes.status().with_context("--model-bytes");
+    auto bps = parse_bandwidth_bps(bandwidth);
+    if (!bps.is_ok()) return bps.status().with_context("--bandwidth");
+    auto latency_s = parse_duration_s(latency);
+    if (!latency_s.is_ok()) return latency_s.status().with_context("--latency");
+    m.model_bytes = *bytes;
+    m.bandwidth_bytes_per_s = *bps / 8.0;
+    m.latency_s = *latency_s;
     return m;
   }
 };

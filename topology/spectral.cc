@@ -4,9 +4,9 @@
 // (Rayleigh quotients of I - W and I + W, with W's diagonal taken as 1 - its off-diagonal row sum).
 #include "topology/spectral.h"
 
-#include <Eigen/Dense>
 #include <Spectra/SymEigsSolver.h>
 
+#include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -14,6 +14,7 @@
 
 #include "common/check.h"
 #include "common/clock.h"
+#include "common/enum_names.h"
 #include "common/random.h"
 
 namespace gossip::topology {
@@ -900,23 +901,20 @@ Result<SpectralReport> analyze_list(const std::vector<const SparseMatrix*>& ws,
 
 }  // namespace
 
+namespace {
+constexpr EnumName<SpectralMethod> kMethodNames[] = {
+    {SpectralMethod::kAuto, "auto"},      {SpectralMethod::kExact, "exact"},
+    {SpectralMethod::kDense, "dense"},    {SpectralMethod::kLanczos, "lanczos"},
+    {SpectralMethod::kLanczos, "sparse"},  // alias
+};
+}  // namespace
+
 Result<SpectralMethod> parse_spectral_method(std::string_view name) {
-  if (name == "auto") return SpectralMethod::kAuto;
-  if (name == "exact") return SpectralMethod::kExact;
-  if (name == "dense") return SpectralMethod::kDense;
-  if (name == "lanczos" || name == "sparse") return SpectralMethod::kLanczos;
-  return invalid_argument("unknown spectral method '" + std::string(name) +
-                          "'; expected auto, exact, dense or lanczos");
+  return parse_enum(kMethodNames, name, "spectral method");
 }
 
 std::string_view spectral_method_name(SpectralMethod method) {
-  switch (method) {
-    case SpectralMethod::kAuto: return "auto";
-    case SpectralMethod::kExact: return "exact";
-    case SpectralMethod::kDense: return "dense";
-    case SpectralMethod::kLanczos: return "lanczos";
-  }
-  return "?";
+  return enum_name(kMethodNames, method);
 }
 
 Result<SpectralReport> analyze_matrix(const SparseMatrix& w, const SpectralOptions& options) {

@@ -6,16 +6,14 @@
 #include <algorithm>
 
 #include "common/check.h"
+#include "common/enum_names.h"
 #include "topology/spectral.h"
 
 namespace gossip::topology {
 namespace {
 
-struct SchemeName {
-  WeightScheme scheme;
-  std::string_view name;
-};
-constexpr SchemeName kSchemeNames[] = {
+// Names, then aliases (common/enum_names.h).
+constexpr EnumName<WeightScheme> kSchemeNames[] = {
     {WeightScheme::kDefault, "default"},
     {WeightScheme::kMetropolisHastings, "metropolis_hastings"},
     {WeightScheme::kMaxDegree, "max_degree"},
@@ -25,6 +23,10 @@ constexpr SchemeName kSchemeNames[] = {
     {WeightScheme::kBestConstant, "best_constant"},
     {WeightScheme::kExplicit, "explicit"},
     {WeightScheme::kOptimized, "optimized"},
+    {WeightScheme::kMetropolisHastings, "mh"},
+    {WeightScheme::kMetropolisHastings, "metropolis"},
+    {WeightScheme::kOptimized, "fdla"},
+    {WeightScheme::kLazyMetropolisHastings, "lazy_metropolis_hastings"},
 };
 
 using Triplet = Eigen::Triplet<double>;
@@ -75,22 +77,10 @@ void take(SparseMatrix& out, SparseMatrix w) { out.swap(w); }
 }  // namespace
 
 Result<WeightScheme> parse_weight_scheme(std::string_view name) {
-  if (name == "mh" || name == "metropolis") return WeightScheme::kMetropolisHastings;
-  if (name == "fdla") return WeightScheme::kOptimized;
-  if (name == "lazy_metropolis_hastings") return WeightScheme::kLazyMetropolisHastings;
-  for (const auto& s : kSchemeNames)
-    if (s.name == name) return s.scheme;
-  std::string all;
-  for (const auto& s : kSchemeNames) all += (all.empty() ? "" : ", ") + std::string(s.name);
-  return invalid_argument("unknown weight scheme '" + std::string(name) + "'; expected one of " +
-                          all);
+  return parse_enum(kSchemeNames, name, "weight scheme");
 }
 
-std::string_view weight_scheme_name(WeightScheme scheme) {
-  for (const auto& s : kSchemeNames)
-    if (s.scheme == scheme) return s.name;
-  return "?";
-}
+std::string_view weight_scheme_name(WeightScheme scheme) { return enum_name(kSchemeNames, scheme); }
 
 double metropolis_hastings_weight(int degree_i, int degree_j) {
   return 1.0 / (1.0 + std::max(degree_i, degree_j));

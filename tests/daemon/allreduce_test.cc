@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/ports.h"
+#include "tests/support/ports.h"
 
 namespace gossip::daemon {
 namespace {

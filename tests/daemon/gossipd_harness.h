@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "common/ports.h"
 #include "daemon/exit_codes.h"
+#include "tests/support/ports.h"
 #include "tests/test_util.h"
 
 extern char** environ;
@@ -177,6 +177,16 @@ inline void exactness(const std::string& kind, int n, bool tls, const std::strin
   double diff = compare_with_sim(work + "/final", dir.path + "/sim", n);
   MESSAGE(kind << " n=" << n << ": max |gossipd - gossip-sim| = " << diff);
   CHECK(diff <= tol);
+  // gossip-sim --config on gossipd's own config file runs the simulation the flags describe, to
+  // the bit: the user simulates exactly what they run (daemon/sgd_config.h, one mapping).
+  REQUIRE(run_shell(bin("sim/gossip-sim") + " run --algorithm dpsgd --topology " + topo +
+                    " --nodes " + std::to_string(n) + " --config " + cfg +
+                    " --quiet --dump-params " + dir.path + "/sim_config > " + dir.path +
+                    "/sim_config.out 2>&1") == 0);
+  for (int i = 0; i < n; ++i) {
+    const std::string name = "/node_" + std::to_string(i) + ".f32";
+    CHECK(read_f32(dir.path + "/sim_config" + name) == read_f32(dir.path + "/sim" + name));
+  }
   // The parameters moved away from x_0 and differ between nodes (so equality is not vacuous).
   CHECK(read_f32(work + "/final/node_0.f32") != read_f32(work + "/final/node_1.f32"));
   // final_params_path ({node} -> id, directory created) holds the same final parameters.

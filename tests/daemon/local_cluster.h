@@ -10,9 +10,9 @@
 #include <thread>
 #include <vector>
 
-#include "daemon/exchange.h"
 #include "daemon/node.h"
 #include "sgd/backend.h"
+#include "tests/daemon/local_exchange_hub.h"
 
 namespace gossip::testing {
 

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <map>
 
-#include "common/ports.h"
+#include "tests/support/ports.h"
 #include "tests/fault/fault_test_util.h"
 
 namespace gossip::fault_testing {

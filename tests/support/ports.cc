@@ -1,4 +1,4 @@
-#include "common/ports.h"
+#include "tests/support/ports.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>

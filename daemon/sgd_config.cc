@@ -1,0 +1,88 @@
+// Training config -> sgd configs. Enum values the config leaves unspecified were filled by
+// fill_defaults; the fallbacks here only keep the switch total.
+#include "daemon/sgd_config.h"
+
+namespace gossip::daemon {
+
+sgd::ProblemConfig to_problem_config(const TrainConfig& c, int num_nodes) {
+  sgd::ProblemConfig p;
+  switch (c.model().kind()) {
+    case pb::Model::LEAST_SQUARES:
+      p.model = sgd::ModelKind::kLeastSquares;
+      break;
+    case pb::Model::LOGISTIC:
+      p.model = sgd::ModelKind::kLogistic;
+      break;
+    case pb::Model::MLP:
+      p.model = sgd::ModelKind::kMlp;
+      break;
+    default:
+      p.model = sgd::ModelKind::kSoftmax;
+      break;
+  }
+  p.hidden.assign(c.model().hidden().begin(), c.model().hidden().end());
+  p.l2 = c.model().l2();
+  switch (c.data().dataset()) {
+    case pb::Data::SYNTHETIC_LEAST_SQUARES:
+      p.data = sgd::DataKind::kLeastSquares;
+      break;
+    case pb::Data::SYNTHETIC_LOGISTIC:
+      p.data = sgd::DataKind::kLogistic;
+      break;
+    default:
+      p.data = sgd::DataKind::kFashionMnist;
+      break;
+  }
+  if (!c.data().path().empty()) p.data_dir = c.data().path();
+  p.standardize = !c.data().has_standardize() || c.data().standardize();
+  if (c.data().num_examples() > 0)
+    p.synthetic_train = static_cast<std::int64_t>(c.data().num_examples());
+  if (c.data().test_examples() > 0)
+    p.synthetic_test = static_cast<std::int64_t>(c.data().test_examples());
+  if (c.data().dim() > 0) p.synthetic_dim = static_cast<int>(c.data().dim());
+  if (c.data().noise() > 0) p.synthetic_noise = c.data().noise();
+  switch (c.shard().scheme()) {
+    case pb::Shard::BY_LABEL:
+      p.shard.scheme = sgd::ShardScheme::kByLabel;
+      break;
+    case pb::Shard::DIRICHLET:
+      p.shard.scheme = sgd::ShardScheme::kDirichlet;
+      break;
+    default:
+      p.shard.scheme = sgd::ShardScheme::kIid;
+      break;
+  }
+  if (c.shard().dirichlet_alpha() > 0) p.shard.dirichlet_alpha = c.shard().dirichlet_alpha();
+  p.num_nodes = num_nodes;
+  p.seed = c.seed();
+  return p;
+}
+
+sgd::OptimizerConfig to_optimizer_config(const TrainConfig& c, std::uint64_t total_iterations) {
+  const pb::Optimizer& o = c.optimizer();
+  sgd::OptimizerConfig oc;
+  switch (o.schedule()) {
+    case pb::Optimizer::STEP:
+      oc.schedule.kind = sgd::ScheduleKind::kStep;
+      break;
+    case pb::Optimizer::COSINE:
+      oc.schedule.kind = sgd::ScheduleKind::kCosine;
+      break;
+    default:
+      oc.schedule.kind = sgd::ScheduleKind::kConstant;
+      break;
+  }
+  oc.schedule.lr = o.lr();
+  oc.schedule.warmup_steps = static_cast<std::int64_t>(o.warmup_iterations());
+  if (o.step_size() > 0) oc.schedule.step_size = static_cast<std::int64_t>(o.step_size());
+  if (o.step_factor() > 0) oc.schedule.step_factor = o.step_factor();
+  oc.schedule.total_steps = static_cast<std::int64_t>(total_iterations);
+  oc.schedule.min_lr = o.min_lr();
+  bool momentum = o.kind() == pb::Optimizer::MOMENTUM || o.kind() == pb::Optimizer::NESTEROV;
+  oc.momentum = momentum ? o.momentum() : 0.0;
+  oc.nesterov = o.kind() == pb::Optimizer::NESTEROV;
+  oc.weight_decay = o.weight_decay();
+  return oc;
+}
+
+}  // namespace gossip::daemon
