@@ -297,18 +297,36 @@ int launch_command(const LaunchOptions& o) {
   }
 
   std::int64_t resume_at = -1;
-  if (o.resume) {
+  if (o.resume || o.resume_or_start) {
     resume_at = common_checkpoint(config, topo, nodes);
-    if (resume_at < 0) {
+    if (resume_at >= 0) {
+      std::printf("resume: every node restarts from its checkpoint at iteration %lld\n",
+                  static_cast<long long>(resume_at));
+    } else if (o.resume) {
       // Starting from 0 would write a new run over the one the user asked to continue.
       std::fprintf(stderr,
                    "gossipd launch: --resume: no checkpoint iteration is held (valid, for this "
-                   "config and topology) by all %zu nodes; nothing was started\n",
+                   "config and topology) by all %zu nodes; nothing was started (give "
+                   "--resume-or-start to start from iteration 0)\n",
                    nodes.size());
       return kExitCannotResume;
     } else {
-      std::printf("resume: every node restarts from its checkpoint at iteration %lld\n",
-                  static_cast<long long>(resume_at));
+      // --resume-or-start without a common cut: every node starts at 0 in a directory it owns.
+      // What the directories held is moved aside, never deleted (checkpoint.h).
+      const std::string tag = new_run_id();
+      for (int i : nodes) {
+        const std::string dir = config.checkpoint().dir() + "/node-" + std::to_string(i);
+        Result<std::string> aside = set_aside_checkpoints(env, dir, tag);
+        if (!aside.is_ok()) {
+          std::fprintf(stderr, "gossipd launch: --resume-or-start: %s\n",
+                       aside.status().to_string().c_str());
+          return kExitError;
+        }
+        if (!aside->empty()) std::printf("resume: node %d's checkpoints moved to %s\n", i, aside->c_str());
+      }
+      std::printf("resume: no checkpoint iteration is held by all %zu nodes; starting from "
+                  "iteration 0\n",
+                  nodes.size());
     }
   }
 

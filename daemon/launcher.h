@@ -30,6 +30,7 @@ struct LaunchOptions {
   std::string host;  // run the nodes placed on this host; empty: those on this machine
   bool insecure = false;
   bool resume = false;
+  bool resume_or_start = false;  // as resume, but start every node at 0 when there is no common cut
   std::string workdir = "gossip-run";
   double progress_interval_s = 2.0;
   std::string gen_certs_script;  // default: the source tree's scripts/gen-certs.sh

@@ -133,8 +133,14 @@ int gossipd_main(int argc, char** argv) {
   launch_cmd->add_option("--host", launch.host,
                          "run the nodes the topology places on this host (default: those whose "
                          "host is this machine's name or one of its addresses)");
-  launch_cmd->add_flag("--resume", launch.resume,
-                       "restart every node from the newest checkpoint all of them hold");
+  auto* lresume = launch_cmd->add_flag(
+      "--resume", launch.resume,
+      "restart every node from the newest checkpoint all of them hold (exit 6 when there is none)");
+  launch_cmd
+      ->add_flag("--resume-or-start", launch.resume_or_start,
+                 "as --resume, but when no checkpoint iteration is held by all nodes, move their "
+                 "checkpoints aside (kept) and start every node from iteration 0")
+      ->excludes(lresume);
   launch_cmd->add_option("--workdir", launch.workdir, "logs, metrics, certificates, final parameters")
       ->capture_default_str();
   launch_cmd->add_option("--progress-interval", launch.progress_interval_s, "seconds between progress lines")

@@ -149,6 +149,62 @@ TEST_CASE("kill -9 one node under fault.policy FAIL_STOP: the others fail-stop w
   CHECK(diff <= 1e-5);
 }
 
+TEST_CASE("launch --resume without a common checkpoint exits 6 and starts nothing, while "
+          "--resume-or-start moves the checkpoints aside (kept) and runs from iteration 0") {
+  const int n = 4;
+  TempDir dir;
+  Job job;  // 60 iterations, a checkpoint at 50 and at the end
+  std::string topo = write_topology(dir.path, "RING", n);
+  std::string cfg = dir.path + "/train.pbtxt";
+  std::ofstream(cfg) << job.config_text();
+  std::string work = dir.path + "/run", ckpt = dir.path + "/ckpt";
+  std::string launch = "cd " + dir.path + " && exec timeout 120 " + bin("daemon/gossipd") +
+                       " launch " + topo + " --config " + cfg + " --workdir " + work +
+                       " --insecure --set checkpoint.dir=" + ckpt;
+  Run first = run_capture(launch);
+  INFO(first.out);
+  REQUIRE(first.code == kExitOk);
+  std::vector<std::vector<float>> fresh;
+  for (int i = 0; i < n; ++i) fresh.push_back(read_f32(work + "/final/node_" + std::to_string(i) + ".f32"));
+  auto checkpoint_files = [&](const std::string& d) {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(d)) {
+      if (e.is_regular_file() && e.path().filename().string().rfind("ckpt-", 0) == 0) {
+        names.push_back(e.path().filename());
+      }
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  const std::vector<std::string> node0_before = checkpoint_files(ckpt + "/node-0");
+  REQUIRE(node0_before.size() >= 2);
+  for (const std::string& name : checkpoint_files(ckpt + "/node-1")) fs::remove(ckpt + "/node-1/" + name);
+
+  Run resume = run_capture(launch + " --resume");
+  INFO(resume.out);
+  CHECK(resume.code == kExitCannotResume);
+  CHECK(resume.out.find("--resume-or-start") != std::string::npos);
+  CHECK(checkpoint_files(ckpt + "/node-0") == node0_before);  // nothing started, nothing moved
+
+  Run start = run_capture(launch + " --resume-or-start");
+  INFO(start.out);
+  REQUIRE(start.code == kExitOk);
+  CHECK(start.out.find("starting from iteration 0") != std::string::npos);
+  // Node 0's earlier checkpoints are kept, moved into one set-aside-* subdirectory.
+  int aside_dirs = 0;
+  for (const auto& e : fs::directory_iterator(ckpt + "/node-0")) {
+    if (e.is_directory() && e.path().filename().string().rfind("set-aside-", 0) == 0) {
+      ++aside_dirs;
+      CHECK(checkpoint_files(e.path()) == node0_before);
+    }
+  }
+  CHECK(aside_dirs == 1);
+  // A run from iteration 0 with the same config ends on the first run's bits.
+  for (int i = 0; i < n; ++i) {
+    CHECK(read_f32(work + "/final/node_" + std::to_string(i) + ".f32") == fresh[i]);
+  }
+}
+
 // The rows of W in force at every iteration from each node's "weights" lines.
 std::map<int, std::vector<std::pair<std::uint64_t, std::vector<std::pair<int, double>>>>> logged_rows(
     const std::string& work, int n) {
