@@ -36,6 +36,19 @@ std::string fmt(double v, int precision = 6) {
   return s.str();
 }
 
+// A Graphviz double-quoted string holding `text` (a name from a topology file): escaped as a log
+// line is (common/escape.h: a backslash doubled, a newline as backslash-n, other control bytes as
+// backslash-xNN), then each double quote preceded by a backslash, so a name can neither end the
+// string nor inject DOT statements.
+std::string dot_quote(std::string_view text) {
+  std::string out = "\"";
+  for (char c : log_escape(text)) {
+    if (c == '"') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
 std::string json_num(double v) {
   if (!std::isfinite(v)) return "null";
   std::ostringstream s;
@@ -491,11 +504,13 @@ int cmd_export(const Source& src, const std::string& file, bool dot, bool json, 
   const auto& g = t->graph();
   if (dot) {
     const bool d = g.is_directed();
-    std::cout << (d ? "digraph" : "graph") << " \"" << t->name() << "\" {\n";
+    std::cout << (d ? "digraph" : "graph") << " " << dot_quote(t->name()) << " {\n";
     for (int i = 0; i < t->num_nodes(); ++i) {
       std::cout << "  " << i;
-      if (!t->addresses().empty())
-        std::cout << " [label=\"" << i << "\\n" << t->addresses()[i].to_string() << "\"]";
+      if (!t->addresses().empty()) {
+        std::cout << " [label="
+                  << dot_quote(std::to_string(i) + "\n" + t->addresses()[i].to_string()) << "]";
+      }
       std::cout << ";\n";
     }
     const auto& w = t->mixing_matrix(0);

@@ -232,3 +232,29 @@ TEST_CASE("generate --hosts errors exit 2 and name the flag and the counts") {
 }
 
 }  // namespace
+
+TEST_CASE("export --dot: a name with quotes, backslashes, braces and control bytes stays one DOT "
+          "string") {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("gossip_cli_dot_" + std::to_string(::getpid()) + ".pbtxt");
+  // The name as Protobuf text escapes it: " \ newline ESC, then a would-be DOT statement.
+  std::ofstream(path) << "name: \"a\\\"; x -> y; \\\\ \\n\\033 \\\" {\"\n"
+                         "generator { kind: RING nodes: 3 }\n";
+  const Run d = run("export " + path.string() + " --dot");
+  REQUIRE_MESSAGE(d.code == 0, d.out);
+  const std::string first = d.out.substr(0, d.out.find('\n'));
+  CHECK(first == "graph \"a\\\"; x -> y; \\\\ \\n\\x1b \\\" {\" {");
+  // Every other line is a node or an edge statement, and the graph closes once.
+  std::size_t lines = 0, closing = 0;
+  for (std::size_t pos = 0; pos < d.out.size();) {
+    const std::size_t end = d.out.find('\n', pos);
+    const std::string line = d.out.substr(pos, end - pos);
+    pos = end + 1;
+    ++lines;
+    if (line == "}") ++closing;
+    CHECK(line.find('\x1b') == std::string::npos);
+  }
+  CHECK(lines == 1 + 3 + 3 + 1);  // header, 3 nodes, 3 ring edges, "}"
+  CHECK(closing == 1);
+  std::filesystem::remove(path);
+}
