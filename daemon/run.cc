@@ -11,7 +11,9 @@
 #include "common/escape.h"
 #include "common/log.h"
 #include "common/memory.h"
+#if GOSSIP_HAVE_GLOO
 #include "daemon/allreduce.h"
+#endif
 #include "daemon/checkpoint.h"
 #include "daemon/exchange.h"
 #include "daemon/exit_codes.h"
@@ -88,6 +90,13 @@ int run_command(const RunOptions& o) {
         "algorithm ALLREDUCE needs --insecure: Debian's Gloo has no TLS transport, so its gradient "
         "traffic is plaintext"));
   }
+#if !GOSSIP_HAVE_GLOO
+  if (allreduce) {
+    return usage_error(invalid_argument(
+        "algorithm ALLREDUCE: this gossipd was built without Gloo (cmake -DGOSSIP_GLOO=OFF, as the "
+        "aarch64 cross build is); build it with libgloo-dev installed"));
+  }
+#endif
   if (allreduce && (o.resume || o.resume_at)) {
     return usage_error(invalid_argument("--resume: not supported with algorithm ALLREDUCE"));
   }
@@ -142,8 +151,12 @@ int run_command(const RunOptions& o) {
   t.listen_host = o.listen_host.empty() ? me.host : o.listen_host;
   t.listen_port = static_cast<std::uint16_t>(me.port);
   // ALLREDUCE: our links only carry Gloo's rendezvous, a star around node 0 (daemon/allreduce.h).
+#if GOSSIP_HAVE_GLOO
   std::vector<int> peers =
       allreduce ? star_peers(topo.num_nodes(), self) : all_neighbours(topo, self);
+#else
+  std::vector<int> peers = all_neighbours(topo, self);
+#endif
   for (int j : peers) {
     const topology::NodeAddress& a = topo.addresses()[j];
     t.neighbours.push_back({j, a.host, static_cast<std::uint16_t>(a.port)});
@@ -159,9 +172,11 @@ int run_command(const RunOptions& o) {
   t.degree = static_cast<std::uint32_t>(topo.in_neighbors(self, 0).size());
   auto mailbox = std::make_shared<ControlMailbox>();
   t.on_control = control_handler(mailbox);
+#if GOSSIP_HAVE_GLOO
   TransportStore store(self, g_stop, std::chrono::milliseconds(config.timeouts().connect_ms()));
   if (allreduce)
     t.on_control = [&store](int peer, const net::pb::Control& c) { store.on_control(peer, c); };
+#endif
   Result<std::unique_ptr<net::Transport>> transport = net::Transport::start(t);
   if (!transport.is_ok()) {
     GOSSIP_LOG(kError) << transport.status().to_string();
@@ -240,6 +255,7 @@ int run_command(const RunOptions& o) {
   n.resume_at = o.resume_at;
   n.dump_params_dir = o.dump_params_dir;
   NodeResult r;
+#if GOSSIP_HAVE_GLOO
   if (allreduce) {
     // Gloo writes to its sockets without MSG_NOSIGNAL: a peer that died would otherwise kill this
     // process with SIGPIPE instead of failing the allreduce (exit 3, checkpoint written).
@@ -256,10 +272,12 @@ int run_command(const RunOptions& o) {
     }
     GOSSIP_LOG(kInfo) << "Gloo connected " << topo.num_nodes() << " nodes (ALLREDUCE, plaintext)";
     r = run_allreduce(n, topo, *problem, **backend, *gloo, g_stop);
-  } else {
-    std::unique_ptr<ParameterExchange> exchange = make_transport_exchange(**transport, mailbox);
-    r = run_node(n, topo, *problem, **backend, *exchange, g_stop);
+    (*transport)->shutdown();
+    return r.exit_code;
   }
+#endif
+  std::unique_ptr<ParameterExchange> exchange = make_transport_exchange(**transport, mailbox);
+  r = run_node(n, topo, *problem, **backend, *exchange, g_stop);
   (*transport)->shutdown();
   return r.exit_code;
 }
