@@ -77,7 +77,7 @@ class AttachServer {
   // Waits for the trainer to connect and say HELLO, checks version (kProtocolVersion), dtype
   // (float32) and count, creates the buffer and answers WELCOME with it. Returns the parameter
   // count. A refused trainer gets an ERROR (code kRefused) with the same text as the Status.
-  // Called once.
+  // Succeeds at most once; after kDeadlineExceeded with nobody connected it may be called again.
   Result<std::uint64_t> accept(std::chrono::steady_clock::time_point deadline,
                                const AttachOptions& options);
 
