@@ -308,7 +308,7 @@ TEST_CASE("another protocol version is refused, naming both versions") {
   CHECK(r.text.find("version 1") != std::string::npos);
 }
 
-TEST_CASE("a dtype other than float32 is refused by name; so are 0 parameters and garbage") {
+TEST_CASE("a dtype other than float32 is refused by name, as are 0 parameters and garbage") {
   const Refusal bf16 = handshake_with(attach::encode_hello({10, 4}), {});
   CHECK(bf16.status.code() == StatusCode::kInvalidArgument);
   CHECK(bf16.text.find("bfloat16") != std::string::npos);
