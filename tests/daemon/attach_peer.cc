@@ -4,8 +4,8 @@
 //
 // It runs D-PSGD on a ring of --nodes nodes in which node 0 is the attached trainer and nodes
 // 1..n-1 are simulated in this process. Ring weights are Metropolis-Hastings: 1/3 for self and
-// each of the two neighbours. Simulated node j starts at 0 and takes the local step of the
-// quadratic f_j(y) = 0.5 ||y - target_j||^2, target_j[k] = j + k / num_params:
+// each of the two neighbours. Simulated node j starts at 0 (or at --initial) and takes the local
+// step of the quadratic f_j(y) = 0.5 ||y - target_j||^2, target_j[k] = j + k / num_params:
 //     y_j <- y_j - lr * (y_j - target_j)
 // Then every node mixes, in float32 and in this order:
 //     y_i <- (w * y_i + w * y_{i-1}) + w * y_{i+1}
@@ -13,6 +13,8 @@
 //
 // Prints "listening PATH" (flushed) once the socket is ready. Faults for tests: --hang-at K
 // receives POST(K) and never answers; --exit-at K exits (code 0, no BYE) on receiving POST(K).
+// --initial V hands the trainer initial parameters all equal to V (as on a resume); the simulated
+// nodes then start at V too.
 // Exit codes: 0 all iterations served (BYE sent), 1 the trainer failed or was refused (the
 // Status is printed on stderr), 2 bad command line.
 #include <unistd.h>
@@ -48,6 +50,7 @@ int main(int argc, char** argv) {
   std::optional<std::uint64_t> expect_params;
   std::optional<std::int64_t> hang_at;
   std::optional<std::int64_t> exit_at;
+  std::optional<float> initial;
   double timeout_s = 30;
   app.add_option("--socket", socket_path, "Unix socket path")->required();
   app.add_option("--nodes", nodes, "ring size (node 0 is the trainer)")->check(CLI::Range(3, 1024));
@@ -57,6 +60,9 @@ int main(int argc, char** argv) {
   app.add_option("--expect-params", expect_params, "refuse another parameter count");
   app.add_option("--hang-at", hang_at, "never answer POST(K)");
   app.add_option("--exit-at", exit_at, "exit without a word on POST(K)");
+  app.add_option("--initial", initial,
+                 "hand the trainer initial parameters, all equal to this value (a resume); "
+                 "needs --expect-params");
   app.add_option("--timeout-s", timeout_s, "deadline of every wait for the trainer");
   try {
     app.parse(argc, argv);
@@ -76,11 +82,21 @@ int main(int argc, char** argv) {
   options.node_id = 0;
   options.num_nodes = static_cast<std::uint32_t>(nodes);
   options.start_iteration = start_iteration;
+  std::vector<float> initial_parameters;
+  if (initial) {
+    if (!expect_params) {
+      std::fprintf(stderr, "attach_peer: --initial needs --expect-params\n");
+      return 2;
+    }
+    initial_parameters.assign(*expect_params, *initial);
+    options.initial_parameters = initial_parameters;
+  }
   auto accepted = (*server)->accept(Clock::now() + timeout, options);
   if (!accepted.is_ok()) return fail(accepted.status());
   const std::size_t n = *accepted;
 
-  std::vector<std::vector<float>> y(nodes, std::vector<float>(n, 0.0f));
+  // Simulated nodes start where the trainer is told to start, or at 0.
+  std::vector<std::vector<float>> y(nodes, std::vector<float>(n, initial.value_or(0.0f)));
   std::vector<std::vector<float>> next = y;
   const float w = 1.0f / 3.0f;
   for (std::int64_t i = 0; i < iterations; ++i) {
