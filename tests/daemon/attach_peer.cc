@@ -14,7 +14,8 @@
 // Prints "listening PATH" (flushed) once the socket is ready. Faults for tests: --hang-at K
 // receives POST(K) and never answers; --exit-at K exits (code 0, no BYE) on receiving POST(K).
 // --initial V hands the trainer initial parameters all equal to V (as on a resume); the simulated
-// nodes then start at V too.
+// nodes then start at V too. --echo answers every POST at once with the buffer as posted (the
+// protocol's own cost, for bench/attach_bench.py).
 // Exit codes: 0 all iterations served (BYE sent), 1 the trainer failed or was refused (the
 // Status is printed on stderr), 2 bad command line.
 #include <unistd.h>
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
   std::optional<std::int64_t> hang_at;
   std::optional<std::int64_t> exit_at;
   std::optional<float> initial;
+  bool echo = false;
   double timeout_s = 30;
   app.add_option("--socket", socket_path, "Unix socket path")->required();
   app.add_option("--nodes", nodes, "ring size (node 0 is the trainer)")->check(CLI::Range(3, 1024));
@@ -63,6 +65,8 @@ int main(int argc, char** argv) {
   app.add_option("--initial", initial,
                  "hand the trainer initial parameters, all equal to this value (a resume); "
                  "needs --expect-params");
+  app.add_flag("--echo", echo,
+               "answer each POST at once, leaving the buffer as posted (benchmarks)");
   app.add_option("--timeout-s", timeout_s, "deadline of every wait for the trainer");
   try {
     app.parse(argc, argv);
@@ -96,7 +100,8 @@ int main(int argc, char** argv) {
   const std::size_t n = *accepted;
 
   // Simulated nodes start where the trainer is told to start, or at 0.
-  std::vector<std::vector<float>> y(nodes, std::vector<float>(n, initial.value_or(0.0f)));
+  std::vector<std::vector<float>> y(echo ? 0 : nodes,
+                                    std::vector<float>(n, initial.value_or(0.0f)));
   std::vector<std::vector<float>> next = y;
   const float w = 1.0f / 3.0f;
   for (std::int64_t i = 0; i < iterations; ++i) {
@@ -106,6 +111,10 @@ int main(int argc, char** argv) {
     if (exit_at && *exit_at == i) std::_Exit(0);
     if (hang_at && *hang_at == i) {
       for (;;) ::pause();
+    }
+    if (echo) {
+      if (auto s = (*server)->reply_mixed(t); !s.is_ok()) return fail(s);
+      continue;
     }
     std::copy(x->begin(), x->end(), y[0].begin());
     for (int j = 1; j < nodes; ++j) {
