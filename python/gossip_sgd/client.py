@@ -40,6 +40,10 @@ class Client:
     """
 
     def __init__(self, socket_path=None, num_params=None, *, timeout=300.0, connect_timeout=30.0):
+        self._sock = None
+        self._mmap = None
+        self._posted = None
+        self.params = None
         if socket_path is None:
             socket_path = os.environ.get(ENV_SOCKET)
             if not socket_path:
@@ -48,10 +52,6 @@ class Client:
             raise ValueError(f"num_params must be a positive count, got {num_params!r}")
         self.socket_path = str(socket_path)
         self.timeout = float(timeout)
-        self._sock = None
-        self._mmap = None
-        self._posted = None
-        self.params = None
         self._connect(float(connect_timeout))
         try:
             self._handshake(int(num_params))
