@@ -25,26 +25,7 @@ namespace {
 
 std::string errno_text(int err) { return std::strerror(err); }
 
-// Milliseconds left until `deadline` for poll(), at least 0, at most a day (poll takes an int).
-int poll_timeout_ms(Clock::time_point deadline) {
-  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return static_cast<int>(std::clamp<long long>(left, 0, 24LL * 3600 * 1000));
-}
-
-// Waits until `fd` has `events` or the deadline passes. Returns the revents (0 on timeout) or -1
-// with errno set.
-int wait_fd(int fd, short events, Clock::time_point deadline) {
-  for (;;) {
-    pollfd p{fd, events, 0};
-    const int n = ::poll(&p, 1, poll_timeout_ms(deadline));
-    if (n > 0) return p.revents;
-    if (n == 0) {
-      if (Clock::now() >= deadline) return 0;
-      continue;  // poll rounds down near the deadline
-    }
-    if (errno != EINTR) return -1;
-  }
-}
+constexpr auto kSendTimeout = std::chrono::seconds(10);
 
 Result<sockaddr_un> unix_address(const std::string& path) {
   sockaddr_un addr{};
@@ -155,108 +136,36 @@ Status AttachServer::send_bytes(std::string_view bytes, int fd_to_pass) {
   if (conn_fd_ < 0) return failed_precondition("no trainer is attached");
   // Messages are tiny and the trainer reads each before it sends the next, so the socket buffer
   // has room; the deadline only guards against a trainer that stopped reading.
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
-  std::size_t sent = 0;
-  while (sent < bytes.size()) {
-    iovec iov{const_cast<char*>(bytes.data() + sent), bytes.size() - sent};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    if (fd_to_pass >= 0 && sent == 0) {
-      msg.msg_control = control;
-      msg.msg_controllen = sizeof(control);
-      cmsghdr* c = CMSG_FIRSTHDR(&msg);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int));
-      std::memcpy(CMSG_DATA(c), &fd_to_pass, sizeof(int));
-    }
-    const ssize_t n = ::sendmsg(conn_fd_, &msg, MSG_NOSIGNAL);
-    if (n > 0) {
-      sent += static_cast<std::size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      const int r = wait_fd(conn_fd_, POLLOUT, deadline);
-      if (r == 0) return deadline_exceeded("the trainer stopped reading from the attach socket");
-      if (r < 0) return io_error("poll(): " + errno_text(errno));
-      continue;
-    }
-    if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
-      return unavailable("the trainer disconnected (" + errno_text(errno) + ")");
-    }
-    return io_error("writing to the attach socket: " + errno_text(errno));
+  Status s = attach::send_message(conn_fd_, bytes, fd_to_pass, Clock::now() + kSendTimeout);
+  if (s.code() == StatusCode::kUnavailable) {
+    return unavailable("the trainer disconnected (" + s.message() + ")");
   }
-  return Status::ok();
+  return s;
 }
 
-Result<AttachServer::Message> AttachServer::read_message(Clock::time_point deadline,
-                                                         std::string_view waiting_for) {
-  Message m;
-  std::string buf;
-  std::size_t want = attach::kHeaderBytes;
-  bool have_header = false;
-  while (buf.size() < want) {
-    char chunk[4096];
-    const std::size_t room = std::min(sizeof(chunk), want - buf.size());
-    // recv() passes no control buffer: file descriptors a trainer might send are closed by the
-    // kernel, never leaked into this process.
-    const ssize_t n = ::recv(conn_fd_, chunk, room, 0);
-    if (n > 0) {
-      buf.append(chunk, static_cast<std::size_t>(n));
-      if (!have_header && buf.size() == attach::kHeaderBytes) {
-        m.header = attach::decode_header(std::as_bytes(std::span(buf)));
-        if (m.header.magic != attach::kMagic) {
-          return refuse(ErrorCode::kProtocol,
-                        corruption("the trainer sent a message without the attach magic while "
-                                   "the daemon waited for " +
-                                   std::string(waiting_for)));
-        }
-        if (m.header.payload_bytes > attach::kMaxPayloadBytes) {
-          return refuse(
-              ErrorCode::kProtocol,
-              corruption("the trainer sent a " + attach::message_type_name(m.header.type) + " of " +
-                         std::to_string(m.header.payload_bytes) + " payload bytes (at most " +
-                         std::to_string(attach::kMaxPayloadBytes) + ")"));
-        }
-        have_header = true;
-        want += m.header.payload_bytes;
-      }
-      continue;
+Result<attach::Message> AttachServer::read_message(Clock::time_point deadline,
+                                                   std::string_view waiting_for) {
+  // No descriptors accepted: any a trainer sends are closed by the kernel, never leaked here.
+  auto m = attach::read_message(conn_fd_, deadline, /*accept_fds=*/false);
+  if (m.is_ok()) return m;
+  const Status& s = m.status();
+  const std::string waited = " while the daemon waited for " + std::string(waiting_for);
+  switch (s.code()) {
+    case StatusCode::kCorruption:
+      return refuse(ErrorCode::kProtocol, corruption("the trainer sent " + s.message() + waited));
+    case StatusCode::kDeadlineExceeded: {
+      const std::string text =
+          "no " + std::string(waiting_for) + " from the trainer by the deadline";
+      fail(text);
+      return deadline_exceeded(text);
     }
-    if (n == 0) {
+    case StatusCode::kUnavailable:
       close_connection();
-      return unavailable("the trainer disconnected (EOF) while the daemon waited for " +
-                         std::string(waiting_for));
-    }
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      const int r = wait_fd(conn_fd_, POLLIN, deadline);
-      if (r == 0) {
-        const std::string text = "no " + std::string(waiting_for) +
-                                 " from the trainer by the "
-                                 "deadline";
-        (void)send_bytes(attach::encode_error(ErrorCode::kAborted, text));
-        close_connection();
-        return deadline_exceeded(text);
-      }
-      if (r < 0) return io_error("poll(): " + errno_text(errno));
-      continue;
-    }
-    const int err = errno;
-    close_connection();
-    if (err == ECONNRESET) {
-      return unavailable("the trainer disconnected (" + errno_text(err) +
-                         ") while the daemon "
-                         "waited for " +
-                         std::string(waiting_for));
-    }
-    return io_error("reading the attach socket: " + errno_text(err));
+      return unavailable("the trainer disconnected (" + s.message() + ")" + waited);
+    default:
+      close_connection();
+      return s.with_context("attach socket " + socket_path_);
   }
-  m.payload = buf.substr(attach::kHeaderBytes);
-  return m;
 }
 
 Status AttachServer::create_buffer(std::uint64_t num_params, std::uint64_t* buffer_bytes) {
@@ -284,7 +193,7 @@ Status AttachServer::create_buffer(std::uint64_t num_params, std::uint64_t* buff
 Result<std::uint64_t> AttachServer::accept(Clock::time_point deadline,
                                            const AttachOptions& options) {
   if (accepted_) return failed_precondition("AttachServer::accept called twice");
-  const int r = wait_fd(listen_fd_, POLLIN, deadline);
+  const int r = attach::wait_fd(listen_fd_, POLLIN, deadline);
   if (r == 0) return deadline_exceeded("no trainer connected to " + socket_path_ + " in time");
   if (r < 0) return io_error("poll(): " + errno_text(errno));
   conn_fd_ = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -292,7 +201,7 @@ Result<std::uint64_t> AttachServer::accept(Clock::time_point deadline,
   accepted_ = true;
   stop_listening();  // one trainer per server
 
-  GOSSIP_ASSIGN_OR_RETURN(Message m, read_message(deadline, "HELLO"));
+  GOSSIP_ASSIGN_OR_RETURN(attach::Message m, read_message(deadline, "HELLO"));
   using attach::kProtocolVersion;
   if (m.header.version != kProtocolVersion) {
     return refuse(ErrorCode::kRefused,
@@ -357,7 +266,7 @@ Result<std::span<float>> AttachServer::wait_post(std::uint64_t iteration,
                                                  Clock::time_point deadline) {
   if (conn_fd_ < 0) return failed_precondition("no trainer is attached");
   const std::string what = "POST(" + std::to_string(iteration) + ")";
-  GOSSIP_ASSIGN_OR_RETURN(Message m, read_message(deadline, what));
+  GOSSIP_ASSIGN_OR_RETURN(attach::Message m, read_message(deadline, what));
   const auto type = static_cast<MessageType>(m.header.type);
   if (type == MessageType::kError && m.payload.size() >= 4) {
     close_connection();

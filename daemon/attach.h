@@ -48,6 +48,7 @@
 
 #include "common/status.h"
 #include "daemon/attach_protocol.h"
+#include "daemon/attach_socket.h"
 
 namespace gossip::daemon {
 
@@ -105,12 +106,8 @@ class AttachServer {
  private:
   AttachServer(std::string socket_path, int listen_fd);
 
-  struct Message {
-    attach::Header header;
-    std::string payload;
-  };
-  Result<Message> read_message(std::chrono::steady_clock::time_point deadline,
-                               std::string_view waiting_for);
+  Result<attach::Message> read_message(std::chrono::steady_clock::time_point deadline,
+                                       std::string_view waiting_for);
   Status send_bytes(std::string_view bytes, int fd_to_pass = -1);
   Status refuse(attach::ErrorCode code, Status status);  // sends ERROR(status text), closes
   Status create_buffer(std::uint64_t num_params, std::uint64_t* buffer_bytes);
