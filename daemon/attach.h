@@ -1,0 +1,128 @@
+// AttachServer: gossipd's side of "bring your own model" (docs/attach.md). One external trainer
+// connects over a Unix-domain stream socket; its parameters live in a shared-memory buffer that
+// the server creates (memfd_create, sealed against resizing) and passes to the trainer with
+// SCM_RIGHTS, so no parameter byte crosses the socket. Wire format: daemon/attach_protocol.h.
+//
+// Use by the D-PSGD loop, one iteration t at a time (the same semantics and timing as the
+// daemon's own step: the trainer's local step replaces the built-in one):
+//
+//   auto server = AttachServer::listen(path);          // bind + listen, socket mode 0600
+//   server->accept(deadline, {...});                   // HELLO -> checks -> WELCOME + memfd
+//   for t = start_iteration, ...:
+//     auto x = server->wait_post(t, deadline);         // the trainer's x_t (after its local step)
+//     ... exchange x_t with the neighbours, write sum_j W_ij x_j^t into server->parameters() ...
+//     server->reply_mixed(t);                          // the trainer may read and go on
+//   server->close();                                   // BYE: training is over
+//
+// Any non-OK Status means the trainer is gone or misbehaved, the connection is closed, and the
+// loop should leave the group (as for a dead node). The codes say why:
+//   kUnavailable       the trainer disconnected (EOF, reset, broken pipe): it died
+//   kDeadlineExceeded  nothing arrived by the deadline (the trainer hangs); ERROR sent to it
+//   kAborted           the trainer sent ERROR (its text is in the message) or BYE before the end
+//   kInvalidArgument   the trainer was refused at the handshake (version, dtype, count)
+//   kCorruption        a malformed or unexpected message (bad magic, type, length, iteration)
+//   kIoError           the operating system refused (socket, memfd, mmap)
+//
+// Socket path rules (listen): a path that exists and is not a socket is refused; a socket file
+// nobody listens on (a stale one, left by a daemon that died) is removed; a socket somebody
+// listens on is refused. The server unlinks its socket when a trainer is accepted (only one
+// trainer per server: a second one finds no socket) and in its destructor.
+//
+// Shared memory: parameters() is a span of num_params floats at offset 0 of the memfd. Between
+// POST(t) and MIXED(t) the trainer must not touch it and the daemon may read and write it; between
+// MIXED(t) and POST(t+1) it is the trainer's and the daemon must not touch it. The span stays
+// valid until the server is destroyed. The socket messages order the accesses: a write made
+// before sending a message is visible to the side that received it.
+//
+// Thread safety: none; one thread (the loop's) uses a server. Every blocking call has a deadline.
+// SIGPIPE is never raised (MSG_NOSIGNAL).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "daemon/attach_protocol.h"
+#include "daemon/attach_socket.h"
+
+namespace gossip::daemon {
+
+// What the daemon tells (and asks of) the trainer at the handshake.
+struct AttachOptions {
+  // Refuse a trainer announcing another parameter count (the refusal names both counts). Unset:
+  // any count up to max_num_params is accepted (the daemon then learns the size from the trainer).
+  std::optional<std::uint64_t> expected_num_params;
+  std::uint64_t max_num_params = std::uint64_t{1} << 34;  // 64 GiB of float32
+  std::uint32_t node_id = 0;          // this node's id and the group's size, for the trainer's
+  std::uint32_t num_nodes = 1;        // data sharding
+  std::uint64_t start_iteration = 0;  // the first POST must carry this iteration
+  // Non-empty (num_params floats): copied into the buffer before WELCOME, with the flag telling
+  // the trainer to load them (resuming from a checkpoint of the mixed state).
+  std::span<const float> initial_parameters;
+};
+
+class AttachServer {
+ public:
+  // Binds and listens on `socket_path` (rules above). Errors name the path.
+  static Result<std::unique_ptr<AttachServer>> listen(const std::string& socket_path);
+
+  ~AttachServer();  // closes the connection (no BYE: call close() for a clean end), unlinks
+  AttachServer(const AttachServer&) = delete;
+  AttachServer& operator=(const AttachServer&) = delete;
+
+  // Waits for the trainer to connect and say HELLO, checks version (kProtocolVersion), dtype
+  // (float32) and count, creates the buffer and answers WELCOME with it. Returns the parameter
+  // count. A refused trainer gets an ERROR (code kRefused) with the same text as the Status.
+  // Succeeds at most once; after kDeadlineExceeded with nobody connected it may be called again.
+  Result<std::uint64_t> accept(std::chrono::steady_clock::time_point deadline,
+                               const AttachOptions& options);
+
+  // Waits for POST(iteration) and returns the buffer (x_t). A POST with another iteration is a
+  // protocol error (kCorruption).
+  Result<std::span<float>> wait_post(std::uint64_t iteration,
+                                     std::chrono::steady_clock::time_point deadline);
+
+  // Tells the trainer that the buffer now holds the mixed parameters of `iteration`.
+  Status reply_mixed(std::uint64_t iteration);
+
+  // Sends ERROR (code kAborted, `message`) best-effort and closes the connection: the daemon
+  // stops (left the group, diverged, stopped by a signal). Safe to call in any state.
+  void fail(std::string_view message);
+
+  // Sends BYE and closes the connection: training is over. OK if the trainer already left.
+  Status close();
+
+  // The shared buffer: num_params floats (empty before accept()).
+  std::span<float> parameters() const { return params_; }
+  std::uint64_t num_params() const { return params_.size(); }
+  bool connected() const { return conn_fd_ >= 0; }
+  const std::string& socket_path() const { return socket_path_; }
+
+ private:
+  AttachServer(std::string socket_path, int listen_fd);
+
+  Result<attach::Message> read_message(std::chrono::steady_clock::time_point deadline,
+                                       std::string_view waiting_for);
+  Status send_bytes(std::string_view bytes, int fd_to_pass = -1);
+  Status refuse(attach::ErrorCode code, Status status);  // sends ERROR(status text), closes
+  Status create_buffer(std::uint64_t num_params, std::uint64_t* buffer_bytes);
+  void close_connection();
+  void stop_listening();
+
+  std::string socket_path_;
+  int listen_fd_ = -1;
+  int conn_fd_ = -1;
+  int memfd_ = -1;
+  void* mapping_ = nullptr;
+  std::size_t mapping_bytes_ = 0;
+  std::span<float> params_;
+  std::optional<std::uint64_t> posted_;  // the POST not yet answered by reply_mixed
+  bool accepted_ = false;
+};
+
+}  // namespace gossip::daemon

@@ -1,0 +1,78 @@
+// AttachClient: the trainer's side of the attach protocol in C++ (docs/attach.md), for trainers
+// written in C++/CUDA and for tests that attach a trainer running gossip_sgd's own step to
+// gossipd. The Python package python/gossip_sgd is the other implementation of this side.
+//
+//   auto client = AttachClient::connect(path, num_params, deadline);  // HELLO, WELCOME, mmap
+//   for (;;) {
+//     ... local step, write x_t into (*client)->parameters() ...
+//     Status s = (*client)->post_and_get(deadline);  // the buffer now holds sum_j W_ij x_j^t
+//     if (!s.is_ok()) break;                         // kOutOfRange: training over (BYE)
+//   }
+//   (*client)->close();                              // BYE
+//
+// Status codes of connect() and post_and_get(); after any non-OK one the connection is closed:
+//   kUnavailable       nobody listens on the path, or the daemon closed the connection or died
+//   kInvalidArgument   refused at the handshake (version, dtype, count); the daemon's text
+//   kAborted           the daemon stopped and said why (ERROR); its text
+//   kOutOfRange        the daemon ended training (BYE): there are no more iterations
+//   kDeadlineExceeded  no answer by the deadline
+//   kCorruption        a malformed or unexpected message
+//   kIoError           the operating system refused (socket, mmap)
+//
+// parameters() stays valid until the client is destroyed. Not thread-safe: one thread uses a
+// client.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "daemon/attach_protocol.h"
+#include "daemon/attach_socket.h"
+
+namespace gossip::daemon {
+
+class AttachClient {
+ public:
+  // Connects to the daemon's socket, says HELLO (float32, `num_params`) and maps the buffer of
+  // the WELCOME. Does not retry: nobody listening is kUnavailable at once.
+  static Result<std::unique_ptr<AttachClient>> connect(
+      const std::string& socket_path, std::uint64_t num_params,
+      std::chrono::steady_clock::time_point deadline);
+
+  ~AttachClient();  // closes without BYE (the daemon sees EOF): call close() for a clean end
+  AttachClient(const AttachClient&) = delete;
+  AttachClient& operator=(const AttachClient&) = delete;
+
+  // POST(next_iteration()), then waits for its MIXED; the iteration counter moves on.
+  Status post_and_get(std::chrono::steady_clock::time_point deadline);
+
+  // Sends BYE and closes. OK if the daemon already left.
+  Status close();
+  // Sends ERROR (code kAborted, `message`) best-effort and closes.
+  void fail(std::string_view message);
+
+  std::span<float> parameters() const { return params_; }
+  const attach::Welcome& welcome() const { return welcome_; }  // node id, start iteration, flags
+  std::uint64_t next_iteration() const { return next_iteration_; }
+  bool connected() const { return fd_ >= 0; }
+
+ private:
+  AttachClient(std::string socket_path, int fd);
+  Status read_answer(std::chrono::steady_clock::time_point deadline, std::string_view waiting_for,
+                     attach::Message* message);
+  void close_connection();
+
+  std::string socket_path_;
+  int fd_ = -1;
+  attach::Welcome welcome_;
+  void* mapping_ = nullptr;
+  std::span<float> params_;
+  std::uint64_t next_iteration_ = 0;
+};
+
+}  // namespace gossip::daemon

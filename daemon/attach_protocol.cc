@@ -1,0 +1,124 @@
+// Encoding of the attach protocol's messages (layout in attach_protocol.h). Written field by field
+// in little-endian order, so the bytes are the same on every host and match the Python client's
+// struct formats ("<IHHI", "<QII", ...).
+#include "daemon/attach_protocol.h"
+
+#include <algorithm>
+
+namespace gossip::daemon::attach {
+
+std::string dtype_name(std::uint32_t dtype) {
+  switch (static_cast<Dtype>(dtype)) {
+    case Dtype::kFloat32:
+      return "float32";
+    case Dtype::kFloat64:
+      return "float64";
+    case Dtype::kFloat16:
+      return "float16";
+    case Dtype::kBfloat16:
+      return "bfloat16";
+  }
+  return "unknown dtype " + std::to_string(dtype);
+}
+
+std::string message_type_name(std::uint16_t type) {
+  switch (static_cast<MessageType>(type)) {
+    case MessageType::kHello:
+      return "HELLO";
+    case MessageType::kWelcome:
+      return "WELCOME";
+    case MessageType::kPost:
+      return "POST";
+    case MessageType::kMixed:
+      return "MIXED";
+    case MessageType::kError:
+      return "ERROR";
+    case MessageType::kBye:
+      return "BYE";
+  }
+  return "unknown type " + std::to_string(type);
+}
+
+namespace {
+std::byte* bytes_of(std::string& s, std::size_t offset) {
+  return reinterpret_cast<std::byte*>(s.data()) + offset;
+}
+}  // namespace
+
+std::string encode_header(MessageType type, std::uint32_t payload_bytes, std::uint16_t version) {
+  std::string out(kHeaderBytes + payload_bytes, '\0');
+  put_u32(bytes_of(out, 0), kMagic);
+  put_u16(bytes_of(out, 4), version);
+  put_u16(bytes_of(out, 6), static_cast<std::uint16_t>(type));
+  put_u32(bytes_of(out, 8), payload_bytes);
+  return out;
+}
+
+std::string encode_hello(const Hello& hello, std::uint16_t version) {
+  std::string out = encode_header(MessageType::kHello, kHelloBytes, version);
+  put_u64(bytes_of(out, kHeaderBytes), hello.num_params);
+  put_u32(bytes_of(out, kHeaderBytes + 8), hello.dtype);
+  return out;
+}
+
+std::string encode_welcome(const Welcome& w) {
+  std::string out = encode_header(MessageType::kWelcome, kWelcomeBytes);
+  std::byte* p = bytes_of(out, kHeaderBytes);
+  put_u64(p + 0, w.num_params);
+  put_u32(p + 8, w.dtype);
+  put_u32(p + 12, w.flags);
+  put_u64(p + 16, w.buffer_bytes);
+  put_u64(p + 24, w.params_offset);
+  put_u64(p + 32, w.start_iteration);
+  put_u32(p + 40, w.node_id);
+  put_u32(p + 44, w.num_nodes);
+  return out;
+}
+
+std::string encode_iteration(MessageType type, std::uint64_t iteration) {
+  std::string out = encode_header(type, kIterationBytes);
+  put_u64(bytes_of(out, kHeaderBytes), iteration);
+  return out;
+}
+
+std::string encode_error(ErrorCode code, std::string_view text) {
+  const std::size_t text_bytes = std::min<std::size_t>(text.size(), kMaxPayloadBytes - 4);
+  std::string out = encode_header(MessageType::kError, static_cast<std::uint32_t>(4 + text_bytes));
+  put_u32(bytes_of(out, kHeaderBytes), static_cast<std::uint32_t>(code));
+  std::copy_n(text.data(), text_bytes, out.data() + kHeaderBytes + 4);
+  return out;
+}
+
+std::string encode_bye() { return encode_header(MessageType::kBye, 0); }
+
+Header decode_header(std::span<const std::byte> bytes) {
+  Header h;
+  h.magic = get_u32(bytes.data());
+  h.version = get_u16(bytes.data() + 4);
+  h.type = get_u16(bytes.data() + 6);
+  h.payload_bytes = get_u32(bytes.data() + 8);
+  return h;
+}
+
+Hello decode_hello(std::span<const std::byte> payload) {
+  Hello h;
+  h.num_params = get_u64(payload.data());
+  h.dtype = get_u32(payload.data() + 8);
+  return h;
+}
+
+Welcome decode_welcome(std::span<const std::byte> payload) {
+  const std::byte* p = payload.data();
+  Welcome w;
+  w.num_params = get_u64(p + 0);
+  w.dtype = get_u32(p + 8);
+  w.flags = get_u32(p + 12);
+  w.buffer_bytes = get_u64(p + 16);
+  w.params_offset = get_u64(p + 24);
+  w.start_iteration = get_u64(p + 32);
+  w.node_id = get_u32(p + 40);
+  w.num_nodes = get_u32(p + 44);
+  return w;
+}
+
+}  // namespace gossip::daemon::attach

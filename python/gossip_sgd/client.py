@@ -1,0 +1,301 @@
+"""Client: a trainer's connection to gossipd's attach socket (protocol in docs/attach.md).
+
+    client = Client("/run/gossip/node0.sock", num_params=model_size)
+    x = client.params                      # numpy float32 view of the shared buffer
+    for t in range(client.start_iteration, ...):
+        ... local step, then write x_t into x ...
+        client.post_and_get()              # x now holds sum_j W_ij x_j^t
+    client.close()
+
+The buffer is the memfd gossipd created, mapped into this process: posting copies nothing
+through the socket. Between post() and the answer the buffer is the daemon's and must not be
+touched. Every wait has a deadline (`timeout` seconds per call), so a call never hangs: a dead
+daemon raises DaemonGone at once (EOF), a silent one GossipTimeout. After any GossipError the
+client is closed. Not thread-safe: one thread uses a Client.
+"""
+
+import mmap
+import os
+import socket
+import time
+
+import numpy as np
+
+from . import protocol as p
+from .errors import (DaemonAborted, DaemonGone, DaemonUnavailable, GossipError, GossipTimeout,
+                     ProtocolError, Refused, TrainingFinished)
+
+ENV_SOCKET = "GOSSIP_ATTACH_SOCKET"
+
+
+class Client:
+    """A trainer attached to one gossipd.
+
+    socket_path: the daemon's attach socket (default: $GOSSIP_ATTACH_SOCKET).
+    num_params: how many float32 parameters the trainer gossips (checked by the daemon).
+    timeout: seconds any one call may wait for the daemon (the handshake, each post_and_get);
+        it must cover the daemon's exchange with its neighbours.
+    connect_timeout: seconds to keep retrying while nobody listens yet (a trainer may start
+        before its daemon); then DaemonUnavailable.
+    """
+
+    def __init__(self, socket_path=None, num_params=None, *, timeout=300.0, connect_timeout=30.0):
+        self._sock = None
+        self._mmap = None
+        self._posted = None
+        self.params = None
+        if socket_path is None:
+            socket_path = os.environ.get(ENV_SOCKET)
+            if not socket_path:
+                raise ValueError(f"no attach socket given and ${ENV_SOCKET} is not set")
+        if num_params is None or int(num_params) < 1:
+            raise ValueError(f"num_params must be a positive count, got {num_params!r}")
+        self.socket_path = str(socket_path)
+        self.timeout = float(timeout)
+        self._connect(float(connect_timeout))
+        try:
+            self._handshake(int(num_params))
+        except BaseException:
+            self._drop()
+            raise
+
+    # ---- public API
+
+    def post(self, iteration=None):
+        """Tells the daemon that the buffer holds x_t of `iteration` (default: the next one)."""
+        self._check_open()
+        if self._posted is not None:
+            raise GossipError(f"post({iteration}) while POST({self._posted}) is not answered")
+        if iteration is None:
+            iteration = self.iteration
+        if iteration != self.iteration:
+            raise ValueError(f"the next iteration is {self.iteration}, not {iteration}")
+        self._send(p.encode_iteration(p.POST_TYPE, iteration), f"POST({iteration})")
+        self._posted = iteration
+
+    def wait_mixed(self):
+        """Waits for the daemon's MIXED; returns the buffer, which now holds the gossip average."""
+        self._check_open()
+        if self._posted is None:
+            raise GossipError("wait_mixed() without a post()")
+        what = f"MIXED({self._posted})"
+        msg_type, payload, fds = self._read(time.monotonic() + self.timeout, what)
+        for fd in fds:  # gossipd passes none after WELCOME
+            os.close(fd)
+        if msg_type != p.MIXED_TYPE or len(payload) != p.ITERATION.size:
+            self._protocol_error(f"expected {what}, got {p.TYPE_NAMES.get(msg_type, msg_type)}")
+        (iteration,) = p.ITERATION.unpack(payload)
+        if iteration != self._posted:
+            self._protocol_error(f"expected {what}, got MIXED({iteration})")
+        self._posted = None
+        self.iteration += 1
+        return self.params
+
+    def post_and_get(self, iteration=None):
+        """post() then wait_mixed(): one gossip step. Returns the buffer (numpy view)."""
+        self.post(iteration)
+        return self.wait_mixed()
+
+    def torch_view(self):
+        """The buffer as a CPU torch.float32 tensor sharing its memory."""
+        import torch
+        return torch.from_numpy(self.params)
+
+    def fail(self, message):
+        """Tells the daemon that the trainer stops because of `message`, then closes."""
+        if self._sock is not None:
+            try:
+                self._sock.sendall(p.encode_error(p.ERROR_ABORTED, str(message)))
+            except OSError:
+                pass
+        self._drop()
+
+    def close(self):
+        """Ends the session cleanly (BYE). Safe to call twice."""
+        if self._sock is not None:
+            try:
+                self._sock.sendall(p.encode(p.BYE_TYPE))
+            except OSError:
+                pass
+        self._drop()
+
+    @property
+    def closed(self):
+        return self._sock is None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc is not None and not isinstance(exc, GossipError):
+            self.fail(f"trainer raised {exc_type.__name__}: {exc}")
+        else:
+            self.close()
+        return False
+
+    def __del__(self):
+        self._drop()
+
+    # ---- internals
+
+    def _connect(self, connect_timeout):
+        deadline = time.monotonic() + connect_timeout
+        while True:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.connect(self.socket_path)
+                self._sock = sock
+                return
+            except (FileNotFoundError, ConnectionRefusedError) as e:
+                sock.close()
+                if time.monotonic() >= deadline:
+                    raise DaemonUnavailable(
+                        f"no gossipd listens on {self.socket_path} ({e.strerror}) after "
+                        f"{connect_timeout:g} s") from None
+                time.sleep(0.05)
+            except OSError as e:
+                sock.close()
+                raise DaemonUnavailable(f"cannot connect to {self.socket_path}: {e}") from None
+
+    def _handshake(self, num_params):
+        self._send(p.encode_hello(num_params), "HELLO")
+        msg_type, payload, fds = self._read(time.monotonic() + self.timeout, "WELCOME")
+        try:
+            if msg_type != p.WELCOME_TYPE or len(payload) != p.WELCOME.size or len(fds) != 1:
+                self._protocol_error(
+                    f"expected WELCOME with one file descriptor, got "
+                    f"{p.TYPE_NAMES.get(msg_type, msg_type)} with {len(fds)}")
+            (n, dtype, flags, buffer_bytes, offset, start, node_id,
+             num_nodes) = p.WELCOME.unpack(payload)
+            if n != num_params or dtype != p.DTYPES["float32"] or offset % 4 != 0 or \
+                    offset + 4 * n > buffer_bytes:
+                self._protocol_error(f"WELCOME does not fit the HELLO: {n} parameters of dtype "
+                                     f"{dtype} at offset {offset} in {buffer_bytes} bytes")
+            self._mmap = mmap.mmap(fds[0], buffer_bytes, mmap.MAP_SHARED,
+                                   mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        self.num_params = n
+        self.params = np.frombuffer(self._mmap, dtype=np.float32, count=n, offset=offset)
+        self.buffer_initialized = bool(flags & p.FLAG_BUFFER_INITIALIZED)
+        self.start_iteration = start
+        self.iteration = start  # the next iteration to post
+        self.node_id = node_id
+        self.num_nodes = num_nodes
+
+    def _check_open(self):
+        if self._sock is None:
+            raise GossipError(f"the attach session on {self.socket_path} is closed")
+
+    def _drop(self):
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        # Views of the buffer held by the caller keep the mapping alive; it goes with the last.
+        self.params = None
+        if self._mmap is not None:
+            try:
+                self._mmap.close()
+            except BufferError:
+                pass
+            self._mmap = None
+
+    def _protocol_error(self, text):
+        try:
+            self._sock.sendall(p.encode_error(p.ERROR_PROTOCOL, text))
+        except OSError:
+            pass
+        self._drop()
+        raise ProtocolError(f"{self.socket_path}: {text}")
+
+    def _send(self, data, what):
+        try:
+            self._sock.settimeout(self.timeout)
+            self._sock.sendall(data)
+        except socket.timeout:
+            self._drop()
+            raise GossipTimeout(f"gossipd did not take {what} within {self.timeout:g} s") from None
+        except OSError as e:
+            # The daemon may have said why before it closed (BYE at the end of training, ERROR
+            # when it left the group): what it sent is still readable, and is the better answer.
+            self._raise_pending(what)
+            self._drop()
+            raise DaemonGone(f"gossipd at {self.socket_path} is gone ({e.strerror or e}) when the "
+                             f"trainer sent {what}") from None
+
+    def _raise_pending(self, what):
+        """Raises what a message already received says (BYE, ERROR); returns if there is none."""
+        try:
+            self._sock.setblocking(False)
+            if not self._sock.recv(1, socket.MSG_PEEK):
+                return
+        except OSError:
+            return
+        self._read(time.monotonic() + 1.0, f"the answer to {what}")
+        self._protocol_error(f"unexpected message from gossipd instead of the answer to {what}")
+
+    def _recv_some(self, count, deadline, what, fds):
+        """Up to `count` bytes; file descriptors that come with them are appended to `fds`."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            self._drop()
+            raise GossipTimeout(f"no {what} from gossipd at {self.socket_path} within "
+                                f"{self.timeout:g} s")
+        self._sock.settimeout(left)
+        try:
+            data, ancdata, _, _ = self._sock.recvmsg(count, socket.CMSG_SPACE(4))
+        except socket.timeout:
+            self._drop()
+            raise GossipTimeout(f"no {what} from gossipd at {self.socket_path} within "
+                                f"{self.timeout:g} s") from None
+        except InterruptedError:
+            return b""
+        except OSError as e:
+            self._drop()
+            raise DaemonGone(f"gossipd at {self.socket_path} is gone ({e.strerror or e}) while the "
+                             f"trainer waited for {what}") from None
+        for level, kind, raw in ancdata:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                usable = len(raw) - len(raw) % 4
+                fds.extend(np.frombuffer(raw[:usable], dtype=np.int32).tolist())
+        if not data:
+            for fd in fds:
+                os.close(fd)
+            self._drop()
+            raise DaemonGone(f"gossipd at {self.socket_path} closed the connection (it exited or "
+                             f"died) while the trainer waited for {what}")
+        return data
+
+    def _recv_exact(self, count, deadline, what, fds):
+        buf = b""
+        while len(buf) < count:
+            buf += self._recv_some(count - len(buf), deadline, what, fds)
+        return buf
+
+    def _read(self, deadline, what):
+        """One message as (type, payload, fds). ERROR and BYE raise."""
+        fds = []
+        magic, version, msg_type, size = p.HEADER.unpack(
+            self._recv_exact(p.HEADER.size, deadline, what, fds))
+        if magic != p.MAGIC or size > p.MAX_PAYLOAD_BYTES:
+            self._protocol_error(f"bad message header (magic {magic:#x}, {size} payload bytes) "
+                                 f"while waiting for {what}")
+        payload = self._recv_exact(size, deadline, what, fds) if size else b""
+        if msg_type == p.ERROR_TYPE and len(payload) >= p.ERROR_CODE.size:
+            for fd in fds:
+                os.close(fd)
+            (code,) = p.ERROR_CODE.unpack_from(payload)
+            text = payload[p.ERROR_CODE.size:].decode("utf-8", errors="replace")
+            self._drop()
+            kind = {p.ERROR_REFUSED: Refused, p.ERROR_PROTOCOL: ProtocolError}.get(code,
+                                                                                   DaemonAborted)
+            raise kind(f"gossipd at {self.socket_path}: {text}")
+        if msg_type == p.BYE_TYPE:
+            self._drop()
+            raise TrainingFinished(f"gossipd at {self.socket_path} ended training (BYE) while "
+                                   f"the trainer waited for {what}")
+        if version != p.VERSION:
+            self._protocol_error(f"gossipd sent protocol version {version}; this client speaks "
+                                 f"version {p.VERSION}")
+        return msg_type, payload, fds

@@ -1,0 +1,50 @@
+"""The attach protocol's wire format (the C++ side is daemon/attach_protocol.h; docs/attach.md).
+
+Every message is a 12-byte little-endian header (u32 magic "GSAT", u16 version, u16 type,
+u32 payload_bytes) followed by its payload. Only control messages travel through the socket; the
+parameters live in the memfd that WELCOME carries (SCM_RIGHTS).
+"""
+
+import struct
+
+MAGIC = 0x54415347  # b"GSAT" read as a little-endian u32
+VERSION = 1
+MAX_PAYLOAD_BYTES = 64 * 1024
+
+HEADER = struct.Struct("<IHHI")
+HELLO = struct.Struct("<QII")  # num_params, dtype, reserved
+WELCOME = struct.Struct("<QIIQQQII")  # num_params, dtype, flags, buffer_bytes, params_offset,
+#                                       start_iteration, node_id, num_nodes
+ITERATION = struct.Struct("<Q")  # POST and MIXED
+ERROR_CODE = struct.Struct("<I")  # then UTF-8 text
+
+# Message types.
+HELLO_TYPE, WELCOME_TYPE, POST_TYPE, MIXED_TYPE, ERROR_TYPE, BYE_TYPE = 1, 2, 3, 4, 5, 6
+TYPE_NAMES = {1: "HELLO", 2: "WELCOME", 3: "POST", 4: "MIXED", 5: "ERROR", 6: "BYE"}
+
+# Element types; only float32 is accepted by gossipd.
+DTYPES = {"float32": 1, "float64": 2, "float16": 3, "bfloat16": 4}
+
+# ERROR codes.
+ERROR_REFUSED, ERROR_PROTOCOL, ERROR_ABORTED = 1, 2, 3
+
+# WELCOME flags.
+FLAG_BUFFER_INITIALIZED = 1
+
+
+def encode(msg_type, payload=b"", version=VERSION):
+    """One whole message: header and payload."""
+    return HEADER.pack(MAGIC, version, msg_type, len(payload)) + payload
+
+
+def encode_hello(num_params, dtype="float32", version=VERSION):
+    return encode(HELLO_TYPE, HELLO.pack(num_params, DTYPES[dtype], 0), version)
+
+
+def encode_iteration(msg_type, iteration):
+    return encode(msg_type, ITERATION.pack(iteration))
+
+
+def encode_error(code, text):
+    data = text.encode("utf-8")[: MAX_PAYLOAD_BYTES - ERROR_CODE.size]
+    return encode(ERROR_TYPE, ERROR_CODE.pack(code) + data)

@@ -1,0 +1,131 @@
+// Unit tests of AttachClient (daemon/attach_client.h) against AttachServer over a real Unix
+// socket and memfd: the round trip with values, and each way a session ends as the Status the
+// trainer gets (BYE, refusal, ERROR, daemon gone, nobody listening).
+#include "daemon/attach_client.h"
+
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "daemon/attach.h"
+
+namespace gossip::daemon {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+struct SocketDir {
+  SocketDir() {
+    char tmpl[] = "/tmp/attach_client_test_XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    path = tmpl;
+  }
+  ~SocketDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+  std::string socket() const { return path + "/s"; }
+  std::string path;
+};
+
+std::unique_ptr<AttachServer> listen_on(const std::string& path) {
+  auto server = AttachServer::listen(path);
+  REQUIRE_MESSAGE(server.is_ok(), server.status().to_string());
+  return std::move(server).value();
+}
+
+TEST_CASE("AttachClient: values round trip, then BYE ends training with OutOfRange") {
+  SocketDir dir;
+  auto server = listen_on(dir.socket());
+  const std::uint64_t n = 3000;
+  Status end;
+  int wrong = 0;
+  std::uint64_t start = 0;
+  std::thread trainer([&] {
+    auto client = AttachClient::connect(dir.socket(), n, Clock::now() + 10s);
+    REQUIRE_MESSAGE(client.is_ok(), client.status().to_string());
+    start = (*client)->next_iteration();
+    for (;;) {
+      const auto t = static_cast<float>((*client)->next_iteration());
+      auto x = (*client)->parameters();
+      for (std::uint64_t k = 0; k < n; ++k) x[k] = t + static_cast<float>(k);
+      end = (*client)->post_and_get(Clock::now() + 10s);
+      if (!end.is_ok()) break;
+      for (std::uint64_t k = 0; k < n; ++k) wrong += x[k] != 2.0f * (t + static_cast<float>(k));
+    }
+  });
+  AttachOptions options;
+  options.start_iteration = 40;
+  REQUIRE(server->accept(Clock::now() + 10s, options).is_ok());
+  for (std::uint64_t t = 40; t < 44; ++t) {
+    auto x = server->wait_post(t, Clock::now() + 10s);
+    REQUIRE_MESSAGE(x.is_ok(), x.status().to_string());
+    for (float& v : *x) v *= 2.0f;
+    REQUIRE(server->reply_mixed(t).is_ok());
+  }
+  // The trainer has posted 44 by now or will: BYE answers it.
+  auto last = server->wait_post(44, Clock::now() + 10s);
+  REQUIRE(last.is_ok());
+  REQUIRE(server->close().is_ok());
+  trainer.join();
+  CHECK(start == 40);
+  CHECK(wrong == 0);
+  CHECK(end.code() == StatusCode::kOutOfRange);
+  CHECK(end.message().find("MIXED(44)") != std::string::npos);
+}
+
+TEST_CASE("AttachClient: a refused count is InvalidArgument with the daemon's text") {
+  SocketDir dir;
+  auto server = listen_on(dir.socket());
+  Status got;
+  std::thread trainer(
+      [&] { got = AttachClient::connect(dir.socket(), 7, Clock::now() + 10s).status(); });
+  AttachOptions options;
+  options.expected_num_params = 8;
+  CHECK(server->accept(Clock::now() + 10s, options).status().code() ==
+        StatusCode::kInvalidArgument);
+  trainer.join();
+  CHECK(got.code() == StatusCode::kInvalidArgument);
+  CHECK(got.message().find("announced 7 parameters") != std::string::npos);
+  CHECK(got.message().find("trains 8") != std::string::npos);
+}
+
+TEST_CASE(
+    "AttachClient: the daemon's ERROR is Aborted, its death Unavailable, nobody Unavailable") {
+  for (const bool with_error : {true, false}) {
+    CAPTURE(with_error);
+    SocketDir dir;
+    auto server = listen_on(dir.socket());
+    Status got;
+    std::thread trainer([&] {
+      auto client = AttachClient::connect(dir.socket(), 16, Clock::now() + 10s);
+      REQUIRE(client.is_ok());
+      got = (*client)->post_and_get(Clock::now() + 30s);
+    });
+    REQUIRE(server->accept(Clock::now() + 10s, {}).is_ok());
+    REQUIRE(server->wait_post(0, Clock::now() + 10s).is_ok());
+    const auto begin = Clock::now();
+    if (with_error) {
+      server->fail("neighbour 3 failed; leaving the group");
+    } else {
+      server.reset();  // the daemon's side closes without a word, as when its process dies
+    }
+    trainer.join();
+    CHECK(Clock::now() - begin < 10s);
+    if (with_error) {
+      CHECK(got.code() == StatusCode::kAborted);
+      CHECK(got.message().find("neighbour 3 failed") != std::string::npos);
+    } else {
+      CHECK(got.code() == StatusCode::kUnavailable);
+      CHECK(got.message().find("MIXED(0)") != std::string::npos);
+    }
+  }
+  SocketDir dir;
+  CHECK(AttachClient::connect(dir.socket(), 16, Clock::now() + 1s).status().code() ==
+        StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace gossip::daemon
