@@ -9,5 +9,9 @@ bash scripts/cross-aarch64.sh
 echo "== unit tests of build-aarch64/ under qemu-aarch64 =="
 # The toolchain file names qemu-aarch64 as CMAKE_CROSSCOMPILING_EMULATOR, so ctest runs each test
 # through it.
-(cd build-aarch64 && ctest --output-on-failure -j "$(nproc)" -L unit)
+# Left out: the death test of GOSSIP_CHECK (common_tests), whose forked child calls abort(): under
+# qemu-user that child spins instead of dying (measured: 47% of a core for 20 minutes), so the
+# test can only time out. It runs natively on every other build.
+(cd build-aarch64 && ctest --output-on-failure -j "$(nproc)" -L unit \
+  -E '^common_tests: passing checks do nothing, failing ones abort')
 echo "== aarch64 unit tests passed =="
