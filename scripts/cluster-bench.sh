@@ -7,6 +7,8 @@
 # link (`gossip-sim run --config`), and the relative error, and appends a row to a CSV.
 #
 #   scripts/cluster-bench.sh [--quick] [--build DIR] [--out DIR] [--no-curves] [--only REGEX]
+#                            [--sysctl KEY=VALUE]...   (set in every host, e.g. net.ipv4.tcp_congestion_control=reno)
+#                            [--set FIELD=VALUE]...    (gossipd training config override, e.g. fault.policy=FAIL_STOP)
 #
 # Grid: per-host bandwidth {10mbit, 100mbit, 1gbit, unshaped} x model {mlp: the demo's MLP
 # 784-256-128-10, 235,146 parameters, 0.94 MB; mlp5m: MLP 784-2048-1536-10, 4,770,314
@@ -50,6 +52,8 @@ curves=1
 build="$root/build"
 out=""
 only=""
+sysctls=()
+sets=()
 while (($#)); do
   case $1 in
     --quick) quick=1; curves=0 ;;
@@ -57,6 +61,8 @@ while (($#)); do
     --build) build=$2; shift ;;
     --out) out=$2; shift ;;
     --only) only=$2; shift ;;
+    --sysctl) sysctls+=("$2"); shift ;;
+    --set) sets+=(--set "$2"); shift ;;
     -h | --help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "cluster-bench.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -90,6 +96,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 "$netns" up "$nodes"
+for ((i = 0; i < nodes; i++)); do
+  for kv in ${sysctls[@]+"${sysctls[@]}"}; do "$netns" exec "$i" sysctl -q -w "$kv"; done
+done
 
 hosts=""
 for ((i = 0; i < nodes; i++)); do
@@ -126,6 +135,7 @@ fi
   echo "latency_s $lat_s (half the median TCP 1-byte round trip between two hosts, unshaped)"
   echo "unshaped_bps $unshaped_bps (one iperf3 flow between two hosts)"
   echo "cpu $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') x $(nproc)"
+  echo "sysctl ${sysctls[*]:-(defaults)}; tcp_congestion_control $("$netns" exec 0 sysctl -n net.ipv4.tcp_congestion_control)"
   echo "commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 } | tee "$out/calibration.txt"
 
@@ -172,8 +182,20 @@ bps_of() {
   esac
 }
 
-echo "id,model,params,bandwidth,topology,algorithm,warmup,measured,measured_s_per_it,predicted_s_per_it,rel_error,compute_s,exchange_s,wait_s,mix_s,sim_compute_s,bytes_sent_per_it,load1" >"$csv"
+echo "id,model,params,bandwidth,topology,algorithm,warmup,measured,measured_s_per_it,predicted_s_per_it,rel_error,compute_s,exchange_s,wait_s,mix_s,sim_compute_s,bytes_sent_per_it,tcp_retrans,tcp_timeouts,tbf_drops,load1" >"$csv"
 declare -A compute_of  # model/algorithm -> compute_s of the unshaped cell
+
+# TCP retransmitted segments, TCP retransmission timeouts and tbf drops summed over the hosts.
+counters() {
+  local i r=0 t=0 d=0 a b c
+  for ((i = 0; i < nodes; i++)); do
+    read -r a b < <("$netns" exec "$i" nstat -az TcpRetransSegs TcpExtTCPTimeouts |
+      awk '$1 == "TcpRetransSegs" {r = $2} $1 == "TcpExtTCPTimeouts" {t = $2} END {print r + 0, t + 0}')
+    c=$("$netns" exec "$i" tc -s qdisc show dev eth0 | awk '/dropped/ {gsub(",", ""); print $7; exit}')
+    r=$((r + a)) t=$((t + b)) d=$((d + ${c:-0}))
+  done
+  echo "$r $t $d"
+}
 
 # Runs one point: 8 gossipd processes, one per namespace. Prints the summary line.
 run_point() {  # MODEL BW TOPO [ITERS_OVERRIDE "W M"] [EVAL_EVERY]
@@ -190,11 +212,12 @@ run_point() {  # MODEL BW TOPO [ITERS_OVERRIDE "W M"] [EVAL_EVERY]
   if [[ $topo == allreduce ]]; then gen=ring algo=ALLREDUCE; fi
   "$topo_bin" generate "$gen" --nodes "$nodes" --hosts "$hosts" --base-port 7100 --name "cb_$gen" >"$dir/topology.pbtxt"
   "$netns" rate "$bw"
-  local total=$((warm + meas)) pids=() i
+  local total=$((warm + meas)) pids=() i before after
+  before=$(counters)
   for ((i = 0; i < nodes; i++)); do
     "$netns" exec "$i" "$gossipd" run "$dir/topology.pbtxt" --node "$i" --config "$out/$model.pbtxt" \
       --insecure --metrics "$dir/metrics-$i.jsonl" --checkpoint-dir "$dir/ckpt" --checkpoint-every 0 \
-      --iterations "$total" --eval-every "$eval_every" --set "algorithm=$algo" >"$dir/log-$i.txt" 2>&1 &
+      --iterations "$total" --eval-every "$eval_every" --set "algorithm=$algo" ${sets[@]+"${sets[@]}"} >"$dir/log-$i.txt" 2>&1 &
     pids+=($!)
   done
   local failed=0
@@ -202,6 +225,11 @@ run_point() {  # MODEL BW TOPO [ITERS_OVERRIDE "W M"] [EVAL_EVERY]
     wait "${pids[$i]}" || { echo "cluster-bench.sh: node $i of $id failed (exit $?), see $dir/log-$i.txt" >&2; failed=1; }
   done
   ((failed == 0)) || return 1
+  after=$(counters)
+  local b1 b2 b3 a1 a2 a3
+  read -r b1 b2 b3 <<<"$before"
+  read -r a1 a2 a3 <<<"$after"
+  local retrans=$((a1 - b1)) rto=$((a2 - b2)) drops=$((a3 - b3))
   rm -rf "$dir/ckpt"
   local load1
   load1=$(cut -d' ' -f1 /proc/loadavg)
@@ -246,9 +274,9 @@ print("%.6f %d" % (s["seconds_per_iteration"], round(j["config"]["message_bytes"
   read -r pred params <<<"$pred"
   local err
   err=$("$py" -c "print('%+.3f' % (($pred - $meas_s) / $meas_s))")
-  printf '%-28s measured %8.4f s/it  predicted %8.4f s/it  error %s  (compute %.4f exchange %.4f wait %.4f mix %.4f; load %s)\n' \
-    "$id" "$meas_s" "$pred" "$err" "$compute" "$exchange" "$wait_s" "$mix" "$load1"
-  [[ $eval_every != 0 ]] || echo "$id,$model,$params,$bw,$topo,$algo,$warm,$meas,$meas_s,$pred,$err,$compute,$exchange,$wait_s,$mix,$c,$sent,$load1" >>"$csv"
+  printf '%-28s measured %8.4f s/it  predicted %8.4f s/it  error %s  (compute %.4f exchange %.4f wait %.4f mix %.4f; retrans %d rto %d tbf drops %d; load %s)\n' \
+    "$id" "$meas_s" "$pred" "$err" "$compute" "$exchange" "$wait_s" "$mix" "$retrans" "$rto" "$drops" "$load1"
+  [[ $eval_every != 0 ]] || echo "$id,$model,$params,$bw,$topo,$algo,$warm,$meas,$meas_s,$pred,$err,$compute,$exchange,$wait_s,$mix,$c,$sent,$retrans,$rto,$drops,$load1" >>"$csv"
 }
 
 topologies="ring one_peer_exponential exponential allreduce"
