@@ -296,3 +296,29 @@ else
 fi
 "$netns" rate off
 echo "cluster-bench.sh: wrote $csv"
+
+# Invariants every point must meet, whatever the timings (what the ctest registration checks):
+# all nodes finished, each value is a finite positive number, and the payload each node sent per
+# iteration is exactly what the algorithm sends: D-PSGD Δ_out·4d bytes (ring 2, one-peer
+# exponential 1, static exponential log2(n) = 3 out-neighbours), ALLREDUCE 2(n-1)·ceil(d/n)·4.
+"$py" - "$csv" "$nodes" <<'PY'
+import csv, math, sys
+path, n = sys.argv[1], int(sys.argv[2])
+out_degree = {"ring": 2, "one_peer_exponential": 1, "exponential": 3}
+rows = list(csv.DictReader(open(path)))
+if not rows:
+    sys.exit(f"cluster-bench.sh: {path}: no points")
+bad = []
+for r in rows:
+    d = int(r["params"])
+    want = 2 * (n - 1) * -(-d // n) * 4 if r["algorithm"] == "ALLREDUCE" else out_degree[r["topology"]] * 4 * d
+    for k in ("measured_s_per_it", "predicted_s_per_it", "compute_s"):
+        v = float(r[k])
+        if not (math.isfinite(v) and v > 0):
+            bad.append(f"{r['id']}: {k} = {r[k]}")
+    if int(r["bytes_sent_per_it"]) != want:
+        bad.append(f"{r['id']}: {r['bytes_sent_per_it']} bytes sent per iteration, expected {want}")
+if bad:
+    sys.exit("cluster-bench.sh: FAILED: " + "; ".join(bad))
+print(f"cluster-bench.sh: {len(rows)} points, payload per iteration as the algorithms send it")
+PY
