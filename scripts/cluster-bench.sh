@@ -291,7 +291,7 @@ else
     done
   done
   if ((curves)); then
-    for t in one_peer_exponential allreduce; do run_point mlp 100mbit "$t" "0 600" 25; done
+    for t in one_peer_exponential allreduce; do run_point mlp 100mbit "$t" "1 600" 25; done
   fi
 fi
 "$netns" rate off

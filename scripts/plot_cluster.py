@@ -4,8 +4,9 @@
     /usr/bin/python3 scripts/plot_cluster.py build/cluster-bench --out docs/img/cluster_accuracy_100mbit.png
 
 Reads the per-node metrics that scripts/cluster-bench.sh keeps for its accuracy runs
-(points/mlp_100mbit_<topology>_curve/metrics-<i>.jsonl): every `eval` line is one node's test
-accuracy of its own model at an iteration, stamped with wall_ms. A series is the mean over the
+(points/mlp_100mbit_<topology>_curve/metrics-<i>.jsonl): every periodic `eval` line (iteration a
+multiple of --every; the final evaluation on the whole test set is left out, so every point has
+the same test examples) is one node's test accuracy of its own model, stamped with wall_ms. A series is the mean over the
 nodes at each evaluated iteration, at the mean wall time the nodes reached it, counted from the
 start of that run's first iteration. Also prints each series' accuracy at the wall time at which
 the first of them finished (the same wall-clock budget for both). Exits non-zero with a message
@@ -30,7 +31,7 @@ LABELS = {
 }
 
 
-def load_run(directory):
+def load_run(directory, every):
     """[(seconds, mean accuracy)] of one run, in iteration order."""
     files = sorted(glob.glob(os.path.join(directory, "metrics-*.jsonl")))
     if not files:
@@ -49,7 +50,10 @@ def load_run(directory):
                     begin = r["wall_ms"] - 1000.0 * r["iteration_s"] * r.get("iterations_in_line", 1)
                     start = begin if start is None else min(start, begin)
                 elif r.get("type") == "eval":
-                    node_evals[r["iteration"]] = (r["wall_ms"], r["test_accuracy"])  # last wins
+                    # The periodic evaluation (eval_examples) only: the run's final one, on the
+                    # whole test set, comes later at the same or the last iteration.
+                    if r["iteration"] % every == 0 and r["iteration"] not in node_evals:
+                        node_evals[r["iteration"]] = (r["wall_ms"], r["test_accuracy"])
         for it, v in node_evals.items():
             evals.setdefault(it, []).append(v)
     if start is None or not evals:
@@ -77,6 +81,7 @@ def main():
     ap.add_argument("bench_dir", help="scripts/cluster-bench.sh's output directory")
     ap.add_argument("--bandwidth", default="100mbit")
     ap.add_argument("--out", default="docs/img/cluster_accuracy_100mbit.png")
+    ap.add_argument("--every", type=int, default=25, help="the runs' eval_every")
     a = ap.parse_args()
     runs = sorted(glob.glob(os.path.join(a.bench_dir, "points", f"mlp_{a.bandwidth}_*_curve")))
     if not runs:
@@ -84,7 +89,7 @@ def main():
     series = {}
     for d in runs:
         topo = os.path.basename(d)[len(f"mlp_{a.bandwidth}_"):-len("_curve")]
-        series[topo] = load_run(d)
+        series[topo] = load_run(d, a.every)
     plt.figure(figsize=(7, 4.2))
     for topo, s in series.items():
         plt.plot([x for x, _ in s], [y for _, y in s], marker=".", label=LABELS.get(topo, topo))
