@@ -1,0 +1,324 @@
+#!/usr/bin/env bash
+# Cluster benchmark (docs/cluster.md): 8 hosts made of network namespaces (scripts/netns.sh), one
+# `gossipd run` per host, all started from ONE topology file written by
+# `gossip-topo generate ... --hosts <the 8 namespace addresses>`, every host's egress shaped with
+# tc tbf. For each grid point it prints the measured seconds per iteration (from gossipd's metrics,
+# after warm-up iterations), gossip-sim's prediction for the same training config, topology and
+# link (`gossip-sim run --config`), and the relative error, and appends a row to a CSV.
+#
+#   scripts/cluster-bench.sh [--quick] [--build DIR] [--out DIR] [--no-curves] [--only REGEX]
+#                            [--sysctl KEY=VALUE]...   (set in every host, e.g. net.ipv4.tcp_congestion_control=reno)
+#                            [--set FIELD=VALUE]...    (gossipd training config override, e.g. fault.policy=FAIL_STOP)
+#
+# Grid: per-host bandwidth {10mbit, 100mbit, 1gbit, unshaped} x model {mlp: the demo's MLP
+# 784-256-128-10, 235,146 parameters, 0.94 MB; mlp5m: MLP 784-2048-1536-10, 4,770,314
+# parameters, 19.1 MB} x {D-PSGD on ring, one-peer exponential, static exponential; ALLREDUCE
+# (Gloo ring allreduce)}. Left out, with the reason:
+#   * mlp5m at 10mbit: one iteration moves 19-57 MB per host (30-46 s/it); the four cells alone
+#     would take longer than the whole rest of the grid.
+#   * added delay (5 ms): this kernel has no netem, and the project's delay tool is a user-space
+#     TCP proxy (tests/fault/tools/fault_proxy.cc). It cannot give a faithful 5 ms path: it
+#     terminates TCP, so the sender's window and ACK clock never see the delay (only a per-chunk
+#     hold-back at the receiver's side), it copies every byte once more on the same 2 cores, and
+#     Gloo's links (ALLREDUCE) go straight to ephemeral ports that no proxy sits in front of, so
+#     the baseline could not be delayed the same way.
+# With --quick: the demo MLP at 100mbit, ring / one-peer exponential / ALLREDUCE, few iterations
+# (< 2 minutes; registered in ctest). --only REGEX keeps the points whose id
+# (model/bandwidth/topology) matches. Unless --no-curves (implied by --quick), the full grid ends
+# with two longer runs at 100mbit of the demo MLP, D-PSGD on one-peer exponential and ALLREDUCE,
+# for accuracy against wall-clock time (scripts/plot_cluster.py).
+#
+# Prediction inputs, each measured once per run of this script, none fitted per point: the link
+# bandwidth is the tbf rate (unshaped: one iperf3 flow between two namespaces), the latency half
+# the median 1-byte TCP round trip between two namespaces, the compute time per model and algorithm the mean
+# `compute_s` the nodes report in the unshaped cell (8 nodes share this machine's cores, so a
+# node's gradient takes what the other 7 leave it).
+#
+# Output in OUT (default build/cluster-bench): cluster.csv, points/<id>/ (topology, config, each
+# node's metrics and log), calibration.txt. Needs root for the namespaces: exits 77 ("skipped")
+# where `scripts/netns.sh check` does. Uses GOSSIP_NETNS_PREFIX=cb and subnet 10.232.0 unless
+# those are set, so it does not meet the test suite's namespaces; they are removed at exit.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+netns="$here/netns.sh"
+export GOSSIP_NETNS_PREFIX=${GOSSIP_NETNS_PREFIX:-cb}
+export GOSSIP_NETNS_SUBNET=${GOSSIP_NETNS_SUBNET:-10.232.0}
+py=/usr/bin/python3
+
+quick=0
+curves=1
+build="$root/build"
+out=""
+only=""
+sysctls=()
+sets=()
+while (($#)); do
+  case $1 in
+    --quick) quick=1; curves=0 ;;
+    --no-curves) curves=0 ;;
+    --build) build=$2; shift ;;
+    --out) out=$2; shift ;;
+    --only) only=$2; shift ;;
+    --sysctl) sysctls+=("$2"); shift ;;
+    --set) sets+=(--set "$2"); shift ;;
+    -h | --help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "cluster-bench.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+out=${out:-$build/cluster-bench}
+
+gossipd="$build/daemon/gossipd"
+topo_bin="$build/topology/gossip-topo"
+sim="$build/sim/gossip-sim"
+for b in "$gossipd" "$topo_bin" "$sim"; do
+  [[ -x $b ]] || { echo "cluster-bench.sh: $b not built (cmake --build $build --target gossipd gossip-topo gossip-sim)" >&2; exit 2; }
+done
+data=/usr/share/datasets/fashion-mnist
+[[ -f $data/train-images-idx3-ubyte.gz ]] || { echo "cluster-bench.sh: SKIP: no Fashion-MNIST in $data" >&2; exit 77; }
+
+rc=0
+"$netns" check || rc=$?
+((rc == 0)) || exit "$rc"
+
+nodes=8
+mkdir -p "$out/points"
+csv="$out/cluster.csv"
+cleanup() {
+  local pids
+  pids=$(jobs -p)
+  [[ -z $pids ]] || kill $pids 2>/dev/null || true
+  wait 2>/dev/null || true
+  "$netns" down 2>/dev/null || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+"$netns" up "$nodes"
+for ((i = 0; i < nodes; i++)); do
+  for kv in ${sysctls[@]+"${sysctls[@]}"}; do "$netns" exec "$i" sysctl -q -w "$kv"; done
+done
+
+hosts=""
+for ((i = 0; i < nodes; i++)); do
+  hosts+="${hosts:+,}$("$netns" addr "$i")"
+done
+
+# ---- calibration, once per run
+"$netns" rate off
+# Latency: half the median round trip of a 1-byte TCP ping-pong between two hosts.
+"$netns" exec 1 "$py" -c '
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 5298)); s.listen(1); c, _ = s.accept()
+c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+while (b := c.recv(1)): c.sendall(b)' &
+sleep 0.5
+lat_s=$("$netns" exec 0 "$py" -c '
+import socket, statistics, sys, time
+c = socket.create_connection((sys.argv[1], 5298)); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+rtt = []
+for _ in range(400):
+    t = time.perf_counter(); c.sendall(b"x"); c.recv(1); rtt.append(time.perf_counter() - t)
+print("%.7f" % (statistics.median(rtt[50:]) / 2))' "$("$netns" addr 1)")
+wait
+unshaped_bps=1e10
+if command -v iperf3 >/dev/null; then
+  "$netns" exec 1 iperf3 -s -1 -p 5299 >/dev/null 2>&1 &
+  sleep 0.5
+  unshaped_bps=$("$netns" exec 0 iperf3 -c "$("$netns" addr 1)" -p 5299 -t 3 -J 2>/dev/null |
+    "$py" -c 'import json,sys; print("%.4g" % json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"])') || unshaped_bps=1e10
+  wait || true
+fi
+{
+  echo "latency_s $lat_s (half the median TCP 1-byte round trip between two hosts, unshaped)"
+  echo "unshaped_bps $unshaped_bps (one iperf3 flow between two hosts)"
+  echo "cpu $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') x $(nproc)"
+  echo "sysctl ${sysctls[*]:-(defaults)}; tcp_congestion_control $("$netns" exec 0 sysctl -n net.ipv4.tcp_congestion_control)"
+  echo "commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+} | tee "$out/calibration.txt"
+
+# ---- configs
+write_config() {  # FILE HIDDEN... ; iterations and eval come from --set at run time
+  local f=$1
+  shift
+  {
+    echo "seed: 1"
+    echo -n "model { kind: MLP"
+    for h in "$@"; do echo -n " hidden: $h"; done
+    echo " }"
+    echo "data { dataset: FASHION_MNIST path: \"$data\" }"
+    echo "shard { scheme: IID }"
+    echo "batch_size: 32"
+    echo "optimizer { kind: MOMENTUM lr: 0.05 momentum: 0.9 schedule: STEP step_size: 1500 step_factor: 0.3 }"
+    echo "iterations: 10"
+    echo "eval_every: 0"
+    echo "eval_examples: 2000"
+    echo "metrics_every: 1"
+    echo "timeouts { connect_ms: 60000 deadline_ms: 120000 heartbeat_ms: 1000 }"
+  } >"$f"
+}
+write_config "$out/mlp.pbtxt" 256 128
+write_config "$out/mlp5m.pbtxt" 2048 1536
+
+# Iterations (warm-up, measured) per model and bandwidth: about 10-25 s of exchange per point.
+iterations() {
+  case "$1/$2" in
+    mlp/10mbit) echo "2 4" ;;
+    mlp/100mbit) echo "4 20" ;;
+    mlp/*) echo "5 40" ;;
+    mlp5m/100mbit) echo "1 3" ;;
+    mlp5m/*) echo "2 6" ;;
+  esac
+}
+[[ $quick == 0 ]] || iterations() { echo "3 8"; }
+
+bps_of() {
+  case $1 in
+    off) echo "$unshaped_bps" ;;
+    *mbit) echo "${1%mbit}e6" ;;
+    *gbit) echo "${1%gbit}e9" ;;
+  esac
+}
+
+echo "id,model,params,bandwidth,topology,algorithm,warmup,measured,measured_s_per_it,predicted_s_per_it,rel_error,compute_s,exchange_s,wait_s,mix_s,sim_compute_s,bytes_sent_per_it,tcp_retrans,tcp_timeouts,tbf_drops,load1" >"$csv"
+declare -A compute_of  # model/algorithm -> compute_s of the unshaped cell
+
+# TCP retransmitted segments, TCP retransmission timeouts and tbf drops summed over the hosts.
+counters() {
+  local i r=0 t=0 d=0 a b c
+  for ((i = 0; i < nodes; i++)); do
+    read -r a b < <("$netns" exec "$i" nstat -az TcpRetransSegs TcpExtTCPTimeouts |
+      awk '$1 == "TcpRetransSegs" {r = $2} $1 == "TcpExtTCPTimeouts" {t = $2} END {print r + 0, t + 0}')
+    c=$("$netns" exec "$i" tc -s qdisc show dev eth0 | awk '/dropped/ {gsub(",", ""); print $7; exit}')
+    r=$((r + a)) t=$((t + b)) d=$((d + ${c:-0}))
+  done
+  echo "$r $t $d"
+}
+
+# Runs one point: 8 gossipd processes, one per namespace. Prints the summary line.
+run_point() {  # MODEL BW TOPO [ITERS_OVERRIDE "W M"] [EVAL_EVERY]
+  local model=$1 bw=$2 topo=$3 wm=${4:-} eval_every=${5:-0}
+  local id="$model/$bw/$topo"
+  [[ -z $only || $id =~ $only ]] || return 0
+  [[ -n $wm ]] || wm=$(iterations "$model" "$bw")
+  local warm=${wm% *} meas=${wm#* }
+  local dir="$out/points/${id//\//_}"
+  [[ $eval_every == 0 ]] || dir+="_curve"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  local gen=$topo algo=DPSGD
+  if [[ $topo == allreduce ]]; then gen=ring algo=ALLREDUCE; fi
+  "$topo_bin" generate "$gen" --nodes "$nodes" --hosts "$hosts" --base-port 7100 --name "cb_$gen" >"$dir/topology.pbtxt"
+  "$netns" rate "$bw"
+  local total=$((warm + meas)) pids=() i before after
+  before=$(counters)
+  for ((i = 0; i < nodes; i++)); do
+    "$netns" exec "$i" "$gossipd" run "$dir/topology.pbtxt" --node "$i" --config "$out/$model.pbtxt" \
+      --insecure --metrics "$dir/metrics-$i.jsonl" --checkpoint-dir "$dir/ckpt" --checkpoint-every 0 \
+      --iterations "$total" --eval-every "$eval_every" --set "algorithm=$algo" ${sets[@]+"${sets[@]}"} >"$dir/log-$i.txt" 2>&1 &
+    pids+=($!)
+  done
+  local failed=0
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || { echo "cluster-bench.sh: node $i of $id failed (exit $?), see $dir/log-$i.txt" >&2; failed=1; }
+  done
+  ((failed == 0)) || return 1
+  after=$(counters)
+  local b1 b2 b3 a1 a2 a3
+  read -r b1 b2 b3 <<<"$before"
+  read -r a1 a2 a3 <<<"$after"
+  local retrans=$((a1 - b1)) rto=$((a2 - b2)) drops=$((a3 - b3))
+  rm -rf "$dir/ckpt"
+  local load1
+  load1=$(cut -d' ' -f1 /proc/loadavg)
+  # Measured: per node, wall time from the end of the warm-up to the last iteration over the
+  # measured count; the mean over nodes (they run in lockstep within one iteration).
+  local m
+  m=$("$py" - "$dir" "$nodes" "$warm" <<'PY'
+import json, sys
+d, n, warm = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+per, keys = [], ["compute_s", "exchange_s", "wait_s", "mix_s"]
+sums, cnt, sent = {k: 0.0 for k in keys}, 0, 0
+for i in range(n):
+    it = {}
+    for line in open(f"{d}/metrics-{i}.jsonl"):
+        r = json.loads(line)
+        if r.get("type") == "iter":
+            it[r["iteration"]] = r
+    last = max(it)
+    per.append((it[last]["wall_ms"] - it[warm]["wall_ms"]) / 1000.0 / (last - warm))
+    for t in range(warm + 1, last + 1):
+        for k in keys: sums[k] += it[t][k]
+        sent += it[t]["bytes_sent"]
+        cnt += 1
+print("%.6f %s %d" % (sum(per) / n, " ".join("%.6f" % (sums[k] / cnt) for k in keys), sent // cnt))
+PY
+)
+  local meas_s compute exchange wait_s mix sent
+  read -r meas_s compute exchange wait_s mix sent <<<"$m"
+  local key="$model/$([[ $algo == DPSGD ]] && echo dpsgd || echo allreduce)"
+  [[ $bw != off ]] || compute_of[$key]=$compute
+  local c=${compute_of[$key]:-$compute}
+  local sim_algo=dpsgd
+  [[ $algo == DPSGD ]] || sim_algo=cpsgd-allreduce
+  local pred params
+  pred=$("$sim" run --config "$out/$model.pbtxt" --set "iterations=1" --nodes "$nodes" --topology "$dir/topology.pbtxt" \
+    --algorithm "$sim_algo" --bandwidth "$(bps_of "$bw")" --latency "${lat_s}s" --compute-time "${c}s" \
+    --threads 1 --json 2>"$dir/sim.err" | "$py" -c '
+import json, sys
+j = json.load(sys.stdin)
+s = j["series"][0]
+print("%.6f %d" % (s["seconds_per_iteration"], round(j["config"]["message_bytes"] / 4)))')
+  read -r pred params <<<"$pred"
+  local err
+  err=$("$py" -c "print('%+.3f' % (($pred - $meas_s) / $meas_s))")
+  printf '%-28s measured %8.4f s/it  predicted %8.4f s/it  error %s  (compute %.4f exchange %.4f wait %.4f mix %.4f; retrans %d rto %d tbf drops %d; load %s)\n' \
+    "$id" "$meas_s" "$pred" "$err" "$compute" "$exchange" "$wait_s" "$mix" "$retrans" "$rto" "$drops" "$load1"
+  [[ $eval_every != 0 ]] || echo "$id,$model,$params,$bw,$topo,$algo,$warm,$meas,$meas_s,$pred,$err,$compute,$exchange,$wait_s,$mix,$c,$sent,$retrans,$rto,$drops,$load1" >>"$csv"
+}
+
+topologies="ring one_peer_exponential exponential allreduce"
+if ((quick)); then
+  for t in ring one_peer_exponential allreduce; do run_point mlp 100mbit "$t"; done
+else
+  for model in mlp mlp5m; do
+    # unshaped first: it gives the compute time the other cells' predictions use
+    for bw in off 1gbit 100mbit 10mbit; do
+      [[ "$model/$bw" != mlp5m/10mbit ]] || continue
+      for t in $topologies; do run_point "$model" "$bw" "$t"; done
+    done
+  done
+  if ((curves)); then
+    for t in one_peer_exponential allreduce; do run_point mlp 100mbit "$t" "1 600" 25; done
+  fi
+fi
+"$netns" rate off
+echo "cluster-bench.sh: wrote $csv"
+
+# Invariants every point must meet, whatever the timings (what the ctest registration checks):
+# all nodes finished, each value is a finite positive number, and the payload each node sent per
+# iteration is exactly what the algorithm sends: D-PSGD Δ_out·4d bytes (ring 2, one-peer
+# exponential 1, static exponential log2(n) = 3 out-neighbours), ALLREDUCE 2(n-1)·ceil(d/n)·4.
+"$py" - "$csv" "$nodes" <<'PY'
+import csv, math, sys
+path, n = sys.argv[1], int(sys.argv[2])
+out_degree = {"ring": 2, "one_peer_exponential": 1, "exponential": 3}
+rows = list(csv.DictReader(open(path)))
+if not rows:
+    sys.exit(f"cluster-bench.sh: {path}: no points")
+bad = []
+for r in rows:
+    d = int(r["params"])
+    want = 2 * (n - 1) * -(-d // n) * 4 if r["algorithm"] == "ALLREDUCE" else out_degree[r["topology"]] * 4 * d
+    for k in ("measured_s_per_it", "predicted_s_per_it", "compute_s"):
+        v = float(r[k])
+        if not (math.isfinite(v) and v > 0):
+            bad.append(f"{r['id']}: {k} = {r[k]}")
+    if int(r["bytes_sent_per_it"]) != want:
+        bad.append(f"{r['id']}: {r['bytes_sent_per_it']} bytes sent per iteration, expected {want}")
+if bad:
+    sys.exit("cluster-bench.sh: FAILED: " + "; ".join(bad))
+print(f"cluster-bench.sh: {len(rows)} points, payload per iteration as the algorithms send it")
+PY
