@@ -49,8 +49,9 @@ Split run(const std::string& dir, int nodes, const Size& size, int iterations, i
           bool overlap, bool tls, int batch) {
   fs::remove_all(dir);
   fs::create_directories(dir);
-  std::ofstream(dir + "/ring.pbtxt") << "name: \"bench\"\ngenerator { kind: RING nodes: " << nodes
-                                     << " host: \"127.0.0.1\" base_port: " << free_base(nodes) << " }\n";
+  std::ofstream(dir + "/ring.pbtxt")
+      << "name: \"bench\"\ngenerator { kind: RING nodes: " << nodes
+      << " host: \"127.0.0.1\" base_port: " << free_base(nodes) << " }\n";
   std::string hidden;
   for (int h : size.hidden) hidden += " hidden: " + std::to_string(h);
   std::ofstream(dir + "/train.pbtxt")
@@ -96,15 +97,17 @@ Split run(const std::string& dir, int nodes, const Size& size, int iterations, i
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"daemon_bench: per-iteration compute / exchange / wait of n gossipd processes on a "
-               "loopback ring, overlap on vs off"};
+  CLI::App app{
+      "daemon_bench: per-iteration compute / exchange / wait of n gossipd processes on a "
+      "loopback ring, overlap on vs off"};
   int nodes = 8, iterations = 8, warmup = 2, batch = 16;
   std::string sizes = "1M,25M";
   bool tls = false;
   std::string workdir = (fs::temp_directory_path() / "gossip_daemon_bench").string();
   app.add_option("--nodes", nodes, "processes on the ring")->capture_default_str();
   app.add_option("--iterations", iterations, "iterations per run")->capture_default_str();
-  app.add_option("--warmup", warmup, "first iterations left out of the means")->capture_default_str();
+  app.add_option("--warmup", warmup, "first iterations left out of the means")
+      ->capture_default_str();
   app.add_option("--batch", batch, "per-node batch size")->capture_default_str();
   app.add_option("--sizes", sizes, "model sizes: 1M, 25M (comma-separated)")->capture_default_str();
   app.add_flag("--tls", tls, "TLS 1.3 links (default: plaintext, to measure the loop itself)");
@@ -112,25 +115,32 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   std::vector<Size> all = {{"1M", 256, {2048, 256}}, {"25M", 1024, {8192, 2048}}};
-  std::printf("daemon_bench: %d gossipd processes, ring, loopback, %s, batch %d, %d iterations "
-              "(first %d skipped), cpu backend 1 thread per node, %u hardware threads\n",
-              nodes, tls ? "TLS 1.3" : "plaintext TCP", batch, iterations, warmup,
-              std::thread::hardware_concurrency());
+  std::printf(
+      "daemon_bench: %d gossipd processes, ring, loopback, %s, batch %d, %d iterations "
+      "(first %d skipped), cpu backend 1 thread per node, %u hardware threads\n",
+      nodes, tls ? "TLS 1.3" : "plaintext TCP", batch, iterations, warmup,
+      std::thread::hardware_concurrency());
   std::printf("%-6s %-8s %12s %12s %12s %10s %12s %8s\n", "model", "overlap", "compute ms",
               "exchange ms", "wait ms", "mix ms", "iter ms", "hidden");
   for (const Size& size : all) {
     if (sizes.find(size.name) == std::string::npos) continue;
     long params = static_cast<long>(size.dim) * size.hidden[0] + size.hidden[0];
-    for (std::size_t l = 1; l < size.hidden.size(); ++l) params += static_cast<long>(size.hidden[l - 1]) * size.hidden[l] + size.hidden[l];
+    for (std::size_t l = 1; l < size.hidden.size(); ++l)
+      params += static_cast<long>(size.hidden[l - 1]) * size.hidden[l] + size.hidden[l];
     params += static_cast<long>(size.hidden.back()) * 2 + 2;
-    Split off = run(workdir + "/" + size.name + "-off", nodes, size, iterations, warmup, false, tls, batch);
-    Split on = run(workdir + "/" + size.name + "-on", nodes, size, iterations, warmup, true, tls, batch);
+    Split off =
+        run(workdir + "/" + size.name + "-off", nodes, size, iterations, warmup, false, tls, batch);
+    Split on =
+        run(workdir + "/" + size.name + "-on", nodes, size, iterations, warmup, true, tls, batch);
     for (const auto& [label, s] : {std::pair<const char*, Split&>{"off", off}, {"on", on}}) {
-      std::printf("%-6s %-8s %12.2f %12.2f %12.2f %10.2f %12.2f %8s\n", size.name.c_str(), label,
-                  s.compute * 1e3, s.exchange * 1e3, s.wait * 1e3, s.mix * 1e3, s.iteration * 1e3,
-                  std::string(label) == "on" && off.wait > 0
-                      ? (std::to_string(static_cast<int>(std::lround(100 * (1 - on.wait / off.wait)))) + "%").c_str()
-                      : "");
+      std::printf(
+          "%-6s %-8s %12.2f %12.2f %12.2f %10.2f %12.2f %8s\n", size.name.c_str(), label,
+          s.compute * 1e3, s.exchange * 1e3, s.wait * 1e3, s.mix * 1e3, s.iteration * 1e3,
+          std::string(label) == "on" && off.wait > 0
+              ? (std::to_string(static_cast<int>(std::lround(100 * (1 - on.wait / off.wait)))) +
+                 "%")
+                    .c_str()
+              : "");
     }
     std::printf("       (%ld parameters, %.1f MB per message)\n", params, params * 4 / 1e6);
     std::fflush(stdout);

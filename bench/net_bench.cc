@@ -22,6 +22,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <asio.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -30,8 +31,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <asio.hpp>
 
 #include "common/log.h"
 #include "net/checksum.h"
@@ -88,9 +87,10 @@ void bench_checksums() {
   const double z = rate([&] {
     return static_cast<std::uint32_t>(::crc32(0L, buf.data(), static_cast<uInt>(buf.size())));
   });
-  std::printf("checksum (256 MiB, one core): crc32c %s %.2f GB/s | crc32c table %.2f GB/s | "
-              "zlib crc32 %.2f GB/s\n",
-              crc32c_hardware() ? "SSE4.2 3-lane" : "(no SSE4.2)", hw, sw, z);
+  std::printf(
+      "checksum (256 MiB, one core): crc32c %s %.2f GB/s | crc32c table %.2f GB/s | "
+      "zlib crc32 %.2f GB/s\n",
+      crc32c_hardware() ? "SSE4.2 3-lane" : "(no SSE4.2)", hw, sw, z);
 }
 
 // ---- iperf3
@@ -125,8 +125,8 @@ double iperf(int seconds, bool bidir) {
   if (server == 0) {
     std::freopen("/dev/null", "w", stdout);
     std::freopen("/dev/null", "w", stderr);
-    ::execlp("iperf3", "iperf3", "-s", "-1", "-p", std::to_string(port).c_str(), "-B",
-             "127.0.0.1", (char*)nullptr);
+    ::execlp("iperf3", "iperf3", "-s", "-1", "-p", std::to_string(port).c_str(), "-B", "127.0.0.1",
+             (char*)nullptr);
     std::_Exit(127);
   }
   ::usleep(300000);
@@ -163,7 +163,8 @@ void child(const std::vector<Node>& nodes, int me, bool insecure, std::uint64_t 
   o.insecure = insecure;
   if (!insecure) {
     const std::string id = std::to_string(n.id);
-    o.tls = {g_certs + "/ca.pem", g_certs + "/node-" + id + ".pem", g_certs + "/node-" + id + ".key"};
+    o.tls = {g_certs + "/ca.pem", g_certs + "/node-" + id + ".pem",
+             g_certs + "/node-" + id + ".key"};
   }
   std::map<int, bool> nb;
   for (int j : n.out) nb[j] = true;
@@ -323,9 +324,11 @@ int main(int argc, char** argv) {
   if (reference) bench_checksums();
   const double ip1 = reference ? iperf(iperf_seconds, false) : 0;
   const double ip2 = reference ? iperf(iperf_seconds, true) : 0;
-  if (reference) std::printf("iperf3 single stream, loopback: one-way %.2f GB/s (%.1f Gbit/s); both ways %.2f "
-              "GB/s per direction\n",
-              ip1, ip1 * 8, ip2);
+  if (reference)
+    std::printf(
+        "iperf3 single stream, loopback: one-way %.2f GB/s (%.1f Gbit/s); both ways %.2f "
+        "GB/s per direction\n",
+        ip1, ip1 * 8, ip2);
   std::printf("\n%-26s %-9s %10s %12s %9s %10s\n", "case", "mode", "gossip", "iperf3", "ratio",
               "CPU s/GB");
   auto row = [](const std::string& name, const std::string& mode, double g, double ref) {
@@ -366,17 +369,18 @@ int main(int argc, char** argv) {
     }
     // Every node receives from two neighbours at once: compare the sum over all links with the
     // sum of iperf3's two directions (the machine's loopback capacity for this many streams).
-    const double per_link =
-        run_cluster(ring, insecure, std::uint64_t(ring_mb) * 1000 * 1000, 3);
+    const double per_link = run_cluster(ring, insecure, std::uint64_t(ring_mb) * 1000 * 1000, 3);
     const double links = ring_nodes == 2 ? 2 : 2.0 * ring_nodes;
     row(std::to_string(ring_nodes) + "-proc ring " + std::to_string(ring_mb) + " MB (sum)", mode,
         per_link < 0 ? -1 : per_link * links, 2 * ip2);
   }
-  std::printf("\nCPU s/GB: CPU seconds (user + system) of all node processes per GB received, "
-              "over the timed iterations; less disturbed by other load than the rates.\n");
-  std::printf("ring: sum over all %d links of the per-link receive rate, against the sum of "
-              "iperf3's two directions.\n",
-              ring_nodes == 2 ? 2 : 2 * ring_nodes);
+  std::printf(
+      "\nCPU s/GB: CPU seconds (user + system) of all node processes per GB received, "
+      "over the timed iterations; less disturbed by other load than the rates.\n");
+  std::printf(
+      "ring: sum over all %d links of the per-link receive rate, against the sum of "
+      "iperf3's two directions.\n",
+      ring_nodes == 2 ? 2 : 2 * ring_nodes);
   std::system(("rm -rf " + g_certs).c_str());
   return 0;
 }

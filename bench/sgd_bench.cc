@@ -9,13 +9,12 @@
 //      share of step time spent outside cuBLAS GEMMs; mixing GB/s on the device.
 //
 // Wall-clock figures on a shared machine are noisy: each is the best of a few timed windows.
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "common/clock.h"
 #include "common/isa.h"
@@ -91,21 +90,18 @@ double torch_samples_per_s(const std::string& script, int threads, const ModelSp
   // reference command alone. Same thread count on both sides: torch.set_num_threads() does not
   // reach the OpenBLAS that Debian's torch calls through the BLAS alternative (BLAS_INFO=generic),
   // which otherwise starts one thread per core — measured: 2 threads in the "1 thread" run.
-  const std::string tunables =
-      heap_tuned ? "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=67108864:"
-                   "glibc.malloc.trim_threshold=268435456 "
-                 : "";
+  const std::string tunables = heap_tuned ? "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=67108864:"
+                                            "glibc.malloc.trim_threshold=268435456 "
+                                          : "";
   // `blas_coretype` (e.g. Haswell) pins OpenBLAS's kernels to one instruction set instead.
   const std::string coretype =
       blas_coretype.empty() ? "" : "OPENBLAS_CORETYPE=" + blas_coretype + " ";
-  const std::string cmd = "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE " + coretype +
-                          "OPENBLAS_NUM_THREADS=" +
-                          std::to_string(threads) + " OMP_NUM_THREADS=" + std::to_string(threads) +
-                          " " + tunables +
-                          python + " " + script + " --device " + device +
-                          " --threads " + std::to_string(threads) + " --sizes " + sizes +
-                          " --batch " + std::to_string(batch_size) + " --seconds " +
-                          std::to_string(seconds) + " 2>&1";
+  const std::string cmd =
+      "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE " + coretype +
+      "OPENBLAS_NUM_THREADS=" + std::to_string(threads) +
+      " OMP_NUM_THREADS=" + std::to_string(threads) + " " + tunables + python + " " + script +
+      " --device " + device + " --threads " + std::to_string(threads) + " --sizes " + sizes +
+      " --batch " + std::to_string(batch_size) + " --seconds " + std::to_string(seconds) + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) return -1;
   char line[512];
@@ -140,8 +136,8 @@ void bench_cpu_step(const std::string& script, const std::vector<int>& thread_co
   const ModelSpec spec{ModelKind::kMlp, 784, {256, 128}, 10, 0.0f};
   std::printf("\n== training step, %s, batch 128, cpu (samples/s, higher is better)\n",
               spec.to_string().c_str());
-  std::printf("%8s %9s %12s %16s %16s %8s\n", "threads", "kernels", "gossip_sgd",
-              "pytorch default", "pytorch tuned*", "ratio*");
+  std::printf("%8s %9s %12s %16s %16s %8s\n", "threads", "kernels", "gossip_sgd", "pytorch default",
+              "pytorch tuned*", "ratio*");
   const Isa saved = active_isa();
   for (int threads : thread_counts) {
     const double plain =
@@ -173,18 +169,20 @@ void bench_cpu_step(const std::string& script, const std::vector<int>& thread_co
     }
   }
   (void)set_active_isa(saved);
-  std::printf("* PyTorch with the same glibc heap settings as gossip_sgd (GLIBC_TUNABLES); ratio = "
-              "gossip_sgd / tuned\n");
+  std::printf(
+      "* PyTorch with the same glibc heap settings as gossip_sgd (GLIBC_TUNABLES); ratio = "
+      "gossip_sgd / tuned\n");
 }
 
 void bench_mix(int threads, double seconds) {
   const std::size_t n = std::size_t{1} << 24;  // 64 MiB per buffer: far beyond the caches
-  std::printf("\n== mixing out = sum_j w_j x_j - gamma u, %zu floats per buffer, cpu, %d thread%s\n",
-              n, threads, threads == 1 ? "" : "s");
+  std::printf(
+      "\n== mixing out = sum_j w_j x_j - gamma u, %zu floats per buffer, cpu, %d thread%s\n", n,
+      threads, threads == 1 ? "" : "s");
   std::vector<std::vector<float>> x(8, std::vector<float>(n, 1.0f));
   std::vector<float> u(n, 0.5f), out(n);
-  const double copy_rate = best_rate(
-      [&] { std::memcpy(out.data(), x[0].data(), n * sizeof(float)); }, seconds);
+  const double copy_rate =
+      best_rate([&] { std::memcpy(out.data(), x[0].data(), n * sizeof(float)); }, seconds);
   // memcpy moves 2 buffers (read + write).
   std::printf("%-34s %8.1f GB/s\n", "memcpy (read + write)", copy_rate * 2 * n * 4 / 1e9);
   for (int terms : {1, 3, 4, 8}) {
@@ -225,8 +223,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   auto cpu = make_backend(Device::kCpu, threads.back());
-  std::printf("gossip_sgd bench: %s; cuda built: %s, devices: %d\n",
-              (*cpu)->description().c_str(), cuda_built() ? "yes" : "no", cuda_device_count());
+  std::printf("gossip_sgd bench: %s; cuda built: %s, devices: %d\n", (*cpu)->description().c_str(),
+              cuda_built() ? "yes" : "no", cuda_device_count());
   const std::vector<gossip::Isa> measured = levels_to_measure(levels);
   if (measured.empty()) {
     std::fprintf(stderr, "error: --kernels %s: not a level this CPU has\n", levels.c_str());
@@ -243,7 +241,8 @@ int main(int argc, char** argv) {
       // The same wide MLP step in PyTorch on the same device (its batch already on the device;
       // ours is uploaded from host memory every step, as in training).
       const ModelSpec wide{ModelKind::kMlp, 784, {4096, 4096}, 10, 0.0f};
-      const double ref = torch_samples_per_s(script, 1, wide, 1024, seconds, false, gpu_python, "cuda");
+      const double ref =
+          torch_samples_per_s(script, 1, wide, 1024, seconds, false, gpu_python, "cuda");
       if (ref > 0) {
         std::printf("pytorch, same step on the same GPU:  %.0f samples/s\n", ref);
       } else {

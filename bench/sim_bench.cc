@@ -40,9 +40,9 @@
 #include <string>
 #include <vector>
 
+#include "bench/sim_bench_kernels.h"
 #include "common/clock.h"
 #include "common/random.h"
-#include "bench/sim_bench_kernels.h"
 #include "sim/experiment.h"
 #include "sim/node_state.h"
 #include "sim/simulator.h"
@@ -271,14 +271,16 @@ StateMatrix random_state(Eigen::Index rows, int dim, int n) {
 
 void bench_mixing(const std::vector<int>& nodes, int dim, double seconds) {
   const Eigen::Index rows = padded_rows(dim);  // the simulator's layout
-  std::printf("\n== mixing X <- X W^T (pure gossip), d = %d in columns of %ld floats (the "
-              "simulator's layout), GB/s counting one read of X and one write (8*rows*n bytes per "
-              "call), per %s second; copy = the faster of std::memcpy and a 16-float load/store "
-              "loop from X into the same output buffer\n", dim, static_cast<long>(rows),
-              g_wall ? "wall" : "thread CPU");
-  std::printf("(mix = sim::mix, the blocked kernel over all n columns (ATC order, library users); "
-              "per-node = sim::mix_node for i = 0..n-1, the kernel the default CTA simulation runs "
-              "inside its per-node pass, timed here alone)\n");
+  std::printf(
+      "\n== mixing X <- X W^T (pure gossip), d = %d in columns of %ld floats (the "
+      "simulator's layout), GB/s counting one read of X and one write (8*rows*n bytes per "
+      "call), per %s second; copy = the faster of std::memcpy and a 16-float load/store "
+      "loop from X into the same output buffer\n",
+      dim, static_cast<long>(rows), g_wall ? "wall" : "thread CPU");
+  std::printf(
+      "(mix = sim::mix, the blocked kernel over all n columns (ATC order, library users); "
+      "per-node = sim::mix_node for i = 0..n-1, the kernel the default CTA simulation runs "
+      "inside its per-node pass, timed here alone)\n");
   const double fma16 = peak_fma16_per_s(seconds / 2);
   std::printf(
       "(FMA bound = 128 bytes x %.2f G 16-float FMAs/s (this core's peak) / terms: K FMAs "
@@ -296,11 +298,14 @@ void bench_mixing(const std::vector<int>& nodes, int dim, double seconds) {
       auto plan = MixingPlan::from_matrix(topo->mixing_matrix());
       const double mix_rate =
           best_calls_per_s([&] { mix(*plan, x, 0.0f, nullptr, out); }, seconds / 2) * bytes / 1e9;
-      const double node_rate = best_calls_per_s([&] {
-                                 for (int i = 0; i < n; ++i) {
-                                   mix_node(*plan, x, i, 0.0f, nullptr, out.col(i).data());
-                                 }
-                               }, seconds / 2) * bytes / 1e9;
+      const double node_rate = best_calls_per_s(
+                                   [&] {
+                                     for (int i = 0; i < n; ++i) {
+                                       mix_node(*plan, x, i, 0.0f, nullptr, out.col(i).data());
+                                     }
+                                   },
+                                   seconds / 2) *
+                               bytes / 1e9;
       // Terms per output node (self included): each output float costs that many FMAs, and each
       // term is a load unless its column is shared through a band's register window.
       const double terms = static_cast<double>(plan->column().size()) / n;
@@ -392,8 +397,7 @@ int main(int argc, char** argv) {
     const double rows_rate = g_threads == 1 ? rows_alone_rate(n, dim, batch, seconds / 2) : -1;
     for (const char* topo : {"ring", "exponential"}) {
       const double ours = simulator_rate(n, dim, batch, topo, seconds);
-      const double theirs =
-          reference ? numpy_rate(script, n, dim, batch, topo, seconds, ours) : -1;
+      const double theirs = reference ? numpy_rate(script, n, dim, batch, topo, seconds, ours) : -1;
       if (theirs > 0) {
         std::printf("%7d %12s %14.0f %14.0f %7.1fx", n, topo, ours, theirs, ours / theirs);
       } else {

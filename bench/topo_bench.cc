@@ -8,8 +8,10 @@
 //   build/bench/topo_bench                      # everything (scipy cases can take 180 s each)
 //   build/bench/topo_bench --no-reference       # ours only
 //   build/bench/topo_bench --only ring --reference-timeout 30
-#include <CLI/CLI.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -19,8 +21,6 @@
 #include <numbers>
 #include <optional>
 #include <sstream>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "common/clock.h"
 #include "topology/spectral.h"
@@ -48,17 +48,19 @@ std::vector<Case> cases() {
   const double pi = std::numbers::pi;
   std::vector<Case> c;
   for (int n : {1000, 10000, 1000000})
-    c.push_back({"ring n=" + std::to_string(n), {.kind = GeneratorKind::kRing, .nodes = n},
+    c.push_back({"ring n=" + std::to_string(n),
+                 {.kind = GeneratorKind::kRing, .nodes = n},
                  4.0 / 3.0 * sin2(pi / n)});
   for (int s : {100, 1000})
     c.push_back({"torus " + std::to_string(s) + "x" + std::to_string(s),
-                 {.kind = GeneratorKind::kTorus, .rows = s, .cols = s}, 0.8 * sin2(pi / s)});
+                 {.kind = GeneratorKind::kTorus, .rows = s, .cols = s},
+                 0.8 * sin2(pi / s)});
   for (int n : {10000, 100000})
     c.push_back({"random 4-regular n=" + std::to_string(n),
                  {.kind = GeneratorKind::kRandomRegular, .nodes = n, .degree = 4, .seed = 1},
                  std::nullopt});
-  c.push_back({"hypercube 2^16", {.kind = GeneratorKind::kHypercube, .nodes = 1 << 16},
-               2.0 / 17.0});
+  c.push_back(
+      {"hypercube 2^16", {.kind = GeneratorKind::kHypercube, .nodes = 1 << 16}, 2.0 / 17.0});
   return c;
 }
 
@@ -91,9 +93,10 @@ Reference run_reference(const Topology& t, const std::string& script, int timeou
       .write(reinterpret_cast<const char*>(ws.data()), ws.size() * sizeof(double));
   // Same thread count as ours (one); OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset for this command
   // only (they are tuned for other programs on this machine and crash or slow numpy here).
-  const std::string cmd = "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=1 "
-                          "OPENBLAS_NUM_THREADS=1 timeout " + std::to_string(timeout_s) +
-                          " /usr/bin/python3 " + script + " " + dir.string() + " 2>&1";
+  const std::string cmd =
+      "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=1 "
+      "OPENBLAS_NUM_THREADS=1 timeout " +
+      std::to_string(timeout_s) + " /usr/bin/python3 " + script + " " + dir.string() + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];
@@ -110,8 +113,10 @@ Reference run_reference(const Topology& t, const std::string& script, int timeou
   if (json_value(out, "status") != "\"ok\"") {
     r.status = "error";
     auto e = json_value(out, "error");
-    if (!e.empty()) r.status += ": " + e;
-    else if (!out.empty()) r.status += ": " + out.substr(0, 60);
+    if (!e.empty())
+      r.status += ": " + e;
+    else if (!out.empty())
+      r.status += ": " + out.substr(0, 60);
     return r;
   }
   r.status = "ok";
@@ -147,9 +152,10 @@ int main(int argc, char** argv) {
   app.add_option("--reference-script", script, "path of topo_reference.py")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
-  std::cout << "| case | build s | ours s | method | rho (ours) | gap (ours) | rel. err vs closed form "
-               "| scipy s | rho (scipy) | speed-up | speed-up incl. build |\n"
-               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+  std::cout
+      << "| case | build s | ours s | method | rho (ours) | gap (ours) | rel. err vs closed form "
+         "| scipy s | rho (scipy) | speed-up | speed-up incl. build |\n"
+         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
   for (const auto& c : cases()) {
     if (!only.empty() && c.label.find(only) == std::string::npos) continue;
     Stopwatch build;
@@ -166,9 +172,9 @@ int main(int argc, char** argv) {
       std::cerr << c.label << ": " << r.status().to_string() << "\n";
       return 1;
     }
-    const std::string err =
-        c.closed_form_gap ? sci(std::abs(r->gap - *c.closed_form_gap) / *c.closed_form_gap, 1)
-                          : "(no closed form)";
+    const std::string err = c.closed_form_gap
+                                ? sci(std::abs(r->gap - *c.closed_form_gap) / *c.closed_form_gap, 1)
+                                : "(no closed form)";
     Reference ref;
     if (!no_reference) ref = run_reference(*t, script, timeout_s);
     // speed-up: scipy's eigsh time (on the prebuilt matrix) over our analysis time; "incl. build"
@@ -195,8 +201,8 @@ int main(int argc, char** argv) {
     rho << std::setprecision(15) << r->rho;
     std::cout << "| " << c.label << " | " << sci(build_s, 2) << " | " << sci(ours_s, 2) << " | "
               << spectral_method_name(r->method) << " | " << rho.str() << " | " << sci(r->gap, 6)
-              << " | " << err << " | " << scipy_s << " | " << scipy_rho << " | " << speedup
-              << " | " << speedup_build << " |\n"
+              << " | " << err << " | " << scipy_s << " | " << scipy_rho << " | " << speedup << " | "
+              << speedup_build << " |\n"
               << std::flush;
   }
   return 0;

@@ -32,17 +32,17 @@ struct Voidify {
 
 }  // namespace gossip::internal
 
-#define GOSSIP_CHECK(condition)                    \
-  (condition) ? (void)0                            \
-              : ::gossip::internal::Voidify() &    \
+#define GOSSIP_CHECK(condition)                 \
+  (condition) ? (void)0                         \
+              : ::gossip::internal::Voidify() & \
                     ::gossip::internal::CheckFailure(__FILE__, __LINE__, #condition).stream()
 
-#define GOSSIP_CHECK_OP_(a, b, op)                                                              \
-  ((a)op(b)) ? (void)0                                                                          \
-             : ::gossip::internal::Voidify() &                                                  \
-                   ::gossip::internal::CheckFailure(__FILE__, __LINE__, #a " " #op " " #b)      \
-                           .stream()                                                            \
-                       << "(" << (a) << " vs " << (b) << ") "
+#define GOSSIP_CHECK_OP_(a, b, op)                                                           \
+  ((a)op(b))                                                                                 \
+      ? (void)0                                                                              \
+      : ::gossip::internal::Voidify() &                                                      \
+            ::gossip::internal::CheckFailure(__FILE__, __LINE__, #a " " #op " " #b).stream() \
+                << "(" << (a) << " vs " << (b) << ") "
 
 #define GOSSIP_CHECK_EQ(a, b) GOSSIP_CHECK_OP_(a, b, ==)
 #define GOSSIP_CHECK_NE(a, b) GOSSIP_CHECK_OP_(a, b, !=)

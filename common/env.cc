@@ -63,7 +63,8 @@ Result<std::string> Env::read_file(const std::string& path, std::uint64_t max_by
   FdCloser closer{stdin_path ? -1 : fd};
   struct stat st {};
   if (::fstat(fd, &st) != 0) return errno_status("stat of", name, errno);
-  if (S_ISDIR(st.st_mode)) return invalid_argument("expected a file but " + path + " is a directory");
+  if (S_ISDIR(st.st_mode))
+    return invalid_argument("expected a file but " + path + " is a directory");
   if (!stdin_path && !S_ISREG(st.st_mode)) {
     return invalid_argument("expected a regular file but " + path + " is " +
                             file_type_name(st.st_mode) +

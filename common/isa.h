@@ -1,4 +1,5 @@
-// The instruction-set level at which the hand-vectorised kernels run (docs/design.md §6). One binary carries every level its architecture has and picks one per process:
+// The instruction-set level at which the hand-vectorised kernels run (docs/design.md §6). One
+// binary carries every level its architecture has and picks one per process:
 //
 //   avx512    x86-64 with AVX-512F, AVX2 and FMA (Skylake-SP, Ice Lake, Zen 4, ...)
 //   avx2      x86-64 with AVX2 and FMA (Haswell and later, Zen 1-3)

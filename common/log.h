@@ -35,7 +35,7 @@ class LogMessage {
 
 }  // namespace gossip
 
-#define GOSSIP_LOG(level)                                            \
-  if (::gossip::LogLevel::level < ::gossip::log_level()) {           \
-  } else                                                             \
+#define GOSSIP_LOG(level)                                  \
+  if (::gossip::LogLevel::level < ::gossip::log_level()) { \
+  } else                                                   \
     ::gossip::internal::LogMessage(::gossip::LogLevel::level, __FILE__, __LINE__).stream()

@@ -59,7 +59,9 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status invalid_argument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+inline Status invalid_argument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
 inline Status not_found(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
 inline Status corruption(std::string m) { return {StatusCode::kCorruption, std::move(m)}; }
 inline Status io_error(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
@@ -113,9 +115,9 @@ class [[nodiscard]] Result {
 #define GOSSIP_CONCAT_(a, b) GOSSIP_CONCAT_INNER_(a, b)
 
 // Returns the Status from the enclosing function if `expr` (a Status) is not OK.
-#define GOSSIP_RETURN_IF_ERROR(expr)              \
-  do {                                            \
-    ::gossip::Status gossip_status_ = (expr);     \
+#define GOSSIP_RETURN_IF_ERROR(expr)                    \
+  do {                                                  \
+    ::gossip::Status gossip_status_ = (expr);           \
     if (!gossip_status_.is_ok()) return gossip_status_; \
   } while (0)
 

@@ -45,14 +45,16 @@ class Reader {
   bool u32(std::uint32_t& v) {
     if (in_.size() - pos_ < 4) return false;
     v = 0;
-    for (int i = 0; i < 4; ++i) v |= std::uint32_t{static_cast<unsigned char>(in_[pos_ + i])} << (8 * i);
+    for (int i = 0; i < 4; ++i)
+      v |= std::uint32_t{static_cast<unsigned char>(in_[pos_ + i])} << (8 * i);
     pos_ += 4;
     return true;
   }
   bool u64(std::uint64_t& v) {
     if (in_.size() - pos_ < 8) return false;
     v = 0;
-    for (int i = 0; i < 8; ++i) v |= std::uint64_t{static_cast<unsigned char>(in_[pos_ + i])} << (8 * i);
+    for (int i = 0; i < 8; ++i)
+      v |= std::uint64_t{static_cast<unsigned char>(in_[pos_ + i])} << (8 * i);
     pos_ += 8;
     return true;
   }
@@ -107,7 +109,8 @@ std::int64_t parse_file_name(const std::string& name) {
 }
 
 // Checkpoint files of `dir`, newest first.
-std::vector<std::pair<std::int64_t, std::string>> list_checkpoints(Env& env, const std::string& dir) {
+std::vector<std::pair<std::int64_t, std::string>> list_checkpoints(Env& env,
+                                                                   const std::string& dir) {
   std::vector<std::pair<std::int64_t, std::string>> files;
   Result<std::vector<std::string>> names = env.list_dir(dir);
   if (!names.is_ok()) return files;
@@ -115,7 +118,8 @@ std::vector<std::pair<std::int64_t, std::string>> list_checkpoints(Env& env, con
     std::int64_t it = parse_file_name(name);
     if (it >= 0) files.emplace_back(it, name);
   }
-  std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::sort(files.begin(), files.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
   return files;
 }
 
@@ -188,7 +192,8 @@ Result<Checkpoint> decode_checkpoint(std::string_view bytes, const std::string& 
   }
   if (total != bytes.size()) {
     return corruption(name + ": truncated or extended checkpoint (header says " +
-                      std::to_string(total) + " bytes, file has " + std::to_string(bytes.size()) + ")");
+                      std::to_string(total) + " bytes, file has " + std::to_string(bytes.size()) +
+                      ")");
   }
   std::uint32_t stored_crc = 0;
   Reader tail(bytes.substr(bytes.size() - 4));

@@ -79,12 +79,12 @@ std::function<void(int, const net::pb::Control&)> control_handler(
   return [mailbox](int peer, const net::pb::Control& c) {
     switch (c.kind_case()) {
       case net::pb::Control::kVerdict:
-        mailbox->put_verdict(peer, {c.verdict().iteration(), c.verdict().have_your_data(),
-                                    c.verdict().degree()});
+        mailbox->put_verdict(
+            peer, {c.verdict().iteration(), c.verdict().have_your_data(), c.verdict().degree()});
         break;
       case net::pb::Control::kAdmit:
-        mailbox->put_admission({Admission::kAdmit, peer, c.admit().iteration(), false,
-                                c.admit().current()});
+        mailbox->put_admission(
+            {Admission::kAdmit, peer, c.admit().iteration(), false, c.admit().current()});
         break;
       case net::pb::Control::kAccept:
         mailbox->put_admission({Admission::kAccept, peer, c.accept().iteration(),
@@ -210,7 +210,8 @@ class TransportExchange : public ParameterExchange {
                                        SteadyTime deadline,
                                        const std::function<bool()>& interrupted) override {
     return mailbox_->wait_verdicts(
-        iteration, peers, deadline, [this, iteration](int peer) { return no_verdict_coming(peer, iteration); },
+        iteration, peers, deadline,
+        [this, iteration](int peer) { return no_verdict_coming(peer, iteration); },
         [this, iteration](int peer) {
           std::optional<std::uint64_t> at = peer_iteration(peer);
           return at && *at <= iteration;
@@ -248,8 +249,8 @@ class TransportExchange : public ParameterExchange {
 
 }  // namespace
 
-std::unique_ptr<ParameterExchange> make_transport_exchange(net::Transport& transport,
-                                                           std::shared_ptr<ControlMailbox> mailbox) {
+std::unique_ptr<ParameterExchange> make_transport_exchange(
+    net::Transport& transport, std::shared_ptr<ControlMailbox> mailbox) {
   return std::make_unique<TransportExchange>(transport, std::move(mailbox));
 }
 

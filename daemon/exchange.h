@@ -103,8 +103,8 @@ struct Admission {
   enum Kind { kAdmit, kAccept } kind = kAdmit;
   int peer = -1;
   std::uint64_t iteration = 0;
-  bool accepted = false;       // Accept only
-  std::uint64_t current = 0;   // the sender's current iteration
+  bool accepted = false;      // Accept only
+  std::uint64_t current = 0;  // the sender's current iteration
 };
 
 // Received control messages, filled by an exchange's delivery side and read by the loop.
@@ -117,8 +117,7 @@ class ControlMailbox {
   // `still_coming(peer)` holds for a missing one), or `interrupted()`. Returns what arrived;
   // forgets every verdict for iterations <= `iteration`.
   std::map<int, Verdict> wait_verdicts(std::uint64_t iteration, std::span<const int> peers,
-                                       SteadyTime deadline,
-                                       const std::function<bool(int)>& gone,
+                                       SteadyTime deadline, const std::function<bool(int)>& gone,
                                        const std::function<bool(int)>& still_coming,
                                        const std::function<bool()>& interrupted);
   std::vector<Admission> take_admissions();
@@ -170,6 +169,7 @@ class ParameterExchange {
 std::unique_ptr<ParameterExchange> make_transport_exchange(net::Transport& transport,
                                                            std::shared_ptr<ControlMailbox> mailbox);
 // A TransportOptions::on_control callback that files control messages into `mailbox`.
-std::function<void(int, const net::pb::Control&)> control_handler(std::shared_ptr<ControlMailbox> mailbox);
+std::function<void(int, const net::pb::Control&)> control_handler(
+    std::shared_ptr<ControlMailbox> mailbox);
 
 }  // namespace gossip::daemon

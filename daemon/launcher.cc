@@ -75,7 +75,8 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& log_path) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   if (!log_path.empty()) {
-    posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                     0644);
     posix_spawn_file_actions_adddup2(&actions, 1, 2);
   }
   std::vector<char*> args;
@@ -150,28 +151,39 @@ int severity(int code) {
       return 6;
     case kExitDiverged:
       return 5;
-    case kExitError: return 4;
-    case kExitNeighbourFailed: return 3;
-    case kExitStopped: return 2;
-    case kExitOk: return 0;
-    default: return 4;  // killed by a signal or unknown
+    case kExitError:
+      return 4;
+    case kExitNeighbourFailed:
+      return 3;
+    case kExitStopped:
+      return 2;
+    case kExitOk:
+      return 0;
+    default:
+      return 4;  // killed by a signal or unknown
   }
 }
 
 std::string describe_exit(int code) {
   switch (code) {
-    case kExitOk: return "ok";
-    case kExitError: return "error";
-    case kExitUsage: return "usage/config error";
-    case kExitNeighbourFailed: return "neighbour failed (fail-stop)";
-    case kExitStopped: return "stopped by signal";
+    case kExitOk:
+      return "ok";
+    case kExitError:
+      return "error";
+    case kExitUsage:
+      return "usage/config error";
+    case kExitNeighbourFailed:
+      return "neighbour failed (fail-stop)";
+    case kExitStopped:
+      return "stopped by signal";
     case kExitDiverged:
       return "diverged (loss or parameters NaN/Inf)";
     case kExitCannotResume:
       return "no usable checkpoint to resume";
     default:
       if (code > 128) {
-        return "killed by signal " + std::to_string(code - 128) + " (" + strsignal(code - 128) + ")";
+        return "killed by signal " + std::to_string(code - 128) + " (" + strsignal(code - 128) +
+               ")";
       }
       return "exit " + std::to_string(code);
   }
@@ -188,10 +200,12 @@ std::int64_t common_checkpoint(const TrainConfig& config, const topology::Topolo
     auto names = Env::system().list_dir(dir);
     if (names.is_ok()) {
       for (const std::string& name : *names) {
-        if (name.rfind("ckpt-", 0) != 0 || name.size() < 9 || name.substr(name.size() - 4) != ".bin") continue;
-        auto c = load_checkpoint_file(Env::system(), dir + "/" + name,
-                                      {static_cast<std::uint32_t>(i), 0, 0, topo.fingerprint(),
-                                       config_fingerprint(config)});
+        if (name.rfind("ckpt-", 0) != 0 || name.size() < 9 ||
+            name.substr(name.size() - 4) != ".bin")
+          continue;
+        auto c = load_checkpoint_file(
+            Env::system(), dir + "/" + name,
+            {static_cast<std::uint32_t>(i), 0, 0, topo.fingerprint(), config_fingerprint(config)});
         if (c.is_ok()) {
           mine.insert(c->iteration);
         } else {
@@ -284,9 +298,11 @@ int launch_command(const LaunchOptions& o) {
       script = env_script != nullptr ? env_script : GOSSIP_SOURCE_DIR "/scripts/gen-certs.sh";
     }
     if (!env.file_exists(script)) {
-      std::fprintf(stderr,
-                   "gossipd launch: cannot create certificates: %s not found (set GOSSIP_GEN_CERTS, "
-                   "or pass --certs DIR or --insecure)\n", script.c_str());
+      std::fprintf(
+          stderr,
+          "gossipd launch: cannot create certificates: %s not found (set GOSSIP_GEN_CERTS, "
+          "or pass --certs DIR or --insecure)\n",
+          script.c_str());
       return kExitUsage;
     }
     int rc = run_and_wait({"/bin/bash", script, certs, std::to_string(n), job});
@@ -322,11 +338,13 @@ int launch_command(const LaunchOptions& o) {
                        aside.status().to_string().c_str());
           return kExitError;
         }
-        if (!aside->empty()) std::printf("resume: node %d's checkpoints moved to %s\n", i, aside->c_str());
+        if (!aside->empty())
+          std::printf("resume: node %d's checkpoints moved to %s\n", i, aside->c_str());
       }
-      std::printf("resume: no checkpoint iteration is held by all %zu nodes; starting from "
-                  "iteration 0\n",
-                  nodes.size());
+      std::printf(
+          "resume: no checkpoint iteration is held by all %zu nodes; starting from "
+          "iteration 0\n",
+          nodes.size());
     }
   }
 
@@ -354,9 +372,9 @@ int launch_command(const LaunchOptions& o) {
       std::ifstream in(v.metrics_path, std::ios::binary | std::ios::ate);
       if (in) v.offset = in.tellg();
     }
-    std::vector<std::string> argv = {o.self_exe, "run", o.topology_path, "--node", std::to_string(i),
-                                     "--config", o.config_path, "--metrics", v.metrics_path,
-                                     "--dump-params", final_dir};
+    std::vector<std::string> argv = {
+        o.self_exe,    "run",       o.topology_path, "--node",        std::to_string(i), "--config",
+        o.config_path, "--metrics", v.metrics_path,  "--dump-params", final_dir};
     for (const std::string& s : o.overrides) {
       argv.push_back("--set");
       argv.push_back(s);
@@ -375,7 +393,8 @@ int launch_command(const LaunchOptions& o) {
     }
     v.pid = spawn(argv, v.log_path);
     if (v.pid < 0) {
-      std::fprintf(stderr, "gossipd launch: could not start %s: %s\n", o.self_exe.c_str(), std::strerror(errno));
+      std::fprintf(stderr, "gossipd launch: could not start %s: %s\n", o.self_exe.c_str(),
+                   std::strerror(errno));
       for (NodeView& w : views) kill(w.pid, SIGTERM);
       return kExitError;
     }
@@ -421,7 +440,8 @@ int launch_command(const LaunchOptions& o) {
       }
     }
     auto now = std::chrono::steady_clock::now();
-    if (std::chrono::duration<double>(now - last_print).count() >= o.progress_interval_s || running == 0) {
+    if (std::chrono::duration<double>(now - last_print).count() >= o.progress_interval_s ||
+        running == 0) {
       last_print = now;
       double sum_loss = 0, sum_acc = 0;
       int losses = 0, accs = 0;
@@ -447,18 +467,19 @@ int launch_command(const LaunchOptions& o) {
       }
       double elapsed = std::chrono::duration<double>(now - start).count();
       char line[512];
-      std::snprintf(line, sizeof line,
-                    "[%6.1fs] iteration %6.0f%s  mean loss %.4f  slowest node %d (it %.0f, %.1f ms/it)%s",
-                    elapsed, min_it,
-                    total > 0 ? ("/" + std::to_string(total)).c_str() : "",
-                    losses ? sum_loss / losses : NAN, slowest ? slowest->id : -1,
-                    slowest ? slowest->iteration : 0, slowest ? slowest->iteration_s * 1e3 : 0.0,
-                    accs ? ("  mean local test acc " + std::to_string(sum_acc / accs).substr(0, 6)).c_str()
-                         : "");
+      std::snprintf(
+          line, sizeof line,
+          "[%6.1fs] iteration %6.0f%s  mean loss %.4f  slowest node %d (it %.0f, %.1f ms/it)%s",
+          elapsed, min_it, total > 0 ? ("/" + std::to_string(total)).c_str() : "",
+          losses ? sum_loss / losses : NAN, slowest ? slowest->id : -1,
+          slowest ? slowest->iteration : 0, slowest ? slowest->iteration_s * 1e3 : 0.0,
+          accs ? ("  mean local test acc " + std::to_string(sum_acc / accs).substr(0, 6)).c_str()
+               : "");
       if (losses == 0 && running > 0) {
-        std::snprintf(line, sizeof line,
-                      "[%6.1fs] starting: nodes are loading data and connecting to their neighbours",
-                      elapsed);
+        std::snprintf(
+            line, sizeof line,
+            "[%6.1fs] starting: nodes are loading data and connecting to their neighbours",
+            elapsed);
       }
       std::printf("%s\n", line);
       std::fflush(stdout);
@@ -506,9 +527,10 @@ int launch_command(const LaunchOptions& o) {
           sgd::EvalResult e = (*model)->evaluate(avg.data(), *problem->test);
           avg_acc = e.accuracy;
           avg_loss = e.loss;
-          std::printf("\naveraged model (mean of %d nodes' final parameters): test accuracy %.4f, "
-                      "test loss %.4f on %lld examples\n",
-                      n, e.accuracy, e.loss, static_cast<long long>(e.examples));
+          std::printf(
+              "\naveraged model (mean of %d nodes' final parameters): test accuracy %.4f, "
+              "test loss %.4f on %lld examples\n",
+              n, e.accuracy, e.loss, static_cast<long long>(e.examples));
         }
       } else {
         std::printf("\naveraged model: final parameters missing in %s\n", final_dir.c_str());

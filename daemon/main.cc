@@ -1,10 +1,10 @@
 // gossipd: the gossip-sgd node daemon. `run` is one node; `launch` runs every local node of a
 // topology as child processes. See docs/daemon.md.
-#include <CLI/CLI.hpp>
 #include <execinfo.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <climits>
 #include <cstdio>
 #include <string>
@@ -38,15 +38,18 @@ constexpr NamedFlag kNamedFlags[] = {
     {"--seed", "seed", "seed of data, shards, x_0 and batches (config: seed)"},
     {"--device", "device", "auto|cpu|cuda (config: device)"},
     {"--checkpoint-dir", "checkpoint.dir", "checkpoint directory (config: checkpoint.dir)"},
-    {"--checkpoint-every", "checkpoint.every", "iterations between checkpoints (config: checkpoint.every)"},
+    {"--checkpoint-every", "checkpoint.every",
+     "iterations between checkpoints (config: checkpoint.every)"},
     {"--eval-every", "eval_every", "iterations between evaluations (config: eval_every)"},
-    {"--deadline-ms", "timeouts.deadline_ms", "neighbour deadline per iteration (config: timeouts.deadline_ms)"},
+    {"--deadline-ms", "timeouts.deadline_ms",
+     "neighbour deadline per iteration (config: timeouts.deadline_ms)"},
     {"--cpu-threads", "cpu_threads", "cpu backend threads (config: cpu_threads)"},
 };
 
 void add_overrides(CLI::App* app, std::vector<std::string>& overrides) {
   app->add_option_function<std::vector<std::string>>(
-         "--set", [&overrides](const std::vector<std::string>& v) {
+         "--set",
+         [&overrides](const std::vector<std::string>& v) {
            overrides.insert(overrides.end(), v.begin(), v.end());
          },
          "override any training config field by dotted path, e.g. --set optimizer.lr=0.05 "
@@ -59,8 +62,9 @@ void add_overrides(CLI::App* app, std::vector<std::string>& overrides) {
         f.flag, [&overrides, field](const std::string& v) { overrides.push_back(field + "=" + v); },
         f.help);
   }
-  app->add_flag_callback("--no-overlap", [&overrides] { overrides.push_back("no_overlap=true"); },
-                         "exchange after computing the gradient instead of during it (benchmarks)");
+  app->add_flag_callback(
+      "--no-overlap", [&overrides] { overrides.push_back("no_overlap=true"); },
+      "exchange after computing the gradient instead of during it (benchmarks)");
 }
 
 // A crash (a bug, never a user error) leaves a backtrace in the node's log before dying with the
@@ -89,13 +93,17 @@ int gossipd_main(int argc, char** argv) {
   RunOptions run;
   std::vector<std::string> run_overrides;
   CLI::App* run_cmd = app.add_subcommand("run", "run one node of a job in this process");
-  run_cmd->add_option("topology", run.topology_path, "topology file (Protobuf text format)")->required();
+  run_cmd->add_option("topology", run.topology_path, "topology file (Protobuf text format)")
+      ->required();
   run_cmd->add_option("--node", run.node_id, "this node's id in the topology")->required();
-  run_cmd->add_option("--config", run.config_path, "training config (Protobuf text format)")->required();
+  run_cmd->add_option("--config", run.config_path, "training config (Protobuf text format)")
+      ->required();
   auto* certs = run_cmd->add_option("--certs", run.certs_dir,
                                     "directory with ca.pem, node-<id>.pem, node-<id>.key "
                                     "(scripts/gen-certs.sh); TLS 1.3 with mutual authentication");
-  run_cmd->add_flag("--insecure", run.insecure, "plaintext, unauthenticated links (trusted networks only)")
+  run_cmd
+      ->add_flag("--insecure", run.insecure,
+                 "plaintext, unauthenticated links (trusted networks only)")
       ->excludes(certs);
   auto* resume_flag = run_cmd->add_flag(
       "--resume", run.resume,
@@ -111,14 +119,15 @@ int gossipd_main(int argc, char** argv) {
       ->transform(CLI::AsSizeValue(false))
       ->type_name("BYTES");
   std::uint64_t resume_at = 0;
-  auto* resume_at_opt = run_cmd->add_option("--resume-at", resume_at,
-                                            "continue from this node's checkpoint of exactly this iteration");
+  auto* resume_at_opt = run_cmd->add_option(
+      "--resume-at", resume_at, "continue from this node's checkpoint of exactly this iteration");
   run_cmd->add_option("--dump-params", run.dump_params_dir,
                       "at the end write DIR/node_<id>.f32 (raw float32 parameters)");
   run_cmd->add_option("--metrics", run.metrics_path, "metrics JSON lines file ('-' for stdout)");
-  run_cmd->add_option("--listen", run.listen_host, "address to listen on (default: this node's host)");
+  run_cmd->add_option("--listen", run.listen_host,
+                      "address to listen on (default: this node's host)");
   run_cmd->add_flag("--print-config", run.print_config,
-                   "print the effective training config (file, overrides, defaults), then run");
+                    "print the effective training config (file, overrides, defaults), then run");
   add_overrides(run_cmd, run_overrides);
 
   LaunchOptions launch;
@@ -127,8 +136,9 @@ int gossipd_main(int argc, char** argv) {
       "launch", "run every node of the topology whose address is local, as child processes");
   launch_cmd->add_option("topology", launch.topology_path, "topology file")->required();
   launch_cmd->add_option("--config", launch.config_path, "training config")->required();
-  auto* lcerts = launch_cmd->add_option("--certs", launch.certs_dir,
-                                        "certificate directory (default: a throwaway CA in WORKDIR/certs)");
+  auto* lcerts =
+      launch_cmd->add_option("--certs", launch.certs_dir,
+                             "certificate directory (default: a throwaway CA in WORKDIR/certs)");
   launch_cmd->add_flag("--insecure", launch.insecure, "plaintext links")->excludes(lcerts);
   launch_cmd->add_option("--host", launch.host,
                          "run the nodes the topology places on this host (default: those whose "
@@ -141,9 +151,12 @@ int gossipd_main(int argc, char** argv) {
                  "as --resume, but when no checkpoint iteration is held by all nodes, move their "
                  "checkpoints aside (kept) and start every node from iteration 0")
       ->excludes(lresume);
-  launch_cmd->add_option("--workdir", launch.workdir, "logs, metrics, certificates, final parameters")
+  launch_cmd
+      ->add_option("--workdir", launch.workdir, "logs, metrics, certificates, final parameters")
       ->capture_default_str();
-  launch_cmd->add_option("--progress-interval", launch.progress_interval_s, "seconds between progress lines")
+  launch_cmd
+      ->add_option("--progress-interval", launch.progress_interval_s,
+                   "seconds between progress lines")
       ->capture_default_str();
   add_overrides(launch_cmd, launch_overrides);
 

@@ -4,8 +4,8 @@
 
 #include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 namespace gossip::daemon {
@@ -39,8 +39,15 @@ MetricsWriter::MetricsWriter(std::FILE* file, bool owned, int node, std::uint64_
     : file_(file), owned_(owned), node_(node), every_(every == 0 ? 1 : every), clock_(&clock) {}
 
 MetricsWriter::MetricsWriter(MetricsWriter&& o) noexcept
-    : file_(o.file_), owned_(o.owned_), node_(o.node_), every_(o.every_), clock_(o.clock_),
-      name_(std::move(o.name_)), error_(std::move(o.error_)), sum_(o.sum_), count_(o.count_),
+    : file_(o.file_),
+      owned_(o.owned_),
+      node_(o.node_),
+      every_(o.every_),
+      clock_(o.clock_),
+      name_(std::move(o.name_)),
+      error_(std::move(o.error_)),
+      sum_(o.sum_),
+      count_(o.count_),
       last_iteration_(o.last_iteration_) {
   o.file_ = nullptr;
   o.owned_ = false;
@@ -54,17 +61,15 @@ void MetricsWriter::write_line(const std::string& line) {
   if (file_ == nullptr) return;
   std::string with_newline = line + "\n";
   errno = 0;
-  const bool ok = std::fwrite(with_newline.data(), 1, with_newline.size(), file_) ==
-                      with_newline.size() &&
-                  std::fflush(file_) == 0;
+  const bool ok =
+      std::fwrite(with_newline.data(), 1, with_newline.size(), file_) == with_newline.size() &&
+      std::fflush(file_) == 0;
   if (!ok && error_.empty()) {
     error_ = "writing metrics to " + name_ + ": " + (errno ? std::strerror(errno) : "write failed");
   }
 }
 
-Status MetricsWriter::status() const {
-  return error_.empty() ? Status::ok() : io_error(error_);
-}
+Status MetricsWriter::status() const { return error_.empty() ? Status::ok() : io_error(error_); }
 
 Status MetricsWriter::close() {
   if (file_ != nullptr && owned_) {
@@ -102,16 +107,15 @@ void MetricsWriter::add_iteration(std::uint64_t iteration, const IterationStats&
 void MetricsWriter::flush_iterations() {
   if (count_ == 0) return;
   double n = static_cast<double>(count_);
-  std::string line = head("iter", last_iteration_ + 1) + ",\"loss\":" + json_number(sum_.loss / n) +
-                     ",\"lr\":" + json_number(sum_.lr / n) +
-                     ",\"compute_s\":" + json_number(sum_.compute_s / n) +
-                     ",\"exchange_s\":" + json_number(sum_.exchange_s / n) +
-                     ",\"wait_s\":" + json_number(sum_.wait_s / n) +
-                     ",\"mix_s\":" + json_number(sum_.mix_s / n) +
-                     ",\"iteration_s\":" + json_number(sum_.iteration_s / n) +
-                     ",\"bytes_sent\":" + std::to_string(sum_.bytes_sent) +
-                     ",\"bytes_received\":" + std::to_string(sum_.bytes_received) +
-                     ",\"iterations_in_line\":" + std::to_string(count_) + "}";
+  std::string line =
+      head("iter", last_iteration_ + 1) + ",\"loss\":" + json_number(sum_.loss / n) +
+      ",\"lr\":" + json_number(sum_.lr / n) + ",\"compute_s\":" + json_number(sum_.compute_s / n) +
+      ",\"exchange_s\":" + json_number(sum_.exchange_s / n) +
+      ",\"wait_s\":" + json_number(sum_.wait_s / n) + ",\"mix_s\":" + json_number(sum_.mix_s / n) +
+      ",\"iteration_s\":" + json_number(sum_.iteration_s / n) +
+      ",\"bytes_sent\":" + std::to_string(sum_.bytes_sent) +
+      ",\"bytes_received\":" + std::to_string(sum_.bytes_received) +
+      ",\"iterations_in_line\":" + std::to_string(count_) + "}";
   write_line(line);
   sum_ = IterationStats{};
   count_ = 0;
@@ -129,7 +133,8 @@ void MetricsWriter::event(std::uint64_t iteration, std::string_view event, std::
              (peer >= 0 ? ",\"peer\":" + std::to_string(peer) : std::string()) + "}");
 }
 
-void MetricsWriter::weights(std::uint64_t iteration, const std::vector<std::pair<int, double>>& row) {
+void MetricsWriter::weights(std::uint64_t iteration,
+                            const std::vector<std::pair<int, double>>& row) {
   write_line(head("weights", iteration) + ",\"unix_ms\":" + std::to_string(clock_->wall_ms()) +
              ",\"row\":" + json_quote(format_row(row)) + "}");
 }
@@ -161,7 +166,8 @@ Result<std::vector<std::pair<int, double>>> parse_row(std::string_view text) {
     }
     const char* w_text = entry.c_str() + colon + 1;
     double w = std::strtod(w_text, &end);
-    if (*w_text == '\0' || *end != '\0') return invalid_argument("row entry '" + entry + "': bad weight");
+    if (*w_text == '\0' || *end != '\0')
+      return invalid_argument("row entry '" + entry + "': bad weight");
     if (!row.empty() && row.back().first >= j) {
       return invalid_argument("row ids not increasing at '" + entry + "'");
     }

@@ -11,8 +11,8 @@
 //
 // "event" and "weights" lines carry unix_ms (the clock's Unix time in ms; the same clock as
 // wall_ms) so that lines of different nodes can be ordered. "peer" is present where an event
-// concerns one neighbour. A "weights" line gives node i's row of W(t) from `iteration` on (until the
-// next weights line): every nonzero entry including the diagonal, ids increasing, "%.17g".
+// concerns one neighbour. A "weights" line gives node i's row of W(t) from `iteration` on (until
+// the next weights line): every nonzero entry including the diagonal, ids increasing, "%.17g".
 //
 // An "iter" line covers `iterations_in_line` iterations ending at `iteration` (the number of
 // completed iterations): loss and lr are means over them, times are per-iteration means (seconds),

@@ -57,10 +57,12 @@ void install_stop_handlers() {
 }
 
 std::string job_id_for(const TrainConfig& config, const topology::Topology& topology) {
-  std::string job = !config.job_id().empty() ? config.job_id()
-                                             : (!topology.name().empty() ? topology.name() : "gossip");
+  std::string job = !config.job_id().empty()
+                        ? config.job_id()
+                        : (!topology.name().empty() ? topology.name() : "gossip");
   for (char& ch : job) {
-    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '_' && ch != '-') ch = '_';
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '_' && ch != '-')
+      ch = '_';
   }
   return job.substr(0, 64);
 }
@@ -75,14 +77,16 @@ int run_command(const RunOptions& o) {
   if (!topo_or.is_ok()) return usage_error(topo_or.status());
   const topology::Topology& topo = *topo_or;
   if (o.node_id < 0 || o.node_id >= topo.num_nodes()) {
-    return usage_error(invalid_argument("--node " + std::to_string(o.node_id) + ": " + o.topology_path +
-                                        " has nodes 0.." + std::to_string(topo.num_nodes() - 1)));
+    return usage_error(invalid_argument("--node " + std::to_string(o.node_id) + ": " +
+                                        o.topology_path + " has nodes 0.." +
+                                        std::to_string(topo.num_nodes() - 1)));
   }
   if (topo.addresses().empty()) {
     return usage_error(invalid_argument(o.topology_path + ": nodes have no addresses"));
   }
   if (!o.insecure && o.certs_dir.empty()) {
-    return usage_error(invalid_argument("give --certs DIR (TLS, made by scripts/gen-certs.sh) or --insecure"));
+    return usage_error(
+        invalid_argument("give --certs DIR (TLS, made by scripts/gen-certs.sh) or --insecure"));
   }
   const bool allreduce = config.algorithm() == pb::TrainConfig::ALLREDUCE;
   if (allreduce && !o.insecure) {
@@ -100,8 +104,10 @@ int run_command(const RunOptions& o) {
   if (allreduce && (o.resume || o.resume_at)) {
     return usage_error(invalid_argument("--resume: not supported with algorithm ALLREDUCE"));
   }
-  Result<sgd::Device> device = sgd::parse_device(
-      config.device() == pb::TrainConfig::CPU ? "cpu" : config.device() == pb::TrainConfig::CUDA ? "cuda" : "auto");
+  Result<sgd::Device> device =
+      sgd::parse_device(config.device() == pb::TrainConfig::CPU    ? "cpu"
+                        : config.device() == pb::TrainConfig::CUDA ? "cuda"
+                                                                   : "auto");
 
   // Data and backend.
   Result<sgd::Problem> problem = sgd::make_problem(to_problem_config(config, topo.num_nodes()));
@@ -167,7 +173,8 @@ int run_command(const RunOptions& o) {
     t.tls = {o.certs_dir + "/ca.pem", base + ".pem", base + ".key"};
   }
   t.heartbeat_interval_ms = config.timeouts().heartbeat_ms();
-  t.peer_timeout_ms = std::max<std::int64_t>(config.timeouts().deadline_ms(), 2 * t.heartbeat_interval_ms + 1);
+  t.peer_timeout_ms =
+      std::max<std::int64_t>(config.timeouts().deadline_ms(), 2 * t.heartbeat_interval_ms + 1);
   t.handshake_timeout_ms = std::min<std::int64_t>(5000, config.timeouts().connect_ms());
   t.degree = static_cast<std::uint32_t>(topo.in_neighbors(self, 0).size());
   auto mailbox = std::make_shared<ControlMailbox>();
@@ -195,8 +202,10 @@ int run_command(const RunOptions& o) {
   while (!connected && !g_stop.load() && std::chrono::steady_clock::now() < connect_deadline &&
          !(mismatch = (*transport)->config_mismatch())) {
     // Short slices so that SIGTERM is honoured while neighbours are still starting.
-    connected = (*transport)->wait_connected(
-        peers, std::min(connect_deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(100)));
+    connected =
+        (*transport)
+            ->wait_connected(peers, std::min(connect_deadline, std::chrono::steady_clock::now() +
+                                                                   std::chrono::milliseconds(100)));
   }
   // ALLREDUCE needs every node: it never starts without one.
   if (mismatch) {
@@ -212,7 +221,8 @@ int run_command(const RunOptions& o) {
     std::vector<int> up = (*transport)->connected_peers();
     GOSSIP_LOG(kWarning) << "only " << up.size() << " of " << peers.size()
                          << " neighbours connected within timeouts.connect_ms="
-                         << config.timeouts().connect_ms() << "; starting anyway (fault.policy CARRY_ON)";
+                         << config.timeouts().connect_ms()
+                         << "; starting anyway (fault.policy CARRY_ON)";
     connected = true;
   } else if (connected) {
     GOSSIP_LOG(kInfo) << "connected to " << peers.size() << " neighbours"
@@ -243,12 +253,13 @@ int run_command(const RunOptions& o) {
   n.node_id = self;
   n.config = config;
   n.checkpoint_dir = checkpoint_dir;
-  n.metrics_path = !o.metrics_path.empty() ? o.metrics_path
+  n.metrics_path = !o.metrics_path.empty()          ? o.metrics_path
                    : !config.metrics_path().empty() ? config.metrics_path()
                                                     : n.checkpoint_dir + "/metrics.jsonl";
   if (n.metrics_path != "-" && !n.metrics_path.empty()) {
     std::size_t slash = n.metrics_path.find_last_of('/');
-    if (slash != std::string::npos) (void)Env::system().create_dirs(n.metrics_path.substr(0, slash));
+    if (slash != std::string::npos)
+      (void)Env::system().create_dirs(n.metrics_path.substr(0, slash));
   }
   n.resume = o.resume;
   n.resume_or_start = o.resume_or_start;

@@ -20,15 +20,15 @@ struct RunOptions {
   std::string config_path;
   int node_id = -1;
   std::vector<std::string> overrides;  // "path=value", applied in order
-  std::string certs_dir;               // ca.pem, node-<id>.pem, node-<id>.key (scripts/gen-certs.sh)
+  std::string certs_dir;  // ca.pem, node-<id>.pem, node-<id>.key (scripts/gen-certs.sh)
   bool insecure = false;
   bool resume = false;
   bool resume_or_start = false;
   std::optional<std::uint64_t> resume_at;
   std::uint64_t memory_cap = 0;  // bytes the model's buffers may take; 0 = the machine's memory
   std::string dump_params_dir;
-  std::string metrics_path;   // overrides the config's metrics_path when set
-  std::string listen_host;    // default: the host of this node's address in the topology
+  std::string metrics_path;  // overrides the config's metrics_path when set
+  std::string listen_host;   // default: the host of this node's address in the topology
   bool print_config = false;
 };
 

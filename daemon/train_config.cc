@@ -25,8 +25,8 @@ class CollectErrors : public gp::io::ErrorCollector {
   explicit CollectErrors(std::string name) : name_(std::move(name)) {}
   void AddError(int line, gp::io::ColumnNumber column, const std::string& message) override {
     if (!text_.empty()) text_ += "\n";
-    text_ += name_ + ":" + std::to_string(line + 1) + ":" + std::to_string(column + 1) + ": " +
-             message;
+    text_ +=
+        name_ + ":" + std::to_string(line + 1) + ":" + std::to_string(column + 1) + ": " + message;
   }
   const std::string& text() const { return text_; }
 
@@ -63,7 +63,8 @@ std::string location_of(const gp::TextFormat::ParseInfoTree* tree, const gp::Des
     const gp::FieldDescriptor* field = desc->FindFieldByName(head);
     if (field == nullptr) return "";
     if (dot == std::string::npos) {
-      gp::TextFormat::ParseLocation loc = tree->GetLocation(field, field->is_repeated() ? std::max(index, 0) : -1);
+      gp::TextFormat::ParseLocation loc =
+          tree->GetLocation(field, field->is_repeated() ? std::max(index, 0) : -1);
       if (loc.line < 0) return "";
       return std::to_string(loc.line + 1) + ":" + std::to_string(loc.column + 1) + ": ";
     }
@@ -120,10 +121,12 @@ std::vector<FieldError> collect_errors(const TrainConfig& c) {
     check_finite_range(e, "data.noise", d.noise(), 0, false, kInf, true, "finite and >= 0");
     if (d.dataset() == Data::SYNTHETIC_LEAST_SQUARES && c.model().kind() != Model::LEAST_SQUARES &&
         c.model().kind() != Model::KIND_UNSPECIFIED) {
-      e.push_back({"model.kind", "SYNTHETIC_LEAST_SQUARES is a regression data set: use LEAST_SQUARES"});
+      e.push_back(
+          {"model.kind", "SYNTHETIC_LEAST_SQUARES is a regression data set: use LEAST_SQUARES"});
     }
     if (d.dataset() == Data::SYNTHETIC_LOGISTIC && c.model().kind() == Model::LEAST_SQUARES) {
-      e.push_back({"model.kind", "SYNTHETIC_LOGISTIC has labels 0/1: use LOGISTIC, SOFTMAX or MLP"});
+      e.push_back(
+          {"model.kind", "SYNTHETIC_LOGISTIC has labels 0/1: use LOGISTIC, SOFTMAX or MLP"});
     }
     if (d.dataset() == Data::SYNTHETIC_LEAST_SQUARES && c.shard().scheme() != pb::Shard::IID) {
       e.push_back({"shard.scheme", "regression data sets can only be sharded IID"});
@@ -132,8 +135,8 @@ std::vector<FieldError> collect_errors(const TrainConfig& c) {
 
   // Shard.
   if (c.shard().scheme() == pb::Shard::DIRICHLET) {
-    check_finite_range(e, "shard.dirichlet_alpha", c.shard().dirichlet_alpha(), 0, true, kInf,
-                       true, "finite and > 0");
+    check_finite_range(e, "shard.dirichlet_alpha", c.shard().dirichlet_alpha(), 0, true, kInf, true,
+                       "finite and > 0");
   }
 
   if (c.batch_size() == 0) e.push_back({"batch_size", "must be > 0"});
@@ -249,11 +252,13 @@ void fill_defaults(TrainConfig& c) {
     if (d->noise() == 0) d->set_noise(0.1);
   }
   if (!d->has_standardize()) d->set_standardize(true);
-  if (c.shard().scheme() == pb::Shard::SCHEME_UNSPECIFIED) c.mutable_shard()->set_scheme(pb::Shard::IID);
+  if (c.shard().scheme() == pb::Shard::SCHEME_UNSPECIFIED)
+    c.mutable_shard()->set_scheme(pb::Shard::IID);
   if (c.shard().dirichlet_alpha() == 0) c.mutable_shard()->set_dirichlet_alpha(0.5);
   pb::Optimizer* o = c.mutable_optimizer();
   if (o->kind() == pb::Optimizer::KIND_UNSPECIFIED) o->set_kind(pb::Optimizer::SGD);
-  if (o->schedule() == pb::Optimizer::SCHEDULE_UNSPECIFIED) o->set_schedule(pb::Optimizer::CONSTANT);
+  if (o->schedule() == pb::Optimizer::SCHEDULE_UNSPECIFIED)
+    o->set_schedule(pb::Optimizer::CONSTANT);
   if (o->step_factor() == 0) o->set_step_factor(0.1);
   if (c.cpu_threads() == 0) c.set_cpu_threads(1);
   pb::Checkpoint* k = c.mutable_checkpoint();
@@ -355,7 +360,8 @@ Status apply_override(TrainConfig& config, std::string_view assignment) {
 
   std::string text;
   if (field->cpp_type() == gp::FieldDescriptor::CPPTYPE_MESSAGE) {
-    text = field->name() + " " + (value.empty() || value.front() != '{' ? "{ " + value + " }" : value);
+    text =
+        field->name() + " " + (value.empty() || value.front() != '{' ? "{ " + value + " }" : value);
   } else if (field->is_repeated()) {
     std::string list;
     std::stringstream items(value);

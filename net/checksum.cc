@@ -79,8 +79,8 @@ std::uint32_t shift_lane(std::uint32_t crc) {
   return s[0][crc & 0xFF] ^ s[1][(crc >> 8) & 0xFF] ^ s[2][(crc >> 16) & 0xFF] ^ s[3][crc >> 24];
 }
 
-__attribute__((target("sse4.2"))) std::uint32_t raw_sse42(std::uint32_t crc,
-                                                          const std::uint8_t* p, std::size_t n) {
+__attribute__((target("sse4.2"))) std::uint32_t raw_sse42(std::uint32_t crc, const std::uint8_t* p,
+                                                          std::size_t n) {
   std::uint64_t c0 = crc;
   while (n >= 3 * kLane) {
     std::uint64_t c1 = 0, c2 = 0;

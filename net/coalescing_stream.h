@@ -30,6 +30,12 @@
 // write still being flushed (the destructor closes the socket; the flush then fails quietly).
 #pragma once
 
+#include <asio/buffer.hpp>
+#include <asio/compose.hpp>
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/post.hpp>
+#include <asio/write.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -37,13 +43,6 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
-
-#include <asio/buffer.hpp>
-#include <asio/compose.hpp>
-#include <asio/io_context.hpp>
-#include <asio/ip/tcp.hpp>
-#include <asio/post.hpp>
-#include <asio/write.hpp>
 
 namespace gossip::net {
 
@@ -185,7 +184,7 @@ class CoalescingStream {
   template <typename WaitToken>
   auto async_wait_sent(std::uint64_t target, WaitToken&& token) {
     return asio::async_compose<WaitToken, void(asio::error_code)>(WaitOp{st_, target}, token,
-                                                                   st_->sock);
+                                                                  st_->sock);
   }
 
   // Completes once received bytes wait in the read-ahead buffer (at once if some already do),
@@ -195,7 +194,7 @@ class CoalescingStream {
   template <typename WaitToken>
   auto async_wait_readable(WaitToken&& token) {
     return asio::async_compose<WaitToken, void(asio::error_code)>(ReadableOp{st_}, token,
-                                                                   st_->sock);
+                                                                  st_->sock);
   }
 
   template <typename MutableBufferSequence, typename ReadToken>
@@ -243,9 +242,9 @@ class CoalescingStream {
     bool flushing = false;
     bool flush_posted = false;
     std::uint64_t accepted_at_post = 0;
-    std::uint64_t accepted = 0;  // bytes taken by async_write_some
-    std::uint64_t sent = 0;      // bytes the kernel took
-    asio::error_code write_error;  // sticky
+    std::uint64_t accepted = 0;     // bytes taken by async_write_some
+    std::uint64_t sent = 0;         // bytes the kernel took
+    asio::error_code write_error;   // sticky
     std::weak_ptr<Flight> current;  // the background write in progress, while flushing
     std::uint64_t socket_writes = 0, socket_reads = 0;
   };

@@ -31,11 +31,16 @@ bool known_type(std::uint8_t t) { return t >= 1 && t <= 5; }
 
 const char* frame_type_name(FrameType type) {
   switch (type) {
-    case FrameType::kHello: return "Hello";
-    case FrameType::kHelloAck: return "HelloAck";
-    case FrameType::kParams: return "Params";
-    case FrameType::kHeartbeat: return "Heartbeat";
-    case FrameType::kGoodbye: return "Goodbye";
+    case FrameType::kHello:
+      return "Hello";
+    case FrameType::kHelloAck:
+      return "HelloAck";
+    case FrameType::kParams:
+      return "Params";
+    case FrameType::kHeartbeat:
+      return "Heartbeat";
+    case FrameType::kGoodbye:
+      return "Goodbye";
   }
   return "unknown";
 }
@@ -84,9 +89,9 @@ Result<FrameHeader> decode_frame_header(std::span<const std::uint8_t> bytes,
   h.payload_len = load_le<std::uint64_t>(p + 12);
   const bool handshake_type = h.type == FrameType::kHello || h.type == FrameType::kHelloAck;
   if (limits.handshake != handshake_type) {
-    return corruption(std::string(frame_type_name(h.type)) + " frame " +
-                      (limits.handshake ? "before the handshake completed"
-                                        : "after the handshake completed"));
+    return corruption(
+        std::string(frame_type_name(h.type)) + " frame " +
+        (limits.handshake ? "before the handshake completed" : "after the handshake completed"));
   }
   if (h.header_len > limits.max_header_bytes) {
     return corruption(std::string(frame_type_name(h.type)) + " message of " +
@@ -132,8 +137,8 @@ Status validate_params(const pb::Params& params, std::uint64_t payload_len,
                        std::uint64_t model_bytes) {
   const std::uint64_t max_chunks = model_bytes / 4 == 0 ? 1 : model_bytes / 4;
   if (params.chunk_count() == 0 || params.chunk_count() > max_chunks) {
-    return corruption("chunk count " + std::to_string(params.chunk_count()) +
-                      " outside [1, " + std::to_string(max_chunks) + "]");
+    return corruption("chunk count " + std::to_string(params.chunk_count()) + " outside [1, " +
+                      std::to_string(max_chunks) + "]");
   }
   if (params.chunk_index() >= params.chunk_count()) {
     return corruption("chunk index " + std::to_string(params.chunk_index()) + " >= count " +

@@ -61,8 +61,8 @@ Status check_peer_hello(const pb::Hello& peer, const Identity& self, int expecte
                              ", expected node " + std::to_string(expected_peer));
   }
   if (peer.job_id() != self.job_id) {
-    return invalid_argument("job id mismatch: peer '" + peer.job_id().substr(0, 128) +
-                            "', ours '" + self.job_id + "'");
+    return invalid_argument("job id mismatch: peer '" + peer.job_id().substr(0, 128) + "', ours '" +
+                            self.job_id + "'");
   }
   const auto algorithm = peer.extra().find(std::string(kAlgorithmKey));
   const std::string peer_algorithm = algorithm != peer.extra().end() ? algorithm->second : "";

@@ -139,12 +139,11 @@ Result<std::shared_ptr<asio::ssl::context>> make_tls_context(const TlsConfig& co
     return internal_error("cannot set TLS 1.3 cipher suites: " + openssl_errors());
   }
   asio::error_code ec;
-  ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::single_dh_use,
-                   ec);
+  ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::single_dh_use, ec);
   ctx->load_verify_file(config.ca_file, ec);
   if (ec) {
-    return invalid_argument("cannot load CA certificate " + config.ca_file + ": " +
-                            ec.message() + " (" + openssl_errors() + ")");
+    return invalid_argument("cannot load CA certificate " + config.ca_file + ": " + ec.message() +
+                            " (" + openssl_errors() + ")");
   }
   ctx->use_certificate_chain_file(config.cert_file, ec);
   if (ec) {
@@ -255,7 +254,8 @@ const BIO_METHOD* record_bio_method() {
 Status direct_records(TlsStream& stream) {
   const BIO_METHOD* method = record_bio_method();
   BIO* bio = method ? BIO_new(method) : nullptr;
-  if (bio == nullptr) return internal_error("cannot create the TLS record BIO: " + openssl_errors());
+  if (bio == nullptr)
+    return internal_error("cannot create the TLS record BIO: " + openssl_errors());
   RecordBio& rb = record_bio(bio);
   rb.stream = &stream.next_layer();
   SSL* ssl = stream.native_handle();
@@ -342,7 +342,8 @@ Status check_own_certificate(const TlsConfig& config, const CertIdentity& expect
   if (!bio) {
     return invalid_argument("cannot open node certificate " + file + ": " + openssl_errors());
   }
-  std::unique_ptr<X509, X509Deleter> leaf(PEM_read_bio_X509_AUX(bio.get(), nullptr, nullptr, nullptr));
+  std::unique_ptr<X509, X509Deleter> leaf(
+      PEM_read_bio_X509_AUX(bio.get(), nullptr, nullptr, nullptr));
   if (!leaf) {
     return invalid_argument("cannot load node certificate " + file + ": " + openssl_errors());
   }
@@ -357,13 +358,12 @@ Status check_own_certificate(const TlsConfig& config, const CertIdentity& expect
   const ASN1_TIME* not_before = X509_get0_notBefore(leaf.get());
   const ASN1_TIME* not_after = X509_get0_notAfter(leaf.get());
   if (X509_cmp_current_time(not_after) <= 0) {
-    return invalid_argument(file + ": certificate expired on " + format_time(not_after) +
-                            " (now " + now_utc() + "); make a new one (scripts/gen-certs.sh)");
+    return invalid_argument(file + ": certificate expired on " + format_time(not_after) + " (now " +
+                            now_utc() + "); make a new one (scripts/gen-certs.sh)");
   }
   if (X509_cmp_current_time(not_before) >= 0) {
-    return invalid_argument(file + ": certificate is not valid before " +
-                            format_time(not_before) + " (now " + now_utc() +
-                            "); check this machine's clock");
+    return invalid_argument(file + ": certificate is not valid before " + format_time(not_before) +
+                            " (now " + now_utc() + "); check this machine's clock");
   }
 
   // Chain against the cluster CA only (never the system store), for both roles a node plays.
@@ -409,4 +409,3 @@ Status check_own_certificate(const TlsConfig& config, const CertIdentity& expect
 }
 
 }  // namespace gossip::net
-

@@ -7,11 +7,10 @@
 // group or others are refused.
 #pragma once
 
-#include <memory>
-#include <string>
-
 #include <asio/ip/tcp.hpp>
 #include <asio/ssl.hpp>
+#include <memory>
+#include <string>
 
 #include "common/status.h"
 #include "net/coalescing_stream.h"

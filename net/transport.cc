@@ -11,7 +11,6 @@
 #include "net/transport.h"
 
 #include <openssl/ssl.h>
-
 #include <sys/mman.h>
 
 #include <asio.hpp>
@@ -102,7 +101,8 @@ struct FreeDeleter {
 // transparent huge pages where the kernel offers them: touched page by page as chunks land, a
 // 100 MB staging buffer took ~25 600 page faults of ~14 us each on the benchmark VM, spread over
 // the first iterations' receives (docs/net.md, "TLS records straight to the stream, staging memory
-// in huge pages"); with 2 MiB pages, populated here, it takes a few ms, once. Both advices are hints: a kernel without them faults pages in lazily.
+// in huge pages"); with 2 MiB pages, populated here, it takes a few ms, once. Both advices are
+// hints: a kernel without them faults pages in lazily.
 std::unique_ptr<float[], FreeDeleter> staging_buffer(std::size_t floats) {
   constexpr std::size_t kHuge = std::size_t{2} << 20;
   const std::size_t bytes = (floats * sizeof(float) + kHuge - 1) / kHuge * kHuge;
@@ -123,7 +123,7 @@ struct RecvSlot {
   std::uint64_t iteration = 0;
   std::span<float> buffer;
   std::shared_ptr<ExchangeState> ex;
-  std::vector<std::pair<std::size_t, std::size_t>> chunks;   // staging only: (offset, count)
+  std::vector<std::pair<std::size_t, std::size_t>> chunks;  // staging only: (offset, count)
   std::uint32_t chunk_count = 0;
   std::uint32_t next_chunk = 0;
   std::uint64_t next_offset = 0;  // bytes
@@ -278,10 +278,10 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   tcp::acceptor acceptor_{io_};
   asio::steady_timer tick_{io_};
   std::thread thread_;
-  std::map<int, Peer> peers_;                   // io thread
-  std::set<std::shared_ptr<Session>> sessions_;  // io thread: every live session
+  std::map<int, Peer> peers_;                                 // io thread
+  std::set<std::shared_ptr<Session>> sessions_;               // io thread: every live session
   std::vector<std::weak_ptr<ExchangeState>> live_exchanges_;  // io thread, for shutdown
-  bool stopping_ = false;                        // io thread
+  bool stopping_ = false;                                     // io thread
 
   mutable std::mutex mu_;  // guards the fields below
   std::condition_variable cv_;
@@ -325,11 +325,11 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void start_dial(const tcp::resolver::results_type& endpoints) {
     phase_ = Phase::kConnecting;
-    asio::async_connect(socket(), endpoints,
-                        [self = shared_from_this()](const asio::error_code& ec,
-                                                    const tcp::endpoint&) {
-                          self->on_connected(ec);
-                        });
+    asio::async_connect(
+        socket(), endpoints,
+        [self = shared_from_this()](const asio::error_code& ec, const tcp::endpoint&) {
+          self->on_connected(ec);
+        });
   }
 
   void start_accepted() { on_connected({}); }
@@ -395,8 +395,8 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (!paused_ && now - last_rx_ms_ > t_.options().peer_timeout_ms) {
       t_.count(&TransportStats::links_timed_out);
-      GOSSIP_LOG(kWarning) << "net: " << describe() << " silent for "
-                           << (now - last_rx_ms_) << " ms; dropping the link";
+      GOSSIP_LOG(kWarning) << "net: " << describe() << " silent for " << (now - last_rx_ms_)
+                           << " ms; dropping the link";
       close(deadline_exceeded(describe() + " sent nothing for " +
                               std::to_string(now - last_rx_ms_) + " ms"));
       return;
@@ -406,8 +406,8 @@ class Session : public std::enable_shared_from_this<Session> {
       pb::Heartbeat hb;
       hb.set_sender(static_cast<std::uint32_t>(t_.options().self.node_id));
       hb.set_iteration(t_.local_iteration());
-      enqueue({std::make_shared<const std::string>(encode_frame(FrameType::kHeartbeat, hb)), {},
-               {}});
+      enqueue(
+          {std::make_shared<const std::string>(encode_frame(FrameType::kHeartbeat, hb)), {}, {}});
     }
   }
 
@@ -477,13 +477,13 @@ class Session : public std::enable_shared_from_this<Session> {
     asio::error_code ignored;
     socket().set_option(tcp::no_delay(true), ignored);
     const auto ep = socket().remote_endpoint(ignored);
-    if (remote_.empty() || !dialer_) remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+    if (remote_.empty() || !dialer_)
+      remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
     if (tls_) {
       phase_ = Phase::kTls;
-      tls_->async_handshake(dialer_ ? asio::ssl::stream_base::client : asio::ssl::stream_base::server,
-                            [self = shared_from_this()](const asio::error_code& e) {
-                              self->on_tls(e);
-                            });
+      tls_->async_handshake(
+          dialer_ ? asio::ssl::stream_base::client : asio::ssl::stream_base::server,
+          [self = shared_from_this()](const asio::error_code& e) { self->on_tls(e); });
       return;
     }
     start_hello();
@@ -542,9 +542,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void start_hello() {
     phase_ = Phase::kHello;
     if (dialer_) {
-      enqueue({std::make_shared<const std::string>(
-                   encode_frame(FrameType::kHello, t_.local_hello())),
-               {}, {}});
+      enqueue(
+          {std::make_shared<const std::string>(encode_frame(FrameType::kHello, t_.local_hello())),
+           {},
+           {}});
     }
     read_header();
   }
@@ -575,8 +576,8 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     last_rx_ms_ = now_ms();
-    const FrameLimits limits = phase_ == Phase::kEstablished ? session_limits(t_.model_bytes())
-                                                             : handshake_limits();
+    const FrameLimits limits =
+        phase_ == Phase::kEstablished ? session_limits(t_.model_bytes()) : handshake_limits();
     Result<FrameHeader> h = decode_frame_header(hdr_, limits);
     if (!h.is_ok()) {
       if (phase_ == Phase::kEstablished) {
@@ -608,8 +609,12 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     last_rx_ms_ = now_ms();
     switch (header_.type) {
-      case FrameType::kHello: on_hello(); return;
-      case FrameType::kHelloAck: on_hello_ack(); return;
+      case FrameType::kHello:
+        on_hello();
+        return;
+      case FrameType::kHelloAck:
+        on_hello_ack();
+        return;
       case FrameType::kParams: {
         params_.Clear();
         Status s = parse_message(msg_, &params_);
@@ -630,8 +635,8 @@ class Session : public std::enable_shared_from_this<Session> {
         pb::Heartbeat hb;
         Status s = parse_message(msg_, &hb);
         if (s.is_ok() && hb.sender() != static_cast<std::uint32_t>(peer_)) {
-          s = corruption("Heartbeat from node " + std::to_string(hb.sender()) +
-                         " on the link to " + node_name(peer_));
+          s = corruption("Heartbeat from node " + std::to_string(hb.sender()) + " on the link to " +
+                         node_name(peer_));
         }
         if (!s.is_ok()) {
           bad_frame(s);
@@ -681,8 +686,7 @@ class Session : public std::enable_shared_from_this<Session> {
     pb::HelloAck ack;
     *ack.mutable_hello() = t_.local_hello();
     ack.set_accepted(true);
-    enqueue({std::make_shared<const std::string>(encode_frame(FrameType::kHelloAck, ack)), {},
-             {}});
+    enqueue({std::make_shared<const std::string>(encode_frame(FrameType::kHelloAck, ack)), {}, {}});
     become_established(hello);
   }
 
@@ -698,8 +702,7 @@ class Session : public std::enable_shared_from_this<Session> {
     *ack.mutable_hello() = t_.local_hello();
     ack.set_accepted(false);
     ack.set_reason(why.message());
-    enqueue({std::make_shared<const std::string>(encode_frame(FrameType::kHelloAck, ack)), {},
-             {}});
+    enqueue({std::make_shared<const std::string>(encode_frame(FrameType::kHelloAck, ack)), {}, {}});
     close_after_flush_ = true;
     refused_ = why;
   }
@@ -748,14 +751,19 @@ class Session : public std::enable_shared_from_this<Session> {
     Peer& p = t_.peer(peer_);
     Transport::Impl::Target target = t_.classify(p, params_);
     switch (target.kind) {
-      case Transport::Impl::Target::kBad: bad_frame(target.status); return;
-      case Transport::Impl::Target::kPause: paused_ = true; return;
+      case Transport::Impl::Target::kBad:
+        bad_frame(target.status);
+        return;
+      case Transport::Impl::Target::kPause:
+        paused_ = true;
+        return;
       case Transport::Impl::Target::kDiscard:
         t_.count(&TransportStats::stale_frames);
         discard_left_ = header_.payload_len;
         discard();
         return;
-      case Transport::Impl::Target::kInto: break;
+      case Transport::Impl::Target::kInto:
+        break;
     }
     target_ = std::move(target.slot);
     target_->reading = true;
@@ -766,27 +774,29 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   // The payload is read in pieces of at most kPayloadPiece bytes and each piece is checksummed
-  // (unless the sender omitted the checksum on this TLS link) right after it lands, while it is still in cache: a second pass over a multi-MiB chunk from
-  // memory would cost about as much as the copy out of the socket.
+  // (unless the sender omitted the checksum on this TLS link) right after it lands, while it is
+  // still in cache: a second pass over a multi-MiB chunk from memory would cost about as much as
+  // the copy out of the socket.
   static constexpr std::size_t kPayloadPiece = 512 * 1024;
   void read_payload_piece() {
     auto* dst = reinterpret_cast<std::uint8_t*>(target_->buffer.data()) + params_.byte_offset() +
                 payload_done_;
-    const std::size_t n = std::min<std::uint64_t>(header_.payload_len - payload_done_, kPayloadPiece);
+    const std::size_t n =
+        std::min<std::uint64_t>(header_.payload_len - payload_done_, kPayloadPiece);
     if (tls_) {
       read_tls_piece(dst, n, 0);
       return;
     }
     with_stream([&](auto& s) {
-      asio::async_read(s, asio::buffer(dst, n), TransferRest{n},
-                       [self = shared_from_this(), dst, n](const asio::error_code& ec,
-                                                           std::size_t) {
-                         if (ec) {
-                           self->on_payload(ec);
-                         } else {
-                           self->payload_piece_done(dst, n);
-                         }
-                       });
+      asio::async_read(
+          s, asio::buffer(dst, n), TransferRest{n},
+          [self = shared_from_this(), dst, n](const asio::error_code& ec, std::size_t) {
+            if (ec) {
+              self->on_payload(ec);
+            } else {
+              self->payload_piece_done(dst, n);
+            }
+          });
     });
   }
 
@@ -860,8 +870,8 @@ class Session : public std::enable_shared_from_this<Session> {
     slot->reading = false;
     const std::uint64_t len = header_.payload_len;
     // Without a checksum (TLS only, see dispatch_params) the AES-GCM tags vouched for each byte.
-    const bool crc_ok = payload_done_ == len &&
-                        (params_.crc32c_omitted() || payload_crc_ == params_.crc32c());
+    const bool crc_ok =
+        payload_done_ == len && (params_.crc32c_omitted() || payload_crc_ == params_.crc32c());
     if (slot->ex) slot->ex->busy(-1);  // after the checksum: it reads the caller's buffer
     if (phase_ == Phase::kClosed) return;
     if (ec) {
@@ -928,7 +938,8 @@ class Session : public std::enable_shared_from_this<Session> {
     const std::size_t total = head + f.payload.size();
     // The next record's plaintext: from the header or from the payload, never both.
     auto piece = [&](std::size_t at) {
-      if (at < head) return asio::buffer(f.head->data() + at, std::min(head - at, kRecordPlaintext));
+      if (at < head)
+        return asio::buffer(f.head->data() + at, std::min(head - at, kRecordPlaintext));
       const auto* p = static_cast<const std::uint8_t*>(f.payload.data()) + (at - head);
       return asio::buffer(p, std::min(total - at, kRecordPlaintext));
     };
@@ -1032,7 +1043,8 @@ Status Transport::Impl::init() {
   }
   if (opts_.handshake_timeout_ms <= 0 || opts_.heartbeat_interval_ms <= 0 ||
       opts_.peer_timeout_ms <= opts_.heartbeat_interval_ms) {
-    return invalid_argument("timeouts must be positive and peer_timeout_ms > heartbeat_interval_ms");
+    return invalid_argument(
+        "timeouts must be positive and peer_timeout_ms > heartbeat_interval_ms");
   }
   for (const PeerAddress& a : opts_.neighbours) {
     if (a.node_id < 0 || a.node_id == self.node_id) {
@@ -1139,8 +1151,7 @@ void Transport::Impl::dial(Peer& p) {
       p.addr.host, std::to_string(p.addr.port),
       [this, s, id](const asio::error_code& ec, const tcp::resolver::results_type& results) {
         if (ec) {
-          s->close(unavailable("cannot resolve " + peers_.at(id).addr.host + ": " +
-                               ec.message()));
+          s->close(unavailable("cannot resolve " + peers_.at(id).addr.host + ": " + ec.message()));
           return;
         }
         s->start_dial(results);
@@ -1162,8 +1173,7 @@ void Transport::Impl::on_tick() {
   const std::int64_t now = now_ms();
   std::vector<std::shared_ptr<Session>> all(sessions_.begin(), sessions_.end());
   for (auto& s : all) s->on_tick(now);
-  const std::int64_t period =
-      std::clamp<std::int64_t>(opts_.heartbeat_interval_ms / 2, 5, 100);
+  const std::int64_t period = std::clamp<std::int64_t>(opts_.heartbeat_interval_ms / 2, 5, 100);
   tick_.expires_after(std::chrono::milliseconds(period));
   tick_.async_wait([this](const asio::error_code& ec) {
     if (!ec) on_tick();
@@ -1249,8 +1259,8 @@ std::uint32_t Transport::Impl::chunk_count(std::uint64_t num_bytes) const {
 }
 
 Transport::Impl::Frame Transport::Impl::make_frame(std::uint64_t iteration,
-                                                   std::span<const float> data,
-                                                   std::uint32_t index, bool checksum) const {
+                                                   std::span<const float> data, std::uint32_t index,
+                                                   bool checksum) const {
   const std::uint64_t total = data.size_bytes();
   const std::uint64_t chunk = opts_.chunk_bytes;
   const std::uint64_t off = index * chunk;
@@ -1286,11 +1296,10 @@ void Transport::Impl::post_recv(const std::shared_ptr<RecvSlot>& slot) {
   Peer& p = peers_.at(slot->peer);
   if (slot->iteration < p.floor) {
     slot->resolved = true;
-    slot->ex->resolve(true, slot->peer,
-                      failed_precondition("receive from " + node_name(slot->peer) +
-                                          " posted for iteration " +
-                                          std::to_string(slot->iteration) +
-                                          ", which is already finished"));
+    slot->ex->resolve(
+        true, slot->peer,
+        failed_precondition("receive from " + node_name(slot->peer) + " posted for iteration " +
+                            std::to_string(slot->iteration) + ", which is already finished"));
     return;
   }
   GOSSIP_CHECK(p.recvs.count(slot->iteration) == 0)
@@ -1323,8 +1332,7 @@ void Transport::Impl::complete_recv(Peer& p, std::shared_ptr<RecvSlot> slot) {
   advance_floor(p, slot->iteration + 1);
 }
 
-void Transport::Impl::fail_recv(Peer& p, std::shared_ptr<RecvSlot> slot,
-                                const Status& s) {
+void Transport::Impl::fail_recv(Peer& p, std::shared_ptr<RecvSlot> slot, const Status& s) {
   slot->resolved = true;
   p.recvs.erase(slot->iteration);
   slot->ex->resolve(true, p.addr.node_id, s);
@@ -1387,7 +1395,7 @@ void Transport::Impl::chunk_received(Peer& p, const std::shared_ptr<RecvSlot>& s
   slot->next_offset += len;
   const std::size_t off = params.byte_offset() / sizeof(float);
   const std::size_t cnt = len / sizeof(float);
-  if (!slot->ex) {  // staging
+  if (!slot->ex) {                  // staging
     if (p.staging != slot) return;  // dropped meanwhile
     slot->chunks.emplace_back(off, cnt);
     if (slot->iteration < p.floor) {
@@ -1431,7 +1439,7 @@ void Transport::Impl::abandon(const std::shared_ptr<ExchangeState>& state) {
       for (auto& op : p.session->ops_of(state)) {
         reset = p.session->purge(op) || reset;
         op->finish(deadline_exceeded(node_name(id) + " did not take the whole buffer before "
-                                     "the deadline"));
+                                                     "the deadline"));
       }
     }
     if (reset && p.session) {
@@ -1695,9 +1703,8 @@ Exchange::~Exchange() {
 
 std::optional<ChunkEvent> Exchange::next_chunk(Deadline deadline) {
   std::unique_lock l(state_->mu);
-  state_->cv.wait_until(l, deadline, [&] {
-    return !state_->events.empty() || state_->unresolved_recvs == 0;
-  });
+  state_->cv.wait_until(l, deadline,
+                        [&] { return !state_->events.empty() || state_->unresolved_recvs == 0; });
   if (state_->events.empty()) return std::nullopt;
   ChunkEvent e = state_->events.front();
   state_->events.pop_front();
@@ -1753,8 +1760,7 @@ Transport::~Transport() { shutdown(); }
 std::uint16_t Transport::port() const { return impl_->port_; }
 int Transport::node_id() const { return impl_->options().self.node_id; }
 
-std::shared_ptr<Exchange> Transport::exchange(std::uint64_t iteration,
-                                              std::span<const float> data,
+std::shared_ptr<Exchange> Transport::exchange(std::uint64_t iteration, std::span<const float> data,
                                               std::span<const int> to,
                                               std::span<const RecvSpec> recvs) {
   return impl_->exchange(iteration, data, to, recvs);

@@ -130,12 +130,12 @@ class Exchange {
 
 struct TransportStats {
   std::uint64_t connections_established = 0;
-  std::uint64_t handshakes_rejected = 0;   // TLS failures, wrong identity, Hello mismatch
-  std::uint64_t bad_frames = 0;            // limit violations, malformed messages, bad checksum
-  std::uint64_t links_timed_out = 0;       // silent for peer_timeout_ms
-  std::uint64_t stale_frames = 0;          // Params for an iteration already finished
-  std::uint64_t bytes_sent = 0;            // payload bytes
-  std::uint64_t bytes_received = 0;        // payload bytes delivered or staged
+  std::uint64_t handshakes_rejected = 0;  // TLS failures, wrong identity, Hello mismatch
+  std::uint64_t bad_frames = 0;           // limit violations, malformed messages, bad checksum
+  std::uint64_t links_timed_out = 0;      // silent for peer_timeout_ms
+  std::uint64_t stale_frames = 0;         // Params for an iteration already finished
+  std::uint64_t bytes_sent = 0;           // payload bytes
+  std::uint64_t bytes_received = 0;       // payload bytes delivered or staged
   // Params chunks that arrived without a CRC32C (TLS links only: AES-GCM authenticated them).
   std::uint64_t unchecksummed_chunks = 0;
 };

@@ -1,5 +1,6 @@
 // Device names and run-time backend selection. The cuda factory is linked in only when the build
-// has it (GOSSIP_SGD_CUDA, set by sgd/CMakeLists.txt with the cuda library); otherwise asking for cuda is Unimplemented, never a crash.
+// has it (GOSSIP_SGD_CUDA, set by sgd/CMakeLists.txt with the cuda library); otherwise asking for
+// cuda is Unimplemented, never a crash.
 #include "sgd/backend.h"
 
 #include <algorithm>

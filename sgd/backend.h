@@ -109,9 +109,10 @@ class Backend {
 
   // ---- memory
   virtual DeviceBuffer alloc(std::size_t n) = 0;  // zero-filled
-  // Zero-filled HOST memory for staging transfers (the daemon's send buffer and neighbours' inboxes).
-  // cuda: page-locked (cudaMallocHost), so copy_to_device from it is a true asynchronous DMA that
-  // overlaps queued compute, and copy_to_host into it runs at full bus speed; cpu: ordinary memory.
+  // Zero-filled HOST memory for staging transfers (the daemon's send buffer and neighbours'
+  // inboxes). cuda: page-locked (cudaMallocHost), so copy_to_device from it is a true asynchronous
+  // DMA that overlaps queued compute, and copy_to_host into it runs at full bus speed; cpu:
+  // ordinary memory.
   virtual DeviceBuffer alloc_host(std::size_t n);
   // Host -> backend; asynchronous on the transfer stream for cuda (`src` must stay valid and
   // unchanged until synchronize()), a plain copy for cpu.

@@ -142,7 +142,8 @@ void draw_planted(std::int64_t num_examples, int dim, double w_norm, Rng& rng, D
 
 double planted_score(const Dataset& data, const std::vector<float>& planted, std::int64_t i) {
   double s = planted[data.dim];
-  for (int k = 0; k < data.dim; ++k) s += static_cast<double>(planted[k]) * data.features[i * data.dim + k];
+  for (int k = 0; k < data.dim; ++k)
+    s += static_cast<double>(planted[k]) * data.features[i * data.dim + k];
   return s;
 }
 

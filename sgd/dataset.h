@@ -2,8 +2,8 @@
 // column-major dim × n matrix — the shape both backends consume without a transpose.
 //
 // A Dataset is immutable once built and shared between nodes of one process (the simulator holds
-// one copy for n virtual nodes); shards are index lists into it (shard.h). Classification sets carry
-// int32 labels in [0, num_classes); regression sets carry float targets.
+// one copy for n virtual nodes); shards are index lists into it (shard.h). Classification sets
+// carry int32 labels in [0, num_classes); regression sets carry float targets.
 #pragma once
 
 #include <cstdint>
@@ -18,10 +18,10 @@ namespace gossip::sgd {
 struct Dataset {
   std::int64_t num_examples = 0;
   int dim = 0;
-  int num_classes = 0;                // 0 for regression
-  std::vector<float> features;        // num_examples × dim, row-major
-  std::vector<std::int32_t> labels;   // classification: num_examples entries
-  std::vector<float> targets;         // regression: num_examples entries
+  int num_classes = 0;               // 0 for regression
+  std::vector<float> features;       // num_examples × dim, row-major
+  std::vector<std::int32_t> labels;  // classification: num_examples entries
+  std::vector<float> targets;        // regression: num_examples entries
 
   bool is_classification() const { return num_classes > 0; }
   std::span<const float> example(std::int64_t i) const {

@@ -2,12 +2,12 @@
 // input, so their product is computed with overflow checks and compared with the bytes present.
 #include "sgd/idx.h"
 
+#include <zlib.h>
+
 #include <bit>
 #include <cstdio>
 #include <cstring>
 #include <limits>
-
-#include <zlib.h>
 
 namespace gossip::sgd {
 namespace {
@@ -19,11 +19,18 @@ std::uint32_t read_be32(const unsigned char* p) {
 
 int type_size(std::uint8_t type) {
   switch (type) {
-    case 0x08: case 0x09: return 1;
-    case 0x0B: return 2;
-    case 0x0C: case 0x0D: return 4;
-    case 0x0E: return 8;
-    default: return 0;
+    case 0x08:
+    case 0x09:
+      return 1;
+    case 0x0B:
+      return 2;
+    case 0x0C:
+    case 0x0D:
+      return 4;
+    case 0x0E:
+      return 8;
+    default:
+      return 0;
   }
 }
 
@@ -36,13 +43,20 @@ U read_be(const unsigned char* p) {
 
 float convert(std::uint8_t type, const unsigned char* p) {
   switch (type) {
-    case 0x08: return static_cast<float>(p[0]);
-    case 0x09: return static_cast<float>(static_cast<std::int8_t>(p[0]));
-    case 0x0B: return static_cast<float>(static_cast<std::int16_t>(read_be<std::uint16_t>(p)));
-    case 0x0C: return static_cast<float>(static_cast<std::int32_t>(read_be<std::uint32_t>(p)));
-    case 0x0D: return std::bit_cast<float>(read_be<std::uint32_t>(p));
-    case 0x0E: return static_cast<float>(std::bit_cast<double>(read_be<std::uint64_t>(p)));
-    default: return 0;
+    case 0x08:
+      return static_cast<float>(p[0]);
+    case 0x09:
+      return static_cast<float>(static_cast<std::int8_t>(p[0]));
+    case 0x0B:
+      return static_cast<float>(static_cast<std::int16_t>(read_be<std::uint16_t>(p)));
+    case 0x0C:
+      return static_cast<float>(static_cast<std::int32_t>(read_be<std::uint32_t>(p)));
+    case 0x0D:
+      return std::bit_cast<float>(read_be<std::uint32_t>(p));
+    case 0x0E:
+      return static_cast<float>(std::bit_cast<double>(read_be<std::uint64_t>(p)));
+    default:
+      return 0;
   }
 }
 
@@ -134,10 +148,12 @@ Result<IdxArray> parse_idx(std::string_view bytes, const std::string& name) {
   const std::uint64_t actual = bytes.size() - header;
   if (actual != expected) {
     std::string dims;
-    for (std::size_t i = 0; i < a.dims.size(); ++i) dims += (i ? " x " : "") + std::to_string(a.dims[i]);
-    return corruption(name + ": IDX payload is " + std::to_string(actual) + " bytes but the header (" +
-                      dims + ", " + std::to_string(size) + "-byte elements) says " +
-                      std::to_string(expected) + (actual < expected ? " (truncated file)" : " (trailing bytes)"));
+    for (std::size_t i = 0; i < a.dims.size(); ++i)
+      dims += (i ? " x " : "") + std::to_string(a.dims[i]);
+    return corruption(name + ": IDX payload is " + std::to_string(actual) +
+                      " bytes but the header (" + dims + ", " + std::to_string(size) +
+                      "-byte elements) says " + std::to_string(expected) +
+                      (actual < expected ? " (truncated file)" : " (trailing bytes)"));
   }
   a.values.resize(count);
   const unsigned char* data = p + header;
@@ -163,7 +179,8 @@ Result<Dataset> load_idx_dataset(const std::string& images_path, const std::stri
   GOSSIP_ASSIGN_OR_RETURN(IdxArray images, read_idx(images_path, env));
   GOSSIP_ASSIGN_OR_RETURN(IdxArray labels, read_idx(labels_path, env));
   if (images.type != 0x08 || images.dims.size() < 2) {
-    return invalid_argument(images_path + ": expected unsigned-byte images (type 08) with at least "
+    return invalid_argument(images_path +
+                            ": expected unsigned-byte images (type 08) with at least "
                             "2 dimensions (count, pixels...)");
   }
   if (labels.type != 0x08 || labels.dims.size() != 1) {

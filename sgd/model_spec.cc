@@ -56,9 +56,12 @@ int ModelSpec::output_dim() const {
 
 OutputLoss ModelSpec::output_loss() const {
   switch (kind) {
-    case ModelKind::kLeastSquares: return OutputLoss::kSquared;
-    case ModelKind::kLogistic: return OutputLoss::kBinaryLogistic;
-    default: return OutputLoss::kSoftmaxCrossEntropy;
+    case ModelKind::kLeastSquares:
+      return OutputLoss::kSquared;
+    case ModelKind::kLogistic:
+      return OutputLoss::kBinaryLogistic;
+    default:
+      return OutputLoss::kSoftmaxCrossEntropy;
   }
 }
 
@@ -87,7 +90,8 @@ std::size_t ModelSpec::bias_offset(std::size_t layer) const {
 std::size_t ModelSpec::num_params() const {
   std::vector<int> s = layer_sizes();
   std::size_t n = 0;
-  for (std::size_t l = 0; l + 1 < s.size(); ++l) n += static_cast<std::size_t>(s[l]) * s[l + 1] + s[l + 1];
+  for (std::size_t l = 0; l + 1 < s.size(); ++l)
+    n += static_cast<std::size_t>(s[l]) * s[l + 1] + s[l + 1];
   return n;
 }
 

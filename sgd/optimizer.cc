@@ -42,7 +42,8 @@ Status LrSchedule::validate() const {
 double LrSchedule::at(std::int64_t t) const {
   double g = lr;
   switch (kind) {
-    case ScheduleKind::kConstant: break;
+    case ScheduleKind::kConstant:
+      break;
     case ScheduleKind::kStep:
       g = lr * std::pow(step_factor, static_cast<double>(t / step_size));
       break;

@@ -37,7 +37,8 @@ Status ProblemConfig::validate() const {
       break;
     case DataKind::kFashionMnist:
       if (model == ModelKind::kLeastSquares || model == ModelKind::kLogistic) {
-        return invalid_argument("model: " + m + " does not fit data fashion_mnist (10 classes); "
+        return invalid_argument("model: " + m +
+                                " does not fit data fashion_mnist (10 classes); "
                                 "use softmax or mlp");
       }
       break;
@@ -104,11 +105,11 @@ Result<Problem> make_problem(const ProblemConfig& config, Env& env) {
     // One draw of train + test examples around one planted optimum, split by rows.
     const std::int64_t total = config.synthetic_train + config.synthetic_test;
     const std::uint64_t seed = mix_seed(config.seed, kSaltData);
-    Dataset all = config.data == DataKind::kLeastSquares
-                      ? make_least_squares(total, config.synthetic_dim, config.synthetic_noise,
-                                           seed, &p.planted)
-                      : make_logistic(total, config.synthetic_dim, config.synthetic_noise, seed,
-                                      &p.planted);
+    Dataset all =
+        config.data == DataKind::kLeastSquares
+            ? make_least_squares(total, config.synthetic_dim, config.synthetic_noise, seed,
+                                 &p.planted)
+            : make_logistic(total, config.synthetic_dim, config.synthetic_noise, seed, &p.planted);
     train = take_rows(all, 0, config.synthetic_train);
     test = take_rows(all, config.synthetic_train, total);
   }

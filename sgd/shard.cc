@@ -86,22 +86,22 @@ Result<std::vector<std::vector<std::int64_t>>> all_shards(const Dataset& data,
           std::int64_t begin = 0;
           for (int i = 0; i < num_nodes; ++i) {
             cum += p[i];
-            std::int64_t end = i + 1 == num_nodes
-                                   ? m
-                                   : std::min<std::int64_t>(m, static_cast<std::int64_t>(
-                                                                   cum / total * m));
+            std::int64_t end =
+                i + 1 == num_nodes
+                    ? m
+                    : std::min<std::int64_t>(m, static_cast<std::int64_t>(cum / total * m));
             end = std::max(end, begin);
             shards[i].insert(shards[i].end(), members.begin() + begin, members.begin() + end);
             begin = end;
           }
         }
-        bool all_nonempty = std::all_of(shards.begin(), shards.end(),
-                                        [](const auto& s) { return !s.empty(); });
+        bool all_nonempty =
+            std::all_of(shards.begin(), shards.end(), [](const auto& s) { return !s.empty(); });
         if (all_nonempty) break;
         if (draw + 1 == kMaxDraws) {
-          return invalid_argument("shard: dirichlet_alpha " +
-                                  std::to_string(config.dirichlet_alpha) + " left a node empty in " +
-                                  std::to_string(kMaxDraws) + " draws; use a larger alpha");
+          return invalid_argument(
+              "shard: dirichlet_alpha " + std::to_string(config.dirichlet_alpha) +
+              " left a node empty in " + std::to_string(kMaxDraws) + " draws; use a larger alpha");
         }
       }
       break;

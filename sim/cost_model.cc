@@ -23,9 +23,14 @@ double StragglerModel::slowdown(std::int64_t iteration, int node) const {
 std::string StragglerModel::to_string() const {
   std::ostringstream s;
   switch (kind) {
-    case Kind::kNone: return "none";
-    case Kind::kBernoulli: s << "bernoulli:" << probability << ":" << factor; break;
-    case Kind::kLognormal: s << "lognormal:" << sigma; break;
+    case Kind::kNone:
+      return "none";
+    case Kind::kBernoulli:
+      s << "bernoulli:" << probability << ":" << factor;
+      break;
+    case Kind::kLognormal:
+      s << "lognormal:" << sigma;
+      break;
   }
   return s.str();
 }
@@ -88,7 +93,8 @@ void SimClock::advance(std::int64_t iteration, const std::vector<std::vector<int
     double compute = in_.compute_s;
     if (slow) {
       double worst = 0;
-      for (int i = 0; i < num_nodes_; ++i) worst = std::max(worst, in_.straggler.slowdown(iteration, i));
+      for (int i = 0; i < num_nodes_; ++i)
+        worst = std::max(worst, in_.straggler.slowdown(iteration, i));
       compute *= worst;  // the round waits for the slowest of all n workers
     }
     last_comm_s_ = scheme_ == Scheme::kParameterServer

@@ -48,15 +48,16 @@ Result<topology::Topology> make_topology(const std::string& name_or_path, int no
   }
   const bool one_peer = spec.kind == topology::GeneratorKind::kOnePeerExponential;
   GOSSIP_ASSIGN_OR_RETURN(
-      auto topo, topology::Topology::generate(spec, one_peer ? topology::WeightScheme::kDefault
-                                                             : scheme));
+      auto topo,
+      topology::Topology::generate(spec, one_peer ? topology::WeightScheme::kDefault : scheme));
   topo.set_name(std::string(topology::generator_kind_name(spec.kind)));
   return topo;
 }
 
-std::vector<double> cumulative_times(Scheme scheme, int nodes, const CostInputs& inputs,
-                                     const std::vector<std::vector<std::vector<int>>>& in_neighbours,
-                                     const std::vector<int>& max_degree, std::int64_t iterations) {
+std::vector<double> cumulative_times(
+    Scheme scheme, int nodes, const CostInputs& inputs,
+    const std::vector<std::vector<std::vector<int>>>& in_neighbours,
+    const std::vector<int>& max_degree, std::int64_t iterations) {
   SimClock clock(scheme, nodes, inputs);
   std::vector<double> times(static_cast<std::size_t>(iterations) + 1, 0.0);
   static const std::vector<std::vector<int>> kNone;
@@ -100,8 +101,7 @@ Result<std::vector<Run>> run_on(const ExperimentConfig& config,
     RunConfig rc = config.run;
     rc.algorithm = algorithm;
     GOSSIP_ASSIGN_OR_RETURN(auto sim, Simulator::create(problem, topo, rc));
-    const std::string label =
-        algorithm == Algorithm::kCpsgd ? "cpsgd" : "dpsgd " + topo->name();
+    const std::string label = algorithm == Algorithm::kCpsgd ? "cpsgd" : "dpsgd " + topo->name();
     ProgressFn fn;
     if (progress) fn = [&](std::int64_t done, std::int64_t total) { progress(label, done, total); };
     GOSSIP_ASSIGN_OR_RETURN(RunTrace trace, sim->run(fn));

@@ -109,9 +109,10 @@ Result<ExperimentResult> run_experiment(const ExperimentConfig& config,
 // The time of every iteration 1..iterations of one scheme, for the given communication graph
 // period (ignored by the centralised schemes). Returns the cumulative time after each iteration
 // (element t is the time at which t iterations are done; element 0 is 0).
-std::vector<double> cumulative_times(Scheme scheme, int nodes, const CostInputs& inputs,
-                                     const std::vector<std::vector<std::vector<int>>>& in_neighbours,
-                                     const std::vector<int>& max_degree, std::int64_t iterations);
+std::vector<double> cumulative_times(
+    Scheme scheme, int nodes, const CostInputs& inputs,
+    const std::vector<std::vector<std::vector<int>>>& in_neighbours,
+    const std::vector<int>& max_degree, std::int64_t iterations);
 
 // ---- sweeps
 enum class SweepParam { kBandwidth, kLatency, kNodes, kTopology };

@@ -2,7 +2,6 @@
 // Runs n virtual nodes of C-PSGD and D-PSGD on a real gossip_sgd problem and real gossip_topology
 // matrices, prices every iteration with the network cost model, and prints/writes the result.
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -76,10 +75,12 @@ void add_common(CLI::App* app, Options& o) {
   app->add_option("--problem", o.problem,
                   "Preset: least_squares, logistic, fmnist-softmax, fmnist-mlp (784-256-128-10)")
       ->capture_default_str();
-  app->add_option("--model", o.model, "Override the preset's model: least_squares, logistic, "
-                                      "softmax, mlp");
-  app->add_option("--data", o.data, "Override the preset's data: least_squares, logistic, "
-                                    "fashion_mnist");
+  app->add_option("--model", o.model,
+                  "Override the preset's model: least_squares, logistic, "
+                  "softmax, mlp");
+  app->add_option("--data", o.data,
+                  "Override the preset's data: least_squares, logistic, "
+                  "fashion_mnist");
   app->add_option("--hidden", o.hidden, "mlp hidden widths, e.g. 256,128");
   app->add_option("--data-dir", o.data_dir, "Fashion-MNIST IDX directory")->capture_default_str();
   app->add_option("--shard", o.shard, "Sharding: iid, by_label, dirichlet")->capture_default_str();
@@ -95,9 +96,10 @@ void add_common(CLI::App* app, Options& o) {
   app->add_option("--l2", o.l2, "L2 penalty on weight matrices")->capture_default_str();
 
   app->add_option("--nodes,-n", o.nodes, "Number of simulated nodes")->capture_default_str();
-  app->add_option("--weights", o.weights,
-                  "Weight scheme for generated topologies: default (Metropolis-Hastings / uniform), "
-                  "max_degree, lazy, best_constant, optimized, ...")
+  app->add_option(
+         "--weights", o.weights,
+         "Weight scheme for generated topologies: default (Metropolis-Hastings / uniform), "
+         "max_degree, lazy, best_constant, optimized, ...")
       ->capture_default_str();
   app->add_option("--order", o.order,
                   "D-PSGD step order: cta (x_i <- sum_j W_ij x_j - lr*u_i, Lian et al.; overlaps) "
@@ -399,27 +401,32 @@ int sim_main(int argc, char** argv) {
   CLI::App* run = app.add_subcommand(
       "run", "One algorithm on one topology: the convergence, priced with the cost model");
   add_common(run, o);
-  run->add_option("--algorithm", algorithm, "dpsgd, cpsgd (priced as parameter server and as "
-                                            "ring allreduce), cpsgd-ps or cpsgd-allreduce")
+  run->add_option("--algorithm", algorithm,
+                  "dpsgd, cpsgd (priced as parameter server and as "
+                  "ring allreduce), cpsgd-ps or cpsgd-allreduce")
       ->capture_default_str();
-  run->add_option("--topology", o.topology, "Generator (ring, torus, exponential, "
-                                            "one_peer_exponential, complete, ...) or topology file")
+  run->add_option("--topology", o.topology,
+                  "Generator (ring, torus, exponential, "
+                  "one_peer_exponential, complete, ...) or topology file")
       ->capture_default_str();
   run->add_option("--dump-params", o.dump_params,
                   "Write each node's final parameters to DIR/node_<i>.f32 (raw float32, "
                   "little-endian)");
 
-  CLI::App* compare = app.add_subcommand(
-      "compare", "C-PSGD (parameter server, ring allreduce) against D-PSGD on one or more "
-                 "topologies; prints time and iterations to the target and the speedups");
+  CLI::App* compare =
+      app.add_subcommand("compare",
+                         "C-PSGD (parameter server, ring allreduce) against D-PSGD on one or more "
+                         "topologies; prints time and iterations to the target and the speedups");
   add_common(compare, o);
-  compare->add_option("--topology", o.topology,
-                      "Comma-separated generators or topology files for D-PSGD")
+  compare
+      ->add_option("--topology", o.topology,
+                   "Comma-separated generators or topology files for D-PSGD")
       ->capture_default_str();
 
   CLI::App* sweep = app.add_subcommand(
-      "sweep", "Repeat compare over values of one parameter and report where D-PSGD starts or "
-               "stops winning (bandwidth and latency re-price the same runs)");
+      "sweep",
+      "Repeat compare over values of one parameter and report where D-PSGD starts or "
+      "stops winning (bandwidth and latency re-price the same runs)");
   add_common(sweep, o);
   sweep->add_option("--topology", o.topology, "D-PSGD topology (comma-separated for several)")
       ->capture_default_str();

@@ -77,8 +77,8 @@ Result<MixingPlan> MixingPlan::from_matrix(const Eigen::SparseMatrix<double>& w)
     i += band.count;
   }
   for (int i = 0; i < n; ++i) {
-    p.max_degree_ = std::max({p.max_degree_, static_cast<int>(p.in_neighbours_[i].size()),
-                              out_degree[i]});
+    p.max_degree_ =
+        std::max({p.max_degree_, static_cast<int>(p.in_neighbours_[i].size()), out_degree[i]});
   }
   return p;
 }

@@ -41,10 +41,14 @@ std::string json_num(double v) {
 std::string seconds(double s) {
   char buf[40];
   if (std::isnan(s)) return "-";
-  if (s >= 100) std::snprintf(buf, sizeof(buf), "%.0f s", s);
-  else if (s >= 1) std::snprintf(buf, sizeof(buf), "%.2f s", s);
-  else if (s >= 1e-3) std::snprintf(buf, sizeof(buf), "%.2f ms", s * 1e3);
-  else std::snprintf(buf, sizeof(buf), "%.1f us", s * 1e6);
+  if (s >= 100)
+    std::snprintf(buf, sizeof(buf), "%.0f s", s);
+  else if (s >= 1)
+    std::snprintf(buf, sizeof(buf), "%.2f s", s);
+  else if (s >= 1e-3)
+    std::snprintf(buf, sizeof(buf), "%.2f ms", s * 1e3);
+  else
+    std::snprintf(buf, sizeof(buf), "%.1f us", s * 1e6);
   return buf;
 }
 
@@ -133,9 +137,9 @@ void print_summary(std::ostream& out, const ExperimentResult& result,
       << (config.cost.compute_s ? "" : " (measured)") << "; stragglers "
       << config.cost.straggler.to_string() << "\n";
   const std::string target = target_text(config);
-  std::vector<std::vector<std::string>> rows = {
-      {"series", "nodes", "rho", "s/iter", "final loss", "final acc", "consensus", "iters to target",
-       "time to target"}};
+  std::vector<std::vector<std::string>> rows = {{"series", "nodes", "rho", "s/iter", "final loss",
+                                                 "final acc", "consensus", "iters to target",
+                                                 "time to target"}};
   for (const Series& s : result.series) {
     const EvalPoint& last = s.points.back();
     rows.push_back({label(s), std::to_string(s.nodes), fixed(s.rho, 4),
@@ -160,8 +164,8 @@ void print_summary(std::ostream& out, const ExperimentResult& result,
 
 void print_sweep(std::ostream& out, const SweepResult& sweep, const ExperimentConfig& config) {
   const std::string param(sweep_param_name(sweep.param));
-  std::vector<std::vector<std::string>> rows = {{param, "series", "s/iter", "iters to target",
-                                                 "time to target", "final time"}};
+  std::vector<std::vector<std::string>> rows = {
+      {param, "series", "s/iter", "iters to target", "time to target", "final time"}};
   for (const SweepPoint& p : sweep.points) {
     for (const Series& s : p.series) {
       rows.push_back({p.value, label(s), seconds(seconds_per_iteration(s)),

@@ -183,7 +183,7 @@ class Simulator {
   // Batch losses of the iterations being run (step: n; step_block: levels × n), iteration-major;
   // add_batch_losses() folds them into batch_loss_sum_ in iteration and node order.
   std::vector<double> batch_losses_;
-  StateMatrix grads_;                // C-PSGD with several workers: every node's gradient, d × n
+  StateMatrix grads_;  // C-PSGD with several workers: every node's gradient, d × n
   std::vector<double> grad_sum_;
   std::vector<float> grad_;  // C-PSGD: the averaged gradient
   StateMatrix u_;            // C-PSGD: the optimizer's scratch direction, rows_ × 1

@@ -20,8 +20,9 @@ inline int run_gpu_tests(const char* name, int argc, char** argv) {
     }
   }
   if (!listing && sgd::cuda_device_count() == 0) {
-    std::printf("%s: %s; skipped\n", name,
-                sgd::cuda_built() ? "no CUDA device on this machine" : "this build has no CUDA backend");
+    std::printf(
+        "%s: %s; skipped\n", name,
+        sgd::cuda_built() ? "no CUDA device on this machine" : "this build has no CUDA backend");
     return 77;
   }
   doctest::Context context(argc, argv);

@@ -13,9 +13,9 @@
 namespace gossip::topology {
 
 struct CostModel {
-  double model_bytes = 4.0e6;       // M
+  double model_bytes = 4.0e6;              // M
   double bandwidth_bytes_per_s = 125.0e6;  // B (1 Gbit/s)
-  double latency_s = 1.0e-3;        // alpha
+  double latency_s = 1.0e-3;               // alpha
 };
 
 struct Advice {
@@ -24,7 +24,7 @@ struct Advice {
   double dpsgd_bytes_per_node = 0;  // sent per node per iteration (max over nodes)
   double dpsgd_seconds = 0;
   double ps_seconds = 0;
-  double ps_server_bytes = 0;       // moved by the server each way
+  double ps_server_bytes = 0;  // moved by the server each way
   double allreduce_seconds = 0;
   double allreduce_bytes_per_node = 0;
   double gap_per_iteration = 0;

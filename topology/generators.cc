@@ -136,14 +136,15 @@ int exponential_hops(int n) {
 Result<int> generator_num_nodes(const GeneratorSpec& spec) {
   const auto kind = generator_kind_name(spec.kind);
   if (spec.kind == GeneratorKind::kTorus || spec.kind == GeneratorKind::kGrid) {
-    GOSSIP_RETURN_IF_ERROR(need(spec.rows > 0 && spec.cols > 0, kind, "needs rows > 0 and cols > 0"));
+    GOSSIP_RETURN_IF_ERROR(
+        need(spec.rows > 0 && spec.cols > 0, kind, "needs rows > 0 and cols > 0"));
     const std::int64_t n = std::int64_t{spec.rows} * spec.cols;
     GOSSIP_RETURN_IF_ERROR(need(n <= kMaxGeneratorNodes, kind,
                                 "rows x cols = " + std::to_string(n) + " nodes is more than " +
                                     std::to_string(kMaxGeneratorNodes)));
-    GOSSIP_RETURN_IF_ERROR(need(spec.nodes == 0 || spec.nodes == n, kind,
-                                "nodes (" + std::to_string(spec.nodes) + ") != rows x cols (" +
-                                    std::to_string(n) + ")"));
+    GOSSIP_RETURN_IF_ERROR(need(
+        spec.nodes == 0 || spec.nodes == n, kind,
+        "nodes (" + std::to_string(spec.nodes) + ") != rows x cols (" + std::to_string(n) + ")"));
     return static_cast<int>(n);
   }
   GOSSIP_RETURN_IF_ERROR(need(spec.nodes <= kMaxGeneratorNodes, kind,
@@ -239,10 +240,10 @@ Result<Graph> generate_graph(const GeneratorSpec& spec) {
       return Graph::directed(n, e);
     }
     case GeneratorKind::kRandomRegular:
-      GOSSIP_RETURN_IF_ERROR(need(spec.degree >= 1 && spec.degree < n, kind,
-                                  "needs 1 <= degree < nodes"));
-      GOSSIP_RETURN_IF_ERROR(need((std::int64_t{n} * spec.degree) % 2 == 0, kind,
-                                  "needs nodes x degree even"));
+      GOSSIP_RETURN_IF_ERROR(
+          need(spec.degree >= 1 && spec.degree < n, kind, "needs 1 <= degree < nodes"));
+      GOSSIP_RETURN_IF_ERROR(
+          need((std::int64_t{n} * spec.degree) % 2 == 0, kind, "needs nodes x degree even"));
       if (spec.degree == n - 1) {
         // The only (n-1)-regular simple graph is the complete graph.
         for (int i = 0; i < n; ++i)
@@ -273,8 +274,8 @@ Result<EdgeList> parse_edge_list(std::string_view text, const std::string& filen
     std::vector<std::string_view> tokens;
     std::size_t pos = 0;
     while (pos < line.size()) {
-      while (pos < line.size() && (line[pos] == ' ' || line[pos] == '\t' || line[pos] == '\r' ||
-                                   line[pos] == ','))
+      while (pos < line.size() &&
+             (line[pos] == ' ' || line[pos] == '\t' || line[pos] == '\r' || line[pos] == ','))
         ++pos;
       const std::size_t start = pos;
       while (pos < line.size() && line[pos] != ' ' && line[pos] != '\t' && line[pos] != '\r' &&

@@ -35,14 +35,14 @@ std::string_view generator_kind_name(GeneratorKind kind);
 
 struct GeneratorSpec {
   GeneratorKind kind = GeneratorKind::kRing;
-  int nodes = 0;           // n; for torus/grid derived from rows x cols when 0
-  int rows = 0, cols = 0;  // torus, grid
-  int k = 1;               // k_ring: neighbours on each side
-  int degree = 0;          // random_regular
-  double p = 0.0;          // erdos_renyi
-  std::uint64_t seed = 0;  // random_regular, erdos_renyi
+  int nodes = 0;                 // n; for torus/grid derived from rows x cols when 0
+  int rows = 0, cols = 0;        // torus, grid
+  int k = 1;                     // k_ring: neighbours on each side
+  int degree = 0;                // random_regular
+  double p = 0.0;                // erdos_renyi
+  std::uint64_t seed = 0;        // random_regular, erdos_renyi
   std::string edge_list_path{};  // edge_list
-  bool directed = false;       // edge_list: arcs instead of edges
+  bool directed = false;         // edge_list: arcs instead of edges
 };
 
 // The most nodes any generator builds (edge lists included): 10^7 sparse nodes is a few GB of

@@ -24,14 +24,15 @@ Result<Graph> Graph::directed(int num_nodes, const std::vector<std::pair<int, in
 }
 
 Result<Graph> Graph::build(int n, bool directed, const std::vector<std::pair<int, int>>& arcs) {
-  if (n <= 0) return invalid_argument("a topology needs at least one node (got " +
-                                      std::to_string(n) + ")");
+  if (n <= 0)
+    return invalid_argument("a topology needs at least one node (got " + std::to_string(n) + ")");
   const char* what = directed ? "arc " : "edge ";
   for (auto [i, j] : arcs) {
-    if (i >= 0 && i < n && j >= 0 && j < n && i != j) [[likely]] continue;
+    if (i >= 0 && i < n && j >= 0 && j < n && i != j) [[likely]]
+      continue;
     // The message is built only on failure: no allocation per arc on the normal path.
-    const std::string name = std::string(what) + std::to_string(i) + (directed ? " -> " : " -- ") +
-                             std::to_string(j);
+    const std::string name =
+        std::string(what) + std::to_string(i) + (directed ? " -> " : " -- ") + std::to_string(j);
     if (i < 0 || i >= n || j < 0 || j >= n)
       return invalid_argument(name + ": node out of range 0.." + std::to_string(n - 1));
     return invalid_argument(name + ": self loop (the diagonal of W is implicit)");

@@ -4,7 +4,6 @@
 // input (the message names file:line:column or the node/edge), 2 usage error (an unknown or
 // missing option, an option's value, a generator's parameters).
 #include <CLI/CLI.hpp>
-
 #include <cmath>
 #include <cstdio>
 #include <iomanip>
@@ -339,18 +338,19 @@ int cmd_analyze(const Source& src, const std::string& file, const std::string& m
       std::cout << "rho          " << fmt(r->rho, 17) << "  (||W - J||_2)\n";
     std::cout << "gap          " << fmt(r->gap, 17) << "\n";
     if (r->symmetric)
-      std::cout << "lambda_2     " << fmt(r->lambda2, 17) << "  (1 - lambda_2 = "
-                << fmt(r->one_minus_lambda2, 17) << ")\n"
-                << "lambda_n     " << fmt(r->lambda_n, 17) << "  (1 + lambda_n = "
-                << fmt(r->one_plus_lambda_n, 17) << ")\n";
+      std::cout << "lambda_2     " << fmt(r->lambda2, 17)
+                << "  (1 - lambda_2 = " << fmt(r->one_minus_lambda2, 17) << ")\n"
+                << "lambda_n     " << fmt(r->lambda_n, 17)
+                << "  (1 + lambda_n = " << fmt(r->one_plus_lambda_n, 17) << ")\n";
     else
       std::cout << "|lambda_2|   " << fmt(r->abs_lambda2, 17) << "\n";
-    std::cout << "mixing       " << (a.iterations_1000x < 0 ? std::string("never")
-                                                            : std::to_string(a.iterations_1000x))
+    std::cout << "mixing       "
+              << (a.iterations_1000x < 0 ? std::string("never")
+                                         : std::to_string(a.iterations_1000x))
               << " iterations of pure gossip shrink the consensus error 1000x\n";
-    std::cout << "cost model   M = " << fmt(cost->model_bytes) << " B, B = "
-              << fmt(cost->bandwidth_bytes_per_s) << " B/s, alpha = " << fmt(cost->latency_s)
-              << " s\n";
+    std::cout << "cost model   M = " << fmt(cost->model_bytes)
+              << " B, B = " << fmt(cost->bandwidth_bytes_per_s)
+              << " B/s, alpha = " << fmt(cost->latency_s) << " s\n";
     std::cout << "  D-PSGD         " << fmt(a.dpsgd_bytes_per_node) << " B sent per node, "
               << fmt(a.dpsgd_seconds * 1e3) << " ms per iteration (overlaps compute)\n";
     std::cout << "  C-PSGD (PS)    " << fmt(a.ps_server_bytes) << " B through the server, "
@@ -380,7 +380,8 @@ int cmd_weights(const Source& src, const std::string& file, std::int64_t iterati
       std::cout << "\n";
     }
   } else if (format == "triplets") {
-    std::cout << "# i j W_ij (x_i <- sum_j W_ij x_j), iteration " << iteration % t->period() << "\n";
+    std::cout << "# i j W_ij (x_i <- sum_j W_ij x_j), iteration " << iteration % t->period()
+              << "\n";
     for (int i = 0; i < n; ++i)
       for (Eigen::SparseMatrix<double, Eigen::RowMajor>::InnerIterator it(w, i); it; ++it)
         std::cout << i << " " << it.col() << " " << it.value() << "\n";
@@ -416,14 +417,15 @@ int cmd_optimize(const Source& src, const std::string& file, int iterations, dou
   if (!st.is_ok()) return fail(internal_error("optimized W failed validation: " + st.message()));
   if (json) {
     std::cout << "{\"rho_metropolis_hastings\": " << json_num(r->rho_metropolis_hastings)
-              << ", \"rho_optimized\": " << json_num(rep.rho) << ", \"gap_optimized\": "
-              << json_num(rep.gap) << ", \"iterations\": " << r->iterations
+              << ", \"rho_optimized\": " << json_num(rep.rho)
+              << ", \"gap_optimized\": " << json_num(rep.gap)
+              << ", \"iterations\": " << r->iterations
               << ", \"best_iteration\": " << r->best_iteration << "}\n";
   } else {
     std::cout << "Metropolis–Hastings rho " << fmt(r->rho_metropolis_hastings, 12) << "\n"
               << "optimized (FDLA)    rho " << fmt(rep.rho, 12) << "  (gap " << fmt(rep.gap, 12)
-              << ", best of " << r->iterations << " subgradient iterations at "
-              << r->best_iteration << ")\n";
+              << ", best of " << r->iterations << " subgradient iterations at " << r->best_iteration
+              << ")\n";
   }
   if (!output.empty()) {
     auto text = explicit_text(*opt);
@@ -472,7 +474,8 @@ int cmd_compare(const std::vector<std::string>& files, const std::vector<std::st
     std::cout << std::left << std::setw(24) << "topology" << std::right << std::setw(8) << "nodes"
               << std::setw(6) << "deg" << std::setw(14) << "gap/iter" << std::setw(12)
               << "iters 1000x" << std::setw(14) << "D-PSGD ms" << std::setw(14) << "PS ms"
-              << std::setw(14) << "allreduce ms" << std::setw(10) << "method" << "\n";
+              << std::setw(14) << "allreduce ms" << std::setw(10) << "method"
+              << "\n";
   for (std::size_t i = 0; i < topos.size(); ++i) {
     SpectralOptions opt;
     opt.method = *m;
@@ -515,15 +518,15 @@ int cmd_export(const Source& src, const std::string& file, bool dot, bool json, 
     }
     const auto& w = t->mixing_matrix(0);
     for (auto [a, b] : g.edges())
-      std::cout << "  " << a << (d ? " -> " : " -- ") << b << " [label=\""
-                << fmt(w.coeff(b, a), 4) << "\"];\n";
+      std::cout << "  " << a << (d ? " -> " : " -- ") << b << " [label=\"" << fmt(w.coeff(b, a), 4)
+                << "\"];\n";
     std::cout << "}\n";
     return 0;
   }
   if (edges) {
     const auto& w = t->mixing_matrix(0);
-    std::cout << "# " << t->num_nodes() << " nodes; i j W[j][i]" << (g.is_directed() ? " (arcs)" : "")
-              << "\n"
+    std::cout << "# " << t->num_nodes() << " nodes; i j W[j][i]"
+              << (g.is_directed() ? " (arcs)" : "") << "\n"
               << std::setprecision(17);
     for (auto [a, b] : g.edges()) std::cout << a << " " << b << " " << w.coeff(b, a) << "\n";
     return 0;

@@ -7,7 +7,6 @@
 #include "topology/optimize.h"
 
 #include <Eigen/Dense>
-
 #include <algorithm>
 #include <cmath>
 

@@ -22,9 +22,9 @@ namespace gossip::topology {
 
 struct OptimizeOptions {
   int max_iterations = 300;
-  double initial_step = 0.0;  // 0: chosen from the MH weights (a fraction of the mean weight)
-  int dense_max_nodes = 200;  // above: Lanczos eigenvectors
-  double time_limit_s = 60.0; // stop early after this much wall time
+  double initial_step = 0.0;   // 0: chosen from the MH weights (a fraction of the mean weight)
+  int dense_max_nodes = 200;   // above: Lanczos eigenvectors
+  double time_limit_s = 60.0;  // stop early after this much wall time
 };
 
 struct OptimizeResult {
@@ -33,7 +33,7 @@ struct OptimizeResult {
   double rho = 0.0;                  // its rho
   double rho_metropolis_hastings = 0.0;
   int iterations = 0;
-  int best_iteration = 0;            // 0: MH itself was best
+  int best_iteration = 0;  // 0: MH itself was best
 };
 
 Result<OptimizeResult> optimize_weights(const Graph& graph, const OptimizeOptions& options = {});

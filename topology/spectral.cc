@@ -97,10 +97,12 @@ Result<GroupRow> invariant_row(const RowMatrix& w, const Group& grp) {
   const std::size_t k = grp.orders.size();
   auto digits_of = [&](std::int64_t idx, std::vector<int>& d) {
     d.resize(k);
-    for (std::size_t l = 0; l < k; ++l) d[l] = static_cast<int>((idx / grp.place[l]) % grp.orders[l]);
+    for (std::size_t l = 0; l < k; ++l)
+      d[l] = static_cast<int>((idx / grp.place[l]) % grp.orders[l]);
   };
   GroupRow row;
-  std::vector<double> by_index(static_cast<std::size_t>(grp.n), 0.0);  // w_g indexed by node id of g
+  std::vector<double> by_index(static_cast<std::size_t>(grp.n),
+                               0.0);  // w_g indexed by node id of g
   std::vector<int> d;
   for (RowMatrix::InnerIterator it(w, 0); it; ++it) {
     if (it.value() == 0.0) continue;
@@ -290,7 +292,8 @@ Result<SpectralReport> exact_method(const std::vector<const SparseMatrix*>& ws,
         log_mod[static_cast<std::size_t>(k)] += log_modulus(c.one_minus_re, c.im);
       });
     double best = -INFINITY;
-    for (std::int64_t k = 1; k < n; ++k) best = std::max(best, log_mod[static_cast<std::size_t>(k)]);
+    for (std::int64_t k = 1; k < n; ++k)
+      best = std::max(best, log_mod[static_cast<std::size_t>(k)]);
     rep.symmetric = false;
     rep.lambda2 = rep.lambda_n = rep.one_minus_lambda2 = rep.one_plus_lambda_n = kNaN;
     rep.rho = n == 1 ? 0.0 : std::exp(best);
@@ -401,7 +404,8 @@ Result<SpectralReport> walsh_method(const SparseMatrix& w) {
 
 // ---------------------------------------------------------------- Rayleigh refinements
 
-// v^T (I - W) v / v^T v = 1/2 sum_{i != j} W_ij (v_i - v_j)^2 / |v|^2 (W symmetric, exact row sums).
+// v^T (I - W) v / v^T v = 1/2 sum_{i != j} W_ij (v_i - v_j)^2 / |v|^2 (W symmetric, exact row
+// sums).
 double one_minus_rayleigh(const SparseMatrix& w, const Eigen::VectorXd& v) {
   double s = 0.0;
   for (int j = 0; j < w.outerSize(); ++j)
@@ -462,8 +466,13 @@ void fill_symmetric(SpectralReport& rep, double omr, double opr) {
 class LanczosRun {
  public:
   LanczosRun(const SparseMatrix& w, const Eigen::VectorXd& start)
-      : n_(w.rows()), outer_(w.outerIndexPtr()), inner_(w.innerIndexPtr()), val_(w.valuePtr()),
-        v_(start), prev_(Eigen::VectorXd::Zero(n_)), u_(n_) {
+      : n_(w.rows()),
+        outer_(w.outerIndexPtr()),
+        inner_(w.innerIndexPtr()),
+        val_(w.valuePtr()),
+        v_(start),
+        prev_(Eigen::VectorXd::Zero(n_)),
+        u_(n_) {
     v_.array() -= v_.mean();
     v_ /= v_.norm();
   }
@@ -539,7 +548,10 @@ double tridiagonal_eigenvalue(const std::vector<double>& a, const std::vector<do
        ++it) {
     const double mid = 0.5 * (lo + hi);
     if (mid <= lo || mid >= hi) break;
-    if (sturm_count(a, b, m, mid) > k) hi = mid; else lo = mid;
+    if (sturm_count(a, b, m, mid) > k)
+      hi = mid;
+    else
+      lo = mid;
   }
   return 0.5 * (lo + hi);
 }
@@ -551,7 +563,8 @@ std::vector<double> tridiagonal_eigenvector(const std::vector<double>& a,
   std::vector<double> x(static_cast<std::size_t>(m), 1.0);
   if (m == 1) return x;
   double scale = 0.0;
-  for (int j = 0; j < m; ++j) scale = std::max(scale, std::abs(a[j]) + (j + 1 < m ? std::abs(b[j]) : 0));
+  for (int j = 0; j < m; ++j)
+    scale = std::max(scale, std::abs(a[j]) + (j + 1 < m ? std::abs(b[j]) : 0));
   const double tiny = kEps * std::max(scale, 1e-300);
   // Factor T - theta I = L U; U has diagonal d, superdiagonals e1, e2; L multipliers l, swaps piv.
   std::vector<double> d(m), e1(m, 0.0), e2(m, 0.0), l(m, 0.0);
@@ -602,8 +615,8 @@ std::vector<double> tridiagonal_eigenvector(const std::vector<double>& a,
 
 }  // namespace
 
-Result<SymmetricExtremes> symmetric_extremes(const SparseMatrix& w, double tolerance,
-                                             int max_steps, const Eigen::VectorXd* start) {
+Result<SymmetricExtremes> symmetric_extremes(const SparseMatrix& w, double tolerance, int max_steps,
+                                             const Eigen::VectorXd* start) {
   const Eigen::Index n = w.rows();
   if (n < 3) return invalid_argument("Lanczos needs at least 3 nodes; use the dense method");
   GOSSIP_CHECK(w.isCompressed()) << "symmetric_extremes needs a compressed matrix";
@@ -627,7 +640,8 @@ Result<SymmetricExtremes> symmetric_extremes(const SparseMatrix& w, double toler
     double theta = 0.0, bound = INFINITY;
     std::vector<double> s;
   } top, bottom;
-  const int limit = static_cast<int>(std::min<Eigen::Index>(max_steps, std::max<Eigen::Index>(n, 8) * 4));
+  const int limit =
+      static_cast<int>(std::min<Eigen::Index>(max_steps, std::max<Eigen::Index>(n, 8) * 4));
   int next_check = std::min(8, limit);
   int m = 0;
   bool breakdown = false;
@@ -656,12 +670,11 @@ Result<SymmetricExtremes> symmetric_extremes(const SparseMatrix& w, double toler
     if (breakdown) break;
   }
   if (!(top.done && bottom.done))
-    return internal_error("Lanczos did not converge in " + std::to_string(m) +
-                          " steps (Ritz values " + std::to_string(top.theta) + ", " +
-                          std::to_string(bottom.theta) + ", residual bounds " +
-                          std::to_string(top.bound) + ", " + std::to_string(bottom.bound) +
-                          ", tolerance " +
-                          std::to_string(tolerance) + "); try --method dense for small n");
+    return internal_error(
+        "Lanczos did not converge in " + std::to_string(m) + " steps (Ritz values " +
+        std::to_string(top.theta) + ", " + std::to_string(bottom.theta) + ", residual bounds " +
+        std::to_string(top.bound) + ", " + std::to_string(bottom.bound) + ", tolerance " +
+        std::to_string(tolerance) + "); try --method dense for small n");
   // Pass 2: regenerate v_1 .. v_M and accumulate the Ritz vectors V s.
   SymmetricExtremes out;
   out.lambda2 = top.theta;
@@ -752,7 +765,8 @@ Result<SpectralReport> dense_method(const std::vector<const SparseMatrix*>& ws) 
   rep.abs_lambda2 = n > 1 ? mods[1] : 0.0;
   rep.lambda2 = rep.lambda_n = rep.one_minus_lambda2 = rep.one_plus_lambda_n = kNaN;
   rep.residual = n * kEps;
-  rep.detail = std::string("dense BDCSVD of ") + (ws.size() > 1 ? "the period's product - J" : "W - J") +
+  rep.detail = std::string("dense BDCSVD of ") +
+               (ws.size() > 1 ? "the period's product - J" : "W - J") +
                " (residual is the n*eps bound)";
   return rep;
 }
@@ -788,8 +802,8 @@ class GramOp {
 
 template <typename Op>
 Result<std::pair<Eigen::VectorXd, Eigen::MatrixXd>> run_lanczos(Op& op, Spectra::SortRule rule,
-                                                               int nev, const SpectralOptions& o,
-                                                               SpectralReport& rep) {
+                                                                int nev, const SpectralOptions& o,
+                                                                SpectralReport& rep) {
   const int n = static_cast<int>(op.rows());
   const int ncv = std::min(n, std::max(2 * nev + 1, 32));
   Spectra::SymEigsSolver<Op> eigs(op, nev, ncv);
@@ -930,7 +944,8 @@ Result<SpectralReport> analyze(const Topology& topology, SpectralOptions options
 
 Result<GroupSpectrum> group_spectrum(const SparseMatrix& w, const std::vector<int>& orders) {
   GOSSIP_ASSIGN_OR_RETURN(const Group grp, make_group(orders, w.rows()));
-  if (orders.size() > 1 && std::all_of(orders.begin(), orders.end(), [](int m) { return m == 2; })) {
+  if (orders.size() > 1 &&
+      std::all_of(orders.begin(), orders.end(), [](int m) { return m == 2; })) {
     GOSSIP_ASSIGN_OR_RETURN(const WalshSpectrum ws, walsh_spectrum(w));
     GroupSpectrum s;
     s.one_minus_re.resize(ws.odd.size());
@@ -974,7 +989,8 @@ Result<std::pair<double, double>> laplacian_extremes(const SparseMatrix& laplaci
   const SparseMatrix w0 = eye - laplacian / (d + 1.0);
   GOSSIP_ASSIGN_OR_RETURN(auto rep, analyze_matrix(w0));
   if (!rep.symmetric) return invalid_argument("laplacian_extremes needs a symmetric Laplacian");
-  return std::make_pair((d + 1.0) * rep.one_minus_lambda2, (d + 1.0) * (2.0 - rep.one_plus_lambda_n));
+  return std::make_pair((d + 1.0) * rep.one_minus_lambda2,
+                        (d + 1.0) * (2.0 - rep.one_plus_lambda_n));
 }
 
 }  // namespace gossip::topology

@@ -39,7 +39,7 @@ std::string_view spectral_method_name(SpectralMethod method);
 
 struct SpectralOptions {
   SpectralMethod method = SpectralMethod::kAuto;
-  int dense_max_nodes = 1500;   // kAuto uses dense up to this n when no exact method applies
+  int dense_max_nodes = 1500;  // kAuto uses dense up to this n when no exact method applies
   // Lanczos: relative tolerance on Ritz residuals. The reported rho and gap are Rayleigh quotients
   // of the Ritz vectors, whose error is quadratic in the residual, so 1e-10 already gives rho to
   // ~1e-14 (measured on random 4-regular graphs of 1e5 nodes); tighter costs restarts.
@@ -47,16 +47,16 @@ struct SpectralOptions {
   // Lanczos: most steps of the plain Lanczos recurrence (symmetric W), or restarts of Spectra's
   // solver (non-symmetric W and time-varying schedules, on M^T M).
   int max_iterations = 20000;
-  std::vector<int> symmetry;    // translation group hint for kExact (Topology::symmetry_group())
+  std::vector<int> symmetry;  // translation group hint for kExact (Topology::symmetry_group())
 };
 
 struct SpectralReport {
   SpectralMethod method = SpectralMethod::kAuto;  // the one that ran
-  std::string detail;        // e.g. "circulant (Z_1000000)", "Lanczos ncv=20, 35 restarts"
+  std::string detail;  // e.g. "circulant (Z_1000000)", "Lanczos ncv=20, 35 restarts"
   bool symmetric = true;
   int num_nodes = 0;
-  double rho = 0.0;          // ||W - J||_2 (of one period's product when time-varying)
-  double gap = 0.0;          // 1 - rho, with full relative accuracy where the method allows
+  double rho = 0.0;  // ||W - J||_2 (of one period's product when time-varying)
+  double gap = 0.0;  // 1 - rho, with full relative accuracy where the method allows
   // Symmetric W: the second-largest and smallest eigenvalues, and 1 - lambda_2, 1 + lambda_n
   // computed without cancellation. Non-symmetric W: lambda_2 = NaN, lambda_n = NaN.
   double lambda2 = 0.0, lambda_n = 0.0;
@@ -67,9 +67,9 @@ struct SpectralReport {
   double residual = 0.0;
   int iterations = 0;
   double seconds = 0.0;
-  int period = 1;                    // time-varying: rho is that of W(period-1) ... W(0)
-  double rho_per_iteration = 0.0;    // rho^(1/period)
-  double gap_per_iteration = 0.0;    // 1 - rho^(1/period), accurate for tiny gaps
+  int period = 1;                  // time-varying: rho is that of W(period-1) ... W(0)
+  double rho_per_iteration = 0.0;  // rho^(1/period)
+  double gap_per_iteration = 0.0;  // 1 - rho^(1/period), accurate for tiny gaps
 };
 
 // Spectrum of one matrix. `w` must be square and nonempty (CHECKed); other failures (a forced
@@ -83,9 +83,9 @@ Result<SpectralReport> analyze(const Topology& topology, SpectralOptions options
 // Eigenvalues (real part, imaginary part) of the matrix W invariant under the translation group
 // `orders`, one per character k in mixed-radix order; InvalidArgument if W is not invariant.
 struct GroupSpectrum {
-  std::vector<double> re, im;            // lambda_k
-  std::vector<double> one_minus_re;      // 1 - Re lambda_k, cancellation-free
-  std::vector<double> one_plus_re;       // 1 + Re lambda_k, cancellation-free
+  std::vector<double> re, im;        // lambda_k
+  std::vector<double> one_minus_re;  // 1 - Re lambda_k, cancellation-free
+  std::vector<double> one_plus_re;   // 1 + Re lambda_k, cancellation-free
 };
 Result<GroupSpectrum> group_spectrum(const SparseMatrix& w, const std::vector<int>& orders);
 
@@ -93,14 +93,15 @@ Result<GroupSpectrum> group_spectrum(const SparseMatrix& w, const std::vector<in
 // 1-perp, P = I - J) with unit eigenvectors u, v orthogonal to 1, by the plain (unrestarted,
 // unreorthogonalised) Lanczos recurrence: both ends from one Krylov space, three vectors of memory,
 // a second pass to form the Ritz vectors. Converged when the Ritz residual bound is below
-// tolerance * max(|lambda_2|, |lambda_n|); `residual` is the true max ||P W P y - theta y||, ||y|| = 1.
-// `start` (optional): a start vector, e.g. u + v of a nearby W (warm start). `w` must be compressed.
+// tolerance * max(|lambda_2|, |lambda_n|); `residual` is the true max ||P W P y - theta y||, ||y||
+// = 1. `start` (optional): a start vector, e.g. u + v of a nearby W (warm start). `w` must be
+// compressed.
 struct SymmetricExtremes {
   double lambda2 = 0.0, lambda_n = 0.0;
   Eigen::VectorXd u, v;
   double residual = 0.0;
-  int steps = 0;          // Lanczos steps (dimension of the Krylov space)
-  int applications = 0;   // products with W, both passes
+  int steps = 0;         // Lanczos steps (dimension of the Krylov space)
+  int applications = 0;  // products with W, both passes
 };
 Result<SymmetricExtremes> symmetric_extremes(const SparseMatrix& w, double tolerance = 1e-10,
                                              int max_steps = 20000,

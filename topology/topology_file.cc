@@ -437,65 +437,108 @@ Status check_strings(const pb::TopologyFile& file, const Locator& loc) {
 
 Result<GeneratorKind> kind_from_pb(pb::GeneratorKind k) {
   switch (k) {
-    case pb::RING: return GeneratorKind::kRing;
-    case pb::K_RING: return GeneratorKind::kKRing;
-    case pb::TORUS: return GeneratorKind::kTorus;
-    case pb::GRID: return GeneratorKind::kGrid;
-    case pb::HYPERCUBE: return GeneratorKind::kHypercube;
-    case pb::COMPLETE: return GeneratorKind::kComplete;
-    case pb::STAR: return GeneratorKind::kStar;
-    case pb::EXPONENTIAL: return GeneratorKind::kExponential;
-    case pb::ONE_PEER_EXPONENTIAL: return GeneratorKind::kOnePeerExponential;
-    case pb::RANDOM_REGULAR: return GeneratorKind::kRandomRegular;
-    case pb::ERDOS_RENYI: return GeneratorKind::kErdosRenyi;
-    case pb::EDGE_LIST: return GeneratorKind::kEdgeList;
-    default: return invalid_argument("generator kind missing");
+    case pb::RING:
+      return GeneratorKind::kRing;
+    case pb::K_RING:
+      return GeneratorKind::kKRing;
+    case pb::TORUS:
+      return GeneratorKind::kTorus;
+    case pb::GRID:
+      return GeneratorKind::kGrid;
+    case pb::HYPERCUBE:
+      return GeneratorKind::kHypercube;
+    case pb::COMPLETE:
+      return GeneratorKind::kComplete;
+    case pb::STAR:
+      return GeneratorKind::kStar;
+    case pb::EXPONENTIAL:
+      return GeneratorKind::kExponential;
+    case pb::ONE_PEER_EXPONENTIAL:
+      return GeneratorKind::kOnePeerExponential;
+    case pb::RANDOM_REGULAR:
+      return GeneratorKind::kRandomRegular;
+    case pb::ERDOS_RENYI:
+      return GeneratorKind::kErdosRenyi;
+    case pb::EDGE_LIST:
+      return GeneratorKind::kEdgeList;
+    default:
+      return invalid_argument("generator kind missing");
   }
 }
 
 pb::GeneratorKind kind_to_pb(GeneratorKind k) {
   switch (k) {
-    case GeneratorKind::kRing: return pb::RING;
-    case GeneratorKind::kKRing: return pb::K_RING;
-    case GeneratorKind::kTorus: return pb::TORUS;
-    case GeneratorKind::kGrid: return pb::GRID;
-    case GeneratorKind::kHypercube: return pb::HYPERCUBE;
-    case GeneratorKind::kComplete: return pb::COMPLETE;
-    case GeneratorKind::kStar: return pb::STAR;
-    case GeneratorKind::kExponential: return pb::EXPONENTIAL;
-    case GeneratorKind::kOnePeerExponential: return pb::ONE_PEER_EXPONENTIAL;
-    case GeneratorKind::kRandomRegular: return pb::RANDOM_REGULAR;
-    case GeneratorKind::kErdosRenyi: return pb::ERDOS_RENYI;
-    case GeneratorKind::kEdgeList: return pb::EDGE_LIST;
+    case GeneratorKind::kRing:
+      return pb::RING;
+    case GeneratorKind::kKRing:
+      return pb::K_RING;
+    case GeneratorKind::kTorus:
+      return pb::TORUS;
+    case GeneratorKind::kGrid:
+      return pb::GRID;
+    case GeneratorKind::kHypercube:
+      return pb::HYPERCUBE;
+    case GeneratorKind::kComplete:
+      return pb::COMPLETE;
+    case GeneratorKind::kStar:
+      return pb::STAR;
+    case GeneratorKind::kExponential:
+      return pb::EXPONENTIAL;
+    case GeneratorKind::kOnePeerExponential:
+      return pb::ONE_PEER_EXPONENTIAL;
+    case GeneratorKind::kRandomRegular:
+      return pb::RANDOM_REGULAR;
+    case GeneratorKind::kErdosRenyi:
+      return pb::ERDOS_RENYI;
+    case GeneratorKind::kEdgeList:
+      return pb::EDGE_LIST;
   }
   return pb::GENERATOR_UNSPECIFIED;
 }
 
 WeightScheme scheme_from_pb(pb::WeightScheme s) {
   switch (s) {
-    case pb::METROPOLIS_HASTINGS: return WeightScheme::kMetropolisHastings;
-    case pb::MAX_DEGREE: return WeightScheme::kMaxDegree;
-    case pb::UNIFORM: return WeightScheme::kUniform;
-    case pb::LAZY_METROPOLIS_HASTINGS: return WeightScheme::kLazyMetropolisHastings;
-    case pb::LAZY_UNIFORM: return WeightScheme::kLazyUniform;
-    case pb::BEST_CONSTANT: return WeightScheme::kBestConstant;
-    case pb::EXPLICIT: return WeightScheme::kExplicit;
-    case pb::OPTIMIZED: return WeightScheme::kOptimized;
-    default: return WeightScheme::kDefault;
+    case pb::METROPOLIS_HASTINGS:
+      return WeightScheme::kMetropolisHastings;
+    case pb::MAX_DEGREE:
+      return WeightScheme::kMaxDegree;
+    case pb::UNIFORM:
+      return WeightScheme::kUniform;
+    case pb::LAZY_METROPOLIS_HASTINGS:
+      return WeightScheme::kLazyMetropolisHastings;
+    case pb::LAZY_UNIFORM:
+      return WeightScheme::kLazyUniform;
+    case pb::BEST_CONSTANT:
+      return WeightScheme::kBestConstant;
+    case pb::EXPLICIT:
+      return WeightScheme::kExplicit;
+    case pb::OPTIMIZED:
+      return WeightScheme::kOptimized;
+    default:
+      return WeightScheme::kDefault;
   }
 }
 
 pb::WeightScheme scheme_to_pb(WeightScheme s) {
   switch (s) {
-    case WeightScheme::kMetropolisHastings: return pb::METROPOLIS_HASTINGS;
-    case WeightScheme::kMaxDegree: return pb::MAX_DEGREE;
-    case WeightScheme::kUniform: return pb::UNIFORM;
-    case WeightScheme::kLazyMetropolisHastings: return pb::LAZY_METROPOLIS_HASTINGS;
-    case WeightScheme::kLazyUniform: return pb::LAZY_UNIFORM;
-    case WeightScheme::kBestConstant: return pb::BEST_CONSTANT;
-    case WeightScheme::kExplicit: return pb::EXPLICIT;
-    case WeightScheme::kOptimized: return pb::OPTIMIZED;
-    case WeightScheme::kDefault: return pb::WEIGHTS_DEFAULT;
+    case WeightScheme::kMetropolisHastings:
+      return pb::METROPOLIS_HASTINGS;
+    case WeightScheme::kMaxDegree:
+      return pb::MAX_DEGREE;
+    case WeightScheme::kUniform:
+      return pb::UNIFORM;
+    case WeightScheme::kLazyMetropolisHastings:
+      return pb::LAZY_METROPOLIS_HASTINGS;
+    case WeightScheme::kLazyUniform:
+      return pb::LAZY_UNIFORM;
+    case WeightScheme::kBestConstant:
+      return pb::BEST_CONSTANT;
+    case WeightScheme::kExplicit:
+      return pb::EXPLICIT;
+    case WeightScheme::kOptimized:
+      return pb::OPTIMIZED;
+    case WeightScheme::kDefault:
+      return pb::WEIGHTS_DEFAULT;
   }
   return pb::WEIGHTS_DEFAULT;
 }
@@ -619,8 +662,8 @@ Result<Topology> from_generator(const pb::TopologyFile& file, const Locator& loc
   int n = list.num_nodes;
   if (spec.nodes > 0) {
     if (spec.nodes < n)
-      return err(where, "nodes: " + std::to_string(spec.nodes) + " but " + path +
-                            " uses node id " + std::to_string(n - 1));
+      return err(where, "nodes: " + std::to_string(spec.nodes) + " but " + path + " uses node id " +
+                            std::to_string(n - 1));
     n = spec.nodes;
   }
   auto g = spec.directed ? Graph::directed(n, list.edges) : Graph::undirected(n, list.edges);
@@ -658,7 +701,8 @@ Result<Topology> from_generator(const pb::TopologyFile& file, const Locator& loc
 Result<Topology> from_explicit(const pb::TopologyFile& file, const Locator& loc) {
   const int n = file.node_size();
   if (n == 0)
-    return err(loc.file(), "no nodes: give a generator { ... } block or node { id address } entries");
+    return err(loc.file(),
+               "no nodes: give a generator { ... } block or node { id address } entries");
   std::vector<NodeAddress> addrs(static_cast<std::size_t>(n));
   std::vector<int> first_seen(static_cast<std::size_t>(n), -1);
   for (int k = 0; k < n; ++k) {
@@ -666,8 +710,8 @@ Result<Topology> from_explicit(const pb::TopologyFile& file, const Locator& loc)
     const std::string where = loc.nested(file, "node", k, "id");
     if (node.id() >= static_cast<std::uint32_t>(n))
       return err(where, "node id " + std::to_string(node.id()) + " outside 0.." +
-                            std::to_string(n - 1) + " (ids must be 0..n-1 for n = " +
-                            std::to_string(n) + " nodes)");
+                            std::to_string(n - 1) +
+                            " (ids must be 0..n-1 for n = " + std::to_string(n) + " nodes)");
     const int id = static_cast<int>(node.id());
     if (first_seen[id] >= 0)
       return err(where, "node id " + std::to_string(id) + " repeated (first at " +
@@ -714,14 +758,16 @@ Result<Topology> from_explicit(const pb::TopologyFile& file, const Locator& loc)
                      std::string(weight_scheme_name(scheme)) + " (set weights: EXPLICIT)");
     if (a == b) {
       if (!explicit_w)
-        return err(where, name + ": self loop (the diagonal of W is implicit unless weights: "
-                                 "EXPLICIT)");
+        return err(where, name +
+                              ": self loop (the diagonal of W is implicit unless weights: "
+                              "EXPLICIT)");
       if (has_self[a]) return err(where, "second self weight for node " + std::to_string(a));
       has_self[a] = 1;
       t.emplace_back(a, a, e.weight());
       continue;
     }
-    const std::pair<int, int> key = directed ? std::make_pair(a, b) : std::make_pair(std::min(a, b), std::max(a, b));
+    const std::pair<int, int> key =
+        directed ? std::make_pair(a, b) : std::make_pair(std::min(a, b), std::max(a, b));
     auto [it, fresh] = seen.emplace(key, k);
     if (!fresh)
       return err(where, name + " repeated (first at " + loc.top(file, "edge", it->second) + ")");

@@ -33,22 +33,22 @@ Status validate_weights(const Graph& graph, const SparseMatrix& w, double tolera
     for (SparseMatrix::InnerIterator it(w, j); it; ++it) {
       const int i = static_cast<int>(it.row());
       const double v = it.value();
-      const std::string entry = "W[" + std::to_string(i) + "][" + std::to_string(j) + "] = " + num(v);
+      const std::string entry =
+          "W[" + std::to_string(i) + "][" + std::to_string(j) + "] = " + num(v);
       if (!std::isfinite(v)) return invalid_argument(entry + " is not finite");
       if (v < 0.0) {
         if (i == j)
           return invalid_argument(entry + ": negative self weight of node " + std::to_string(i) +
                                   " (its neighbour weights sum to more than 1)");
-        return invalid_argument(entry + ": negative weight on edge " + std::to_string(j) +
-                                " -> " + std::to_string(i));
+        return invalid_argument(entry + ": negative weight on edge " + std::to_string(j) + " -> " +
+                                std::to_string(i));
       }
       if (v != 0.0 && i != j && !graph.has_arc(j, i))
         return invalid_argument(entry + ": node " + std::to_string(i) + " weights node " +
                                 std::to_string(j) + " but there is no " +
-                                (graph.is_directed() ? "arc " + std::to_string(j) + " -> " +
-                                                           std::to_string(i)
-                                                     : "edge " + std::to_string(i) + " -- " +
-                                                           std::to_string(j)));
+                                (graph.is_directed()
+                                     ? "arc " + std::to_string(j) + " -> " + std::to_string(i)
+                                     : "edge " + std::to_string(i) + " -- " + std::to_string(j)));
       row_sum[i] += v;
       col_sum[j] += v;
     }
@@ -69,11 +69,10 @@ Status validate_weights(const Graph& graph, const SparseMatrix& w, double tolera
     for (int j = 0; j < n; ++j)
       for (SparseMatrix::InnerIterator it(diff, j); it; ++it)
         if (std::abs(it.value()) > tolerance)
-          return invalid_argument(
-              "W is not symmetric on an undirected graph: W[" + std::to_string(it.row()) + "][" +
-              std::to_string(j) + "] = " + num(w.coeff(it.row(), j)) + " but W[" +
-              std::to_string(j) + "][" + std::to_string(it.row()) + "] = " +
-              num(w.coeff(j, it.row())));
+          return invalid_argument("W is not symmetric on an undirected graph: W[" +
+                                  std::to_string(it.row()) + "][" + std::to_string(j) + "] = " +
+                                  num(w.coeff(it.row(), j)) + " but W[" + std::to_string(j) + "][" +
+                                  std::to_string(it.row()) + "] = " + num(w.coeff(j, it.row())));
   }
   return Status::ok();
 }
@@ -85,8 +84,8 @@ Status validate(const Topology& topology, const ValidationOptions& options,
   const auto& addrs = topology.addresses();
   if (!addrs.empty()) {
     if (static_cast<int>(addrs.size()) != n)
-      return invalid_argument(std::to_string(addrs.size()) + " addresses for " +
-                              std::to_string(n) + " nodes");
+      return invalid_argument(std::to_string(addrs.size()) + " addresses for " + std::to_string(n) +
+                              " nodes");
     std::unordered_set<std::string> seen;
     for (int i = 0; i < n; ++i) {
       const auto& a = addrs[static_cast<std::size_t>(i)];

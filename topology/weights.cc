@@ -132,8 +132,8 @@ SparseMatrix weights_from_edge_values(const Graph& graph, std::span<const double
 Status compute_weights_into(const Graph& g, WeightScheme scheme, SparseMatrix& out) {
   if (scheme == WeightScheme::kDefault)
     scheme = g.is_directed() ? WeightScheme::kUniform : WeightScheme::kMetropolisHastings;
-  const bool symmetric_only = scheme != WeightScheme::kUniform &&
-                              scheme != WeightScheme::kLazyUniform;
+  const bool symmetric_only =
+      scheme != WeightScheme::kUniform && scheme != WeightScheme::kLazyUniform;
   if (g.is_directed() && symmetric_only)
     return invalid_argument("weight scheme '" + std::string(weight_scheme_name(scheme)) +
                             "' needs an undirected graph; directed graphs take 'uniform' "
@@ -141,8 +141,9 @@ Status compute_weights_into(const Graph& g, WeightScheme scheme, SparseMatrix& o
   switch (scheme) {
     case WeightScheme::kMetropolisHastings:
     case WeightScheme::kLazyMetropolisHastings: {
-      take(out, from_row_weights(
-          g, [&](int i, int j) { return metropolis_hastings_weight(g.degree(i), g.degree(j)); }));
+      take(out, from_row_weights(g, [&](int i, int j) {
+             return metropolis_hastings_weight(g.degree(i), g.degree(j));
+           }));
       if (scheme == WeightScheme::kLazyMetropolisHastings) take(out, lazy(out));
       return Status::ok();
     }
@@ -178,8 +179,7 @@ Status compute_weights_into(const Graph& g, WeightScheme scheme, SparseMatrix& o
       lap.setFromTriplets(t.begin(), t.end());
       GOSSIP_ASSIGN_OR_RETURN(auto ext, laplacian_extremes(lap));
       const auto [small, large] = ext;
-      if (!(small > 1e-12))
-        return invalid_argument("best_constant weights need a connected graph");
+      if (!(small > 1e-12)) return invalid_argument("best_constant weights need a connected graph");
       const double alpha = 2.0 / (small + large);
       take(out, from_row_weights(g, [alpha](int, int) { return alpha; }));
       return Status::ok();

@@ -31,7 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   const int expected = (data[0] >> 1) & 7;
   if (check_peer_hello(*hello, self, expected).is_ok()) {
-    if (hello->job_id() != self.job_id || hello->node_id() != static_cast<std::uint32_t>(expected) ||
+    if (hello->job_id() != self.job_id ||
+        hello->node_id() != static_cast<std::uint32_t>(expected) ||
         hello->topology_fingerprint() != self.topology_fingerprint ||
         hello->model().param_count() != self.param_count) {
       __builtin_trap();

@@ -83,11 +83,11 @@ int main(int argc, char** argv) {
   pb::HelloAck ack;
   *ack.mutable_hello() = make_hello(peer, 2, 0);
   ack.set_accepted(true);
-  put(dir + "/hello/ack_ok", std::string(1, char(1 | (2 << 1))) +
-                                 encode_frame(FrameType::kHelloAck, ack));
+  put(dir + "/hello/ack_ok",
+      std::string(1, char(1 | (2 << 1))) + encode_frame(FrameType::kHelloAck, ack));
   ack.set_accepted(false);
   ack.set_reason("topology fingerprint mismatch");
-  put(dir + "/hello/ack_refused", std::string(1, char(1 | (2 << 1))) +
-                                      encode_frame(FrameType::kHelloAck, ack));
+  put(dir + "/hello/ack_refused",
+      std::string(1, char(1 | (2 << 1))) + encode_frame(FrameType::kHelloAck, ack));
   return 0;
 }

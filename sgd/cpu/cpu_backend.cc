@@ -1,18 +1,18 @@
 // The cpu backend. The flat kernels (flat_kernels.cc, one copy per instruction-set level) are
 // simple loops with std::fma, so that (a) GCC vectorises them for each level and (b) rounding
-// matches the cuda kernels (__fmaf_rn) exactly. OpenMP splits long buffers into contiguous static chunks; results do
-// not depend on the thread count because every element is computed independently.
+// matches the cuda kernels (__fmaf_rn) exactly. OpenMP splits long buffers into contiguous static
+// chunks; results do not depend on the thread count because every element is computed
+// independently.
 #include "sgd/cpu/cpu_backend.h"
 
 #include <malloc.h>
 
+#include <Eigen/Core>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <vector>
-
-#include <Eigen/Core>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -44,15 +44,13 @@ class CpuModel final : public Model {
       for (int j = 0; j < batch.rows; ++j) {
         rows_[j] = batch.features.data() + static_cast<std::size_t>(j) * batch.dim;
       }
-      return cpu::linear_loss_and_grad(spec_, params, rows_.data(),
-                                       regression ? nullptr : batch.labels.data(),
-                                       regression ? batch.targets.data() : nullptr, batch.rows,
-                                       grad);
+      return cpu::linear_loss_and_grad(
+          spec_, params, rows_.data(), regression ? nullptr : batch.labels.data(),
+          regression ? batch.targets.data() : nullptr, batch.rows, grad);
     }
-    return cpu::loss_and_grad<float>(spec_, params, batch.features.data(),
-                                     regression ? nullptr : batch.labels.data(),
-                                     regression ? batch.targets.data() : nullptr, batch.rows, grad,
-                                     ws_);
+    return cpu::loss_and_grad<float>(
+        spec_, params, batch.features.data(), regression ? nullptr : batch.labels.data(),
+        regression ? batch.targets.data() : nullptr, batch.rows, grad, ws_);
   }
 
   // The linear models read the rows in place (the same kernel as loss_and_grad, so the same
@@ -80,10 +78,9 @@ class CpuModel final : public Model {
         labels_[j] = data.labels[i];
       }
     }
-    return cpu::linear_loss_and_grad(spec_, params, rows_.data(),
-                                     regression ? nullptr : labels_.data(),
-                                     regression ? targets_.data() : nullptr,
-                                     static_cast<int>(b), grad);
+    return cpu::linear_loss_and_grad(
+        spec_, params, rows_.data(), regression ? nullptr : labels_.data(),
+        regression ? targets_.data() : nullptr, static_cast<int>(b), grad);
   }
 
   EvalResult evaluate(const float* params, const Dataset& data) override {
@@ -96,11 +93,10 @@ class CpuModel final : public Model {
       const int rows = static_cast<int>(std::min(kChunk, data.num_examples - begin));
       double chunk_loss = 0;
       std::int64_t chunk_correct = 0;
-      loss_sum_and_correct<float>(
-          spec_, params, data.features.data() + begin * data.dim,
-          regression ? nullptr : data.labels.data() + begin,
-          regression ? data.targets.data() + begin : nullptr, rows, ws_, &chunk_loss,
-          &chunk_correct);
+      loss_sum_and_correct<float>(spec_, params, data.features.data() + begin * data.dim,
+                                  regression ? nullptr : data.labels.data() + begin,
+                                  regression ? data.targets.data() + begin : nullptr, rows, ws_,
+                                  &chunk_loss, &chunk_correct);
       loss += chunk_loss;
       correct += chunk_correct;
     }
@@ -233,8 +229,8 @@ void mix(float* out, std::span<const MixTerm> terms, float gamma, const float* u
 void sgd_direction(float* u, float* velocity, const float* x, const float* g, std::size_t n,
                    float momentum, float weight_decay, bool nesterov) {
   GOSSIP_CHECK(momentum == 0.0f || velocity != nullptr) << "momentum needs a velocity buffer";
-  GOSSIP_ISA_PICK(gossip::sgd::cpu, sgd_direction)(u, velocity, x, g, n, momentum, weight_decay,
-                                                   nesterov);
+  GOSSIP_ISA_PICK(gossip::sgd::cpu, sgd_direction)
+  (u, velocity, x, g, n, momentum, weight_decay, nesterov);
 }
 
 }  // namespace gossip::sgd::cpu

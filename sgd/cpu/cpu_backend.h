@@ -3,7 +3,8 @@
 // against.
 //
 // Threads: Eigen's thread count is process-global (Eigen::setNbThreads), so the last cpu backend
-// created sets it for every Eigen GEMM in the process; the flat kernels use the backend's own count.
+// created sets it for every Eigen GEMM in the process; the flat kernels use the backend's own
+// count.
 #pragma once
 
 #include <cstddef>

@@ -86,8 +86,8 @@ T loss_and_grad(const ModelSpec& spec, const T* params, const T* x, const std::i
   T loss = 0;
   for (int j = 0; j < batch; ++j) {
     loss += losses::output_loss<T>(kind, logits.data() + static_cast<std::ptrdiff_t>(j) * out, out,
-                           labels ? labels[j] : 0, targets ? targets[j] : T(0),
-                           d_out.data() + static_cast<std::ptrdiff_t>(j) * out);
+                                   labels ? labels[j] : 0, targets ? targets[j] : T(0),
+                                   d_out.data() + static_cast<std::ptrdiff_t>(j) * out);
   }
   const T inv_b = T(1) / T(batch);
   loss *= inv_b;
@@ -160,7 +160,7 @@ void loss_sum_and_correct(const ModelSpec& spec, const T* params, const T* x,
   for (int j = 0; j < batch; ++j) {
     const T* z = logits.data() + static_cast<std::ptrdiff_t>(j) * out;
     sum += static_cast<double>(losses::output_loss<T>(kind, z, out, labels ? labels[j] : 0,
-                                              targets ? targets[j] : T(0), nullptr));
+                                                      targets ? targets[j] : T(0), nullptr));
     if (kind != OutputLoss::kSquared && losses::predicted_class(kind, z, out) == labels[j]) ++right;
   }
   *loss_sum = sum;
@@ -189,8 +189,8 @@ template double loss_and_grad<double>(const ModelSpec&, const double*, const dou
                                       const std::int32_t*, const double*, int, double*,
                                       Workspace<double>&);
 template void loss_sum_and_correct<float>(const ModelSpec&, const float*, const float*,
-                                          const std::int32_t*, const float*, int,
-                                          Workspace<float>&, double*, std::int64_t*);
+                                          const std::int32_t*, const float*, int, Workspace<float>&,
+                                          double*, std::int64_t*);
 template void loss_sum_and_correct<double>(const ModelSpec&, const double*, const double*,
                                            const std::int32_t*, const double*, int,
                                            Workspace<double>&, double*, std::int64_t*);

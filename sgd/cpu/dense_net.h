@@ -6,10 +6,9 @@
 // width × B. Not thread-safe per workspace; Eigen may use several threads inside one GEMM.
 #pragma once
 
+#include <Eigen/Core>
 #include <cstdint>
 #include <vector>
-
-#include <Eigen/Core>
 
 #include "sgd/model_spec.h"
 

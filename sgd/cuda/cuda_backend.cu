@@ -8,31 +8,30 @@
 //
 // Layout and shapes as in model_spec.h / cpu/dense_net.h: column-major W (out × in), activations
 // width × B, which is cuBLAS's native order — no transposes are materialised.
-#include "sgd/cuda/cuda_backend.h"
-
-#include <cstring>
-#include <cuda_runtime.h>
 #include <cublas_v2.h>
+#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "common/check.h"
 #include "common/clock.h"
 #include "common/random.h"
+#include "sgd/cuda/cuda_backend.h"
 #include "sgd/optimizer.h"
 
-#define GOSSIP_CUDA_CHECK(expr)                                                           \
-  do {                                                                                    \
-    cudaError_t gossip_err_ = (expr);                                                     \
+#define GOSSIP_CUDA_CHECK(expr)                                                                   \
+  do {                                                                                            \
+    cudaError_t gossip_err_ = (expr);                                                             \
     GOSSIP_CHECK(gossip_err_ == cudaSuccess) << #expr << ": " << cudaGetErrorString(gossip_err_); \
   } while (0)
-#define GOSSIP_CUBLAS_CHECK(expr)                                                   \
-  do {                                                                              \
-    cublasStatus_t gossip_st_ = (expr);                                             \
+#define GOSSIP_CUBLAS_CHECK(expr)                                                                 \
+  do {                                                                                            \
+    cublasStatus_t gossip_st_ = (expr);                                                           \
     GOSSIP_CHECK(gossip_st_ == CUBLAS_STATUS_SUCCESS) << #expr << ": status " << int(gossip_st_); \
   } while (0)
 
@@ -260,7 +259,8 @@ class CudaBackend final : public Backend {
     GOSSIP_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
     cudaDeviceProp prop{};
     GOSSIP_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
-    name_ = std::string(prop.name) + ", sm_" + std::to_string(prop.major) + std::to_string(prop.minor);
+    name_ =
+        std::string(prop.name) + ", sm_" + std::to_string(prop.major) + std::to_string(prop.minor);
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(compute_);
@@ -294,19 +294,23 @@ class CudaBackend final : public Backend {
   }
   void copy_to_device(float* dst, const float* src, std::size_t n) override {
     if (n == 0) return;
-    GOSSIP_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyHostToDevice, transfer_));
+    GOSSIP_CUDA_CHECK(
+        cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyHostToDevice, transfer_));
     GOSSIP_CUDA_CHECK(cudaEventRecord(copied_, transfer_));
     pending_copy_ = true;
   }
   void copy_to_host(float* dst, const float* src, std::size_t n) override {
     begin_compute();
-    if (n) GOSSIP_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost, compute_));
+    if (n)
+      GOSSIP_CUDA_CHECK(
+          cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToHost, compute_));
     GOSSIP_CUDA_CHECK(cudaStreamSynchronize(compute_));
   }
   void copy(float* dst, const float* src, std::size_t n) override {
     begin_compute();
     if (n && dst != src) {
-      GOSSIP_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, compute_));
+      GOSSIP_CUDA_CHECK(
+          cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, compute_));
     }
   }
   void synchronize() override {
@@ -408,8 +412,8 @@ void CudaModel::upload(const float* x, const std::int32_t* labels, const float* 
   // The pinned staging buffers may still feed a previous asynchronous copy: wait for it.
   GOSSIP_CUDA_CHECK(cudaStreamSynchronize(s));
   std::copy(x, x + in * rows, host_x_.ptr);
-  GOSSIP_CUDA_CHECK(cudaMemcpyAsync(x_.ptr, host_x_.ptr, in * rows * sizeof(float),
-                                    cudaMemcpyHostToDevice, s));
+  GOSSIP_CUDA_CHECK(
+      cudaMemcpyAsync(x_.ptr, host_x_.ptr, in * rows * sizeof(float), cudaMemcpyHostToDevice, s));
   if (labels) {
     std::copy(labels, labels + rows, host_labels_.ptr);
     GOSSIP_CUDA_CHECK(cudaMemcpyAsync(labels_.ptr, host_labels_.ptr, rows * sizeof(int),
@@ -475,8 +479,8 @@ void CudaModel::output(int rows, bool grad_mode, double* loss_sum, std::int64_t*
       grad_mode ? delta_.back().ptr : nullptr, loss_.ptr, correct_.ptr, act_.back().ptr,
       sizes_.back(), rows, kind, labels_.ptr, targets_.ptr, 1.0f / rows);
   GOSSIP_CUDA_CHECK(cudaGetLastError());
-  GOSSIP_CUDA_CHECK(cudaMemcpyAsync(host_loss_.ptr, loss_.ptr, rows * sizeof(float),
-                                    cudaMemcpyDeviceToHost, s));
+  GOSSIP_CUDA_CHECK(
+      cudaMemcpyAsync(host_loss_.ptr, loss_.ptr, rows * sizeof(float), cudaMemcpyDeviceToHost, s));
   GOSSIP_CUDA_CHECK(cudaMemcpyAsync(host_correct_.ptr, correct_.ptr, rows * sizeof(int),
                                     cudaMemcpyDeviceToHost, s));
   if (grad_mode) return;  // the caller syncs after queueing the backward pass
@@ -527,9 +531,9 @@ double CudaModel::loss_and_grad(const float* params, const Batch& batch, float* 
                                                      params + spec_.weight_offset(l), n);
       float sq = 0;
       // cuBLAS returns the result to the host: this synchronises, acceptable for the l2 path.
-      GOSSIP_CUBLAS_CHECK(
-          cublasSdot(backend_.cublas(), static_cast<int>(n), params + spec_.weight_offset(l), 1,
-                     params + spec_.weight_offset(l), 1, &sq));
+      GOSSIP_CUBLAS_CHECK(cublasSdot(backend_.cublas(), static_cast<int>(n),
+                                     params + spec_.weight_offset(l), 1,
+                                     params + spec_.weight_offset(l), 1, &sq));
       penalty += sq;
     }
     penalty *= 0.5 * spec_.l2;
@@ -618,7 +622,8 @@ void print_gpu_bench(double seconds) {
   auto* model = static_cast<CudaModel*>(model_or->get());
   const std::size_t n = spec.num_params();
   std::vector<float> host = init_params(spec, 1);
-  DeviceBuffer x = backend.alloc(n), g = backend.alloc(n), u = backend.alloc(n), v = backend.alloc(n);
+  DeviceBuffer x = backend.alloc(n), g = backend.alloc(n), u = backend.alloc(n),
+               v = backend.alloc(n);
   backend.copy_to_device(x.data(), host.data(), n);
   backend.synchronize();
   Batch batch;
@@ -652,10 +657,11 @@ void print_gpu_bench(double seconds) {
   }
   model->set_profile(false);
   gemm_ms /= kProfiled;
-  std::printf("training step, %s, batch %d: %.0f samples/s (%.3f ms/step); cuBLAS GEMMs %.3f ms, "
-              "outside GEMMs %.1f%% of the step\n",
-              spec.to_string().c_str(), kBatch, kBatch / step_ms * 1e3, step_ms, gemm_ms,
-              100.0 * std::max(0.0, 1.0 - gemm_ms / step_ms));
+  std::printf(
+      "training step, %s, batch %d: %.0f samples/s (%.3f ms/step); cuBLAS GEMMs %.3f ms, "
+      "outside GEMMs %.1f%% of the step\n",
+      spec.to_string().c_str(), kBatch, kBatch / step_ms * 1e3, step_ms, gemm_ms,
+      100.0 * std::max(0.0, 1.0 - gemm_ms / step_ms));
 
   // Mixing on the device vs a device-to-device copy.
   const std::size_t m = std::size_t{1} << 26;  // 256 MiB per buffer

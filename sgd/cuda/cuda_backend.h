@@ -1,5 +1,6 @@
-// The cuda backend's factory. Only sgd/backend.cc and the GPU tests and bench include this (under GOSSIP_SGD_CUDA); the
-// implementation (cuBLAS GEMMs, our kernels, streams) is in cuda_backend.cu. No CUDA header here.
+// The cuda backend's factory. Only sgd/backend.cc and the GPU tests and bench include this (under
+// GOSSIP_SGD_CUDA); the implementation (cuBLAS GEMMs, our kernels, streams) is in cuda_backend.cu.
+// No CUDA header here.
 #pragma once
 
 #include <memory>

@@ -11,7 +11,8 @@ namespace gossip {
 namespace {
 
 std::string temp_dir() {
-  std::string d = std::filesystem::temp_directory_path() / ("gossip_env_test_" + std::to_string(::getpid()));
+  std::string d =
+      std::filesystem::temp_directory_path() / ("gossip_env_test_" + std::to_string(::getpid()));
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
   return d;

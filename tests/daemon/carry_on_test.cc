@@ -35,7 +35,8 @@ TrainConfig config_with(std::uint64_t iterations, double lr) {
     optimizer { kind: SGD }
     checkpoint { every: 0 keep: 2 }
     timeouts { deadline_ms: 400 heartbeat_ms: 100 }
-  )", "test");
+  )",
+                              "test");
   REQUIRE(c.is_ok());
   c->set_iterations(iterations);
   c->mutable_optimizer()->set_lr(lr);
@@ -87,15 +88,19 @@ void check_doubly_stochastic(const std::map<int, Row>& rows, const std::string& 
   }
   for (const auto& [ij, v] : w) {
     auto it = w.find({ij.second, ij.first});
-    CHECK_MESSAGE((it != w.end() && it->second == v),
-                  what << ": W(" << ij.first << "," << ij.second << ") = " << v << " has no equal mirror");
+    CHECK_MESSAGE((it != w.end() && it->second == v), what << ": W(" << ij.first << "," << ij.second
+                                                           << ") = " << v
+                                                           << " has no equal mirror");
   }
 }
 
-TEST_CASE("carry-on weights: without failures they equal the topology's Metropolis-Hastings rows bit for bit") {
-  for (const auto& topo : {make(topology::GeneratorKind::kRing, 5), make(topology::GeneratorKind::kStar, 6),
-                           make(topology::GeneratorKind::kTorus, 12, 3),
-                           make(topology::GeneratorKind::kGrid, 12, 3)}) {
+TEST_CASE(
+    "carry-on weights: without failures they equal the topology's Metropolis-Hastings rows bit for "
+    "bit") {
+  for (const auto& topo :
+       {make(topology::GeneratorKind::kRing, 5), make(topology::GeneratorKind::kStar, 6),
+        make(topology::GeneratorKind::kTorus, 12, 3),
+        make(topology::GeneratorKind::kGrid, 12, 3)}) {
     CHECK(mixing_is_symmetric(topo));
     for (int i = 0; i < topo.num_nodes(); ++i) {
       REQUIRE(uses_metropolis_hastings(topo, i));
@@ -154,7 +159,7 @@ TEST_CASE("carry-on weights: closed form after the edge 0-1 of a 4-ring drops") 
 
 struct ClusterResult {
   std::vector<NodeResult> results;
-  std::vector<std::vector<float>> params;       // final x_i (survivors)
+  std::vector<std::vector<float>> params;                            // final x_i (survivors)
   std::vector<std::vector<std::map<std::string, JsonValue>>> lines;  // metrics per node
 };
 
@@ -169,10 +174,10 @@ std::vector<std::map<std::string, JsonValue>> read_lines(const std::string& path
   return out;
 }
 
-
 // Gives every node its own random x_0 through an iteration-0 checkpoint (so that pure gossip has
 // something to average); returns the x_0 of each node.
-std::vector<std::vector<float>> distinct_starts(const topology::Topology& topo, const sgd::Problem& problem,
+std::vector<std::vector<float>> distinct_starts(const topology::Topology& topo,
+                                                const sgd::Problem& problem,
                                                 const TrainConfig& config, const std::string& dir) {
   std::vector<std::vector<float>> x0;
   std::mt19937 rng(77);
@@ -217,7 +222,8 @@ ClusterResult run_cluster(const topology::Topology& topo, const sgd::Problem& pr
 
 // Every iteration's W over `alive` (rows from the weights lines) is symmetric and doubly
 // stochastic.
-void check_logged_rows(const ClusterResult& r, const std::vector<int>& alive, std::uint64_t iterations) {
+void check_logged_rows(const ClusterResult& r, const std::vector<int>& alive,
+                       std::uint64_t iterations) {
   std::map<int, std::vector<std::pair<std::uint64_t, Row>>> logged;
   for (int i : alive) {
     for (const auto& m : r.lines[i]) {
@@ -251,13 +257,16 @@ std::vector<std::pair<int, int>> drops_of(const ClusterResult& r, int i,
   for (const auto& m : r.lines[i]) {
     if (m.at("type").text == "event" && m.at("event").text == event) {
       CHECK(m.count("unix_ms") == 1);
-      d.emplace_back(static_cast<int>(m.at("iteration").number), static_cast<int>(m.at("peer").number));
+      d.emplace_back(static_cast<int>(m.at("iteration").number),
+                     static_cast<int>(m.at("peer").number));
     }
   }
   return d;
 }
 
-TEST_CASE("verdicts: a lost buffer, a NaN and an Inf payload drop the edge on both ends from the same iteration, and it is re-admitted on both ends at the same later iteration") {
+TEST_CASE(
+    "verdicts: a lost buffer, a NaN and an Inf payload drop the edge on both ends from the same "
+    "iteration, and it is re-admitted on both ends at the same later iteration") {
   const int n = 6;
   topology::Topology topo = make(topology::GeneratorKind::kRing, n);
   TrainConfig config = config_with(30, 0.1);
@@ -265,9 +274,9 @@ TEST_CASE("verdicts: a lost buffer, a NaN and an Inf payload drop the edge on bo
   REQUIRE(problem.is_ok());
   TempDir dir;
   LocalExchangeHub hub(n);
-  hub.lose(2, 3, 5);                                                // 3 never gets x_2^5
-  hub.poison(0, 1, 8, std::numeric_limits<float>::quiet_NaN());     // 1 gets a NaN from 0
-  hub.poison(5, 4, 11, std::numeric_limits<float>::infinity());     // 4 gets an Inf from 5
+  hub.lose(2, 3, 5);                                             // 3 never gets x_2^5
+  hub.poison(0, 1, 8, std::numeric_limits<float>::quiet_NaN());  // 1 gets a NaN from 0
+  hub.poison(5, 4, 11, std::numeric_limits<float>::infinity());  // 4 gets an Inf from 5
   ClusterResult r = run_cluster(topo, *problem, config, dir.path, hub, {}, false);
   for (int i = 0; i < n; ++i) {
     REQUIRE_MESSAGE(r.results[i].exit_code == kExitOk, r.results[i].message);
@@ -294,7 +303,8 @@ TEST_CASE("verdicts: a lost buffer, a NaN and an Inf payload drop the edge on bo
     return -1;
   };
   for (auto [i, j, dropped_at] : {std::tuple{2, 3, 5}, std::tuple{0, 1, 8}, std::tuple{4, 5, 11}}) {
-    MESSAGE("edge " << i << "-" << j << " dropped at " << dropped_at << ", re-admitted at " << admitted(i, j));
+    MESSAGE("edge " << i << "-" << j << " dropped at " << dropped_at << ", re-admitted at "
+                    << admitted(i, j));
     CHECK(admitted(i, j) > dropped_at);
     CHECK(admitted(i, j) == admitted(j, i));
   }

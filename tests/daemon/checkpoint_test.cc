@@ -27,14 +27,13 @@ Checkpoint make(std::uint64_t iteration, std::size_t n = 100) {
   c.sampler.epoch = 4;
   c.sampler.position = 17;
   c.sampler.batches = iteration;
-  for (std::size_t i = 0; i < n; ++i) c.params.push_back(static_cast<float>(i) * 0.5f - 3.0f + iteration);
+  for (std::size_t i = 0; i < n; ++i)
+    c.params.push_back(static_cast<float>(i) * 0.5f - 3.0f + iteration);
   c.optimizer_state.assign(n, -1.25f);
   return c;
 }
 
-CheckpointExpectation expect(std::size_t n = 100) {
-  return {3, n, n, "topo-fp", "cfg-fp"};
-}
+CheckpointExpectation expect(std::size_t n = 100) { return {3, n, n, "topo-fp", "cfg-fp"}; }
 
 void put(const std::string& path, const std::string& bytes) {
   REQUIRE(Env::system().write_file_atomic(path, bytes).is_ok());
@@ -128,7 +127,8 @@ TEST_CASE("corrupt, truncated, wrong-magic, future-version and wrong-shape files
   CHECK(future_status.status().message().find("version") != std::string::npos);
   CHECK(decode_checkpoint(magic, "m").status().message().find("magic") != std::string::npos);
   CHECK(decode_checkpoint(flipped, "c").status().message().find("checksum") != std::string::npos);
-  CHECK(decode_checkpoint(truncated, "t").status().message().find("truncated") != std::string::npos);
+  CHECK(decode_checkpoint(truncated, "t").status().message().find("truncated") !=
+        std::string::npos);
 }
 
 TEST_CASE("no directory or no valid file is NotFound") {

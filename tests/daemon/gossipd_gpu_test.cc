@@ -28,4 +28,6 @@ TEST_CASE("cuda: 8 gossipd processes on the exponential graph share one GPU") {
 }  // namespace
 }  // namespace gossip::daemon
 
-int main(int argc, char** argv) { return gossip::testing::run_gpu_tests("gossipd_gpu_test", argc, argv); }
+int main(int argc, char** argv) {
+  return gossip::testing::run_gpu_tests("gossipd_gpu_test", argc, argv);
+}

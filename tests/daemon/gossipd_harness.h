@@ -63,20 +63,25 @@ struct Job {
   std::string config_text() const {
     return "seed: 21\n"
            "model { kind: MLP hidden: 16 }\n"
-           "data { dataset: SYNTHETIC_LOGISTIC num_examples: 1024 dim: 10 test_examples: 256 noise: 3 }\n"
+           "data { dataset: SYNTHETIC_LOGISTIC num_examples: 1024 dim: 10 test_examples: 256 "
+           "noise: 3 }\n"
            "batch_size: 8\n"
            "optimizer { kind: MOMENTUM lr: 0.05 momentum: 0.9 weight_decay: 0.0001 }\n"
-           "iterations: " + std::to_string(iterations) + "\n"
+           "iterations: " +
+           std::to_string(iterations) +
+           "\n"
            "eval_every: 20\nmetrics_every: 10\n"
            "checkpoint { every: 50 keep: 3 }\n"
-           "timeouts { connect_ms: 20000 deadline_ms: " + std::to_string(deadline_ms) +
-           " heartbeat_ms: 300 }\n";
+           "timeouts { connect_ms: 20000 deadline_ms: " +
+           std::to_string(deadline_ms) + " heartbeat_ms: 300 }\n";
   }
   std::string sim_flags(int n, int iterations_override = 0) const {
     return "--problem logistic --model mlp --data logistic --hidden 16 --train-examples 1024 "
-           "--dim 10 --test-examples 256 --noise 3 --shard iid --nodes " + std::to_string(n) +
+           "--dim 10 --test-examples 256 --noise 3 --shard iid --nodes " +
+           std::to_string(n) +
            " --lr 0.05 --momentum 0.9 --weight-decay 0.0001 --lr-schedule constant --batch 8 "
-           "--iterations " + std::to_string(iterations_override ? iterations_override : iterations) +
+           "--iterations " +
+           std::to_string(iterations_override ? iterations_override : iterations) +
            " --eval-every 1000000 --seed 21 --quiet";
   }
 };
@@ -115,7 +120,6 @@ inline int wait_exit(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-
 inline std::string read_text(const std::string& path) {
   std::ifstream in(path);
   std::stringstream s;
@@ -153,11 +157,11 @@ inline void exactness(const std::string& kind, int n, bool tls, const std::strin
   // only then) the launch is repeated on other ports.
   for (int attempt = 0; attempt < 3; ++attempt) {
     topo = write_topology(dir.path, kind, n);
-    std::string cmd = "cd " + dir.path + " && timeout 120 " + bin("daemon/gossipd") + " launch " +
-                      topo + " --config " + cfg + " --workdir " + work + " --set checkpoint.dir=" +
-                      dir.path + "/ckpt --set final_params_path=" + dir.path +
-                      "/fp/x-{node}.bin" + (tls ? "" : " --insecure") + " " + extra + " > " + dir.path +
-                      "/launch.out 2>&1";
+    std::string cmd =
+        "cd " + dir.path + " && timeout 120 " + bin("daemon/gossipd") + " launch " + topo +
+        " --config " + cfg + " --workdir " + work + " --set checkpoint.dir=" + dir.path +
+        "/ckpt --set final_params_path=" + dir.path + "/fp/x-{node}.bin" +
+        (tls ? "" : " --insecure") + " " + extra + " > " + dir.path + "/launch.out 2>&1";
     rc = run_shell(cmd);
     bool port_taken = false;
     for (int i = 0; i < n; ++i) {

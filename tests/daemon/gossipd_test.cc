@@ -33,9 +33,8 @@
 #include "daemon/exit_codes.h"
 #include "daemon/metrics.h"
 #include "daemon/node.h"
-#include "topology/topology_file.h"
-
 #include "tests/daemon/gossipd_harness.h"
+#include "topology/topology_file.h"
 
 namespace gossip::daemon {
 namespace {
@@ -65,8 +64,10 @@ double metrics_iteration(const std::string& path) {
   return it;
 }
 
-TEST_CASE("kill -9 one node under fault.policy FAIL_STOP: the others fail-stop with code 3 and a checkpoint, then --resume "
-          "skips a corrupt checkpoint and finishes exactly like an uninterrupted run") {
+TEST_CASE(
+    "kill -9 one node under fault.policy FAIL_STOP: the others fail-stop with code 3 and a "
+    "checkpoint, then --resume "
+    "skips a corrupt checkpoint and finishes exactly like an uninterrupted run") {
   const int n = 4;
   TempDir dir;
   Job job;
@@ -76,9 +77,9 @@ TEST_CASE("kill -9 one node under fault.policy FAIL_STOP: the others fail-stop w
   std::string cfg = dir.path + "/train.pbtxt";
   std::ofstream(cfg) << job.config_text();
   std::string work = dir.path + "/run", ckpt = dir.path + "/ckpt";
-  std::string launch = "cd " + dir.path + " && exec timeout 120 " + bin("daemon/gossipd") + " launch " +
-                       topo + " --config " + cfg + " --workdir " + work + " --insecure --set checkpoint.dir=" +
-                       ckpt + " --set fault.policy=FAIL_STOP";
+  std::string launch = "cd " + dir.path + " && exec timeout 120 " + bin("daemon/gossipd") +
+                       " launch " + topo + " --config " + cfg + " --workdir " + work +
+                       " --insecure --set checkpoint.dir=" + ckpt + " --set fault.policy=FAIL_STOP";
   pid_t launcher = spawn_shell(launch + " > " + dir.path + "/launch1.out 2>&1");
 
   // Wait until every node is past iteration 150, then SIGKILL node 1.
@@ -86,7 +87,8 @@ TEST_CASE("kill -9 one node under fault.policy FAIL_STOP: the others fail-stop w
   while (true) {
     double low = 1e18;
     for (int i = 0; i < n; ++i) {
-      low = std::min(low, metrics_iteration(work + "/node-" + std::to_string(i) + "/metrics.jsonl"));
+      low =
+          std::min(low, metrics_iteration(work + "/node-" + std::to_string(i) + "/metrics.jsonl"));
     }
     if (low >= 150) break;
     REQUIRE_MESSAGE(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60),
@@ -97,7 +99,8 @@ TEST_CASE("kill -9 one node under fault.policy FAIL_STOP: the others fail-stop w
   REQUIRE(::kill(victim, SIGKILL) == 0);
   auto killed_at = std::chrono::steady_clock::now();
   int launch_rc = wait_exit(launcher);
-  double fail_stop_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  double fail_stop_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
   std::string out1 = read_text(dir.path + "/launch1.out");
   INFO(out1);
   MESSAGE("all nodes exited " << fail_stop_s << " s after SIGKILL (deadline 3 s)");
@@ -105,13 +108,15 @@ TEST_CASE("kill -9 one node under fault.policy FAIL_STOP: the others fail-stop w
   CHECK(launch_rc != kExitOk);
   std::string summary = read_text(work + "/summary.json");
   for (int i : {0, 2, 3}) {
-    CHECK_MESSAGE(summary.find("{\"node\":" + std::to_string(i) + ",\"exit_code\":3,") != std::string::npos,
-                  summary);
+    CHECK_MESSAGE(
+        summary.find("{\"node\":" + std::to_string(i) + ",\"exit_code\":3,") != std::string::npos,
+        summary);
     // A fail-stop checkpoint exists and is valid.
     auto c = load_latest_checkpoint(Env::system(), ckpt + "/node-" + std::to_string(i),
                                     {static_cast<std::uint32_t>(i), 0, 0, "", ""});
     CHECK_MESSAGE(c.is_ok(), c.status().to_string());
-    CHECK(read_text(work + "/node-" + std::to_string(i) + "/log.txt").find("neighbour") != std::string::npos);
+    CHECK(read_text(work + "/node-" + std::to_string(i) + "/log.txt").find("neighbour") !=
+          std::string::npos);
   }
   CHECK(summary.find("{\"node\":1,\"exit_code\":137,") != std::string::npos);
 
@@ -119,7 +124,8 @@ TEST_CASE("kill -9 one node under fault.policy FAIL_STOP: the others fail-stop w
   std::vector<std::string> periodic;
   for (const auto& e : fs::directory_iterator(ckpt + "/node-2")) {
     std::string name = e.path().filename();
-    if (name.rfind("ckpt-", 0) == 0 && std::stoull(name.substr(5, 12)) % 50 == 0) periodic.push_back(name);
+    if (name.rfind("ckpt-", 0) == 0 && std::stoull(name.substr(5, 12)) % 50 == 0)
+      periodic.push_back(name);
   }
   std::sort(periodic.begin(), periodic.end());
   REQUIRE(periodic.size() >= 2);
@@ -138,9 +144,11 @@ TEST_CASE("kill -9 one node under fault.policy FAIL_STOP: the others fail-stop w
   std::string out2 = read_text(dir.path + "/launch2.out");
   INFO(out2);
   REQUIRE(rc == kExitOk);
-  CHECK(out2.find("from its checkpoint at iteration " + std::to_string(expected_resume)) != std::string::npos);
-  CHECK(read_text(work + "/node-2/log.txt").find("resumed from checkpoint at iteration " +
-                                                  std::to_string(expected_resume)) != std::string::npos);
+  CHECK(out2.find("from its checkpoint at iteration " + std::to_string(expected_resume)) !=
+        std::string::npos);
+  CHECK(read_text(work + "/node-2/log.txt")
+            .find("resumed from checkpoint at iteration " + std::to_string(expected_resume)) !=
+        std::string::npos);
   REQUIRE(run_shell(bin("sim/gossip-sim") + " run --algorithm dpsgd --topology " + topo + " " +
                     job.sim_flags(n, total) + " --dump-params " + dir.path + "/sim > " + dir.path +
                     "/sim.out 2>&1") == 0);
@@ -149,8 +157,9 @@ TEST_CASE("kill -9 one node under fault.policy FAIL_STOP: the others fail-stop w
   CHECK(diff <= 1e-5);
 }
 
-TEST_CASE("launch --resume without a common checkpoint exits 6 and starts nothing, while "
-          "--resume-or-start moves the checkpoints aside (kept) and runs from iteration 0") {
+TEST_CASE(
+    "launch --resume without a common checkpoint exits 6 and starts nothing, while "
+    "--resume-or-start moves the checkpoints aside (kept) and runs from iteration 0") {
   const int n = 4;
   TempDir dir;
   Job job;  // 60 iterations, a checkpoint at 50 and at the end
@@ -165,7 +174,8 @@ TEST_CASE("launch --resume without a common checkpoint exits 6 and starts nothin
   INFO(first.out);
   REQUIRE(first.code == kExitOk);
   std::vector<std::vector<float>> fresh;
-  for (int i = 0; i < n; ++i) fresh.push_back(read_f32(work + "/final/node_" + std::to_string(i) + ".f32"));
+  for (int i = 0; i < n; ++i)
+    fresh.push_back(read_f32(work + "/final/node_" + std::to_string(i) + ".f32"));
   auto checkpoint_files = [&](const std::string& d) {
     std::vector<std::string> names;
     for (const auto& e : fs::directory_iterator(d)) {
@@ -178,7 +188,8 @@ TEST_CASE("launch --resume without a common checkpoint exits 6 and starts nothin
   };
   const std::vector<std::string> node0_before = checkpoint_files(ckpt + "/node-0");
   REQUIRE(node0_before.size() >= 2);
-  for (const std::string& name : checkpoint_files(ckpt + "/node-1")) fs::remove(ckpt + "/node-1/" + name);
+  for (const std::string& name : checkpoint_files(ckpt + "/node-1"))
+    fs::remove(ckpt + "/node-1/" + name);
 
   Run resume = run_capture(launch + " --resume");
   INFO(resume.out);
@@ -206,8 +217,8 @@ TEST_CASE("launch --resume without a common checkpoint exits 6 and starts nothin
 }
 
 // The rows of W in force at every iteration from each node's "weights" lines.
-std::map<int, std::vector<std::pair<std::uint64_t, std::vector<std::pair<int, double>>>>> logged_rows(
-    const std::string& work, int n) {
+std::map<int, std::vector<std::pair<std::uint64_t, std::vector<std::pair<int, double>>>>>
+logged_rows(const std::string& work, int n) {
   std::map<int, std::vector<std::pair<std::uint64_t, std::vector<std::pair<int, double>>>>> rows;
   for (int i = 0; i < n; ++i) {
     std::ifstream in(work + "/node-" + std::to_string(i) + "/metrics.jsonl");
@@ -222,19 +233,23 @@ std::map<int, std::vector<std::pair<std::uint64_t, std::vector<std::pair<int, do
   return rows;
 }
 
-TEST_CASE("kill -9 one of 8 gossipd processes: the others carry on, finish with exit 0, every "
-          "logged W is symmetric and doubly stochastic, and pure gossip reaches consensus") {
+TEST_CASE(
+    "kill -9 one of 8 gossipd processes: the others carry on, finish with exit 0, every "
+    "logged W is symmetric and doubly stochastic, and pure gossip reaches consensus") {
   const int n = 8, victim_id = 3;
   const std::uint64_t iterations = 1500;
   TempDir dir;
   std::string topo_path = dir.path + "/kring.pbtxt";
-  std::ofstream(topo_path) << "name: \"kring8\"\ngenerator { kind: K_RING nodes: 8 k: 2 host: \"127.0.0.1\" "
-                              "base_port: " << free_base_port(n) << " }\n";
+  std::ofstream(topo_path)
+      << "name: \"kring8\"\ngenerator { kind: K_RING nodes: 8 k: 2 host: \"127.0.0.1\" "
+         "base_port: "
+      << free_base_port(n) << " }\n";
   // Pure gossip: lr 1e-30 (sgd refuses 0), so x_{t+1} = W(t) x_t in float32.
   std::string cfg_text =
       "seed: 3\nmodel { kind: LOGISTIC }\n"
       "data { dataset: SYNTHETIC_LOGISTIC num_examples: 512 dim: 10 test_examples: 64 }\n"
-      "batch_size: 4\noptimizer { kind: SGD lr: 1e-30 }\niterations: " + std::to_string(iterations) +
+      "batch_size: 4\noptimizer { kind: SGD lr: 1e-30 }\niterations: " +
+      std::to_string(iterations) +
       "\nmetrics_every: 50\ncheckpoint { every: 0 }\n"
       "timeouts { connect_ms: 20000 deadline_ms: 3000 heartbeat_ms: 100 }\n";
   std::string cfg = dir.path + "/train.pbtxt";
@@ -266,10 +281,10 @@ TEST_CASE("kill -9 one of 8 gossipd processes: the others carry on, finish with 
     x0.push_back(c.params);
     REQUIRE(write_checkpoint(Env::system(), ckpt + "/node-" + std::to_string(i), c, 2).is_ok());
   }
-  pid_t launcher = spawn_shell("cd " + dir.path + " && exec timeout 60 " + bin("daemon/gossipd") + " launch " +
-                               topo_path + " --config " + cfg + " --workdir " + work +
-                               " --insecure --resume --set checkpoint.dir=" + ckpt + " > " + dir.path +
-                               "/launch.out 2>&1");
+  pid_t launcher = spawn_shell("cd " + dir.path + " && exec timeout 60 " + bin("daemon/gossipd") +
+                               " launch " + topo_path + " --config " + cfg + " --workdir " + work +
+                               " --insecure --resume --set checkpoint.dir=" + ckpt + " > " +
+                               dir.path + "/launch.out 2>&1");
   auto t0 = std::chrono::steady_clock::now();
   while (metrics_iteration(work + "/node-0/metrics.jsonl") < 200) {
     REQUIRE_MESSAGE(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30),
@@ -280,8 +295,9 @@ TEST_CASE("kill -9 one of 8 gossipd processes: the others carry on, finish with 
   REQUIRE(::kill(victim, SIGKILL) == 0);
   auto killed_at = std::chrono::steady_clock::now();
   wait_exit(launcher);
-  MESSAGE("survivors finished " << std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count()
-                                << " s after the SIGKILL");
+  MESSAGE("survivors finished "
+          << std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count()
+          << " s after the SIGKILL");
   std::string out = read_text(dir.path + "/launch.out");
   INFO(out);
   std::string summary = read_text(work + "/summary.json");
@@ -289,8 +305,9 @@ TEST_CASE("kill -9 one of 8 gossipd processes: the others carry on, finish with 
   for (int i = 0; i < n; ++i) {
     if (i == victim_id) continue;
     alive.push_back(i);
-    CHECK_MESSAGE(summary.find("{\"node\":" + std::to_string(i) + ",\"exit_code\":0,") != std::string::npos,
-                  summary);
+    CHECK_MESSAGE(
+        summary.find("{\"node\":" + std::to_string(i) + ",\"exit_code\":0,") != std::string::npos,
+        summary);
   }
   // Every iteration's W, over the survivors and the victim while anyone still mixes it, is
   // symmetric and doubly stochastic; the victim's neighbours dropped it.
@@ -302,7 +319,8 @@ TEST_CASE("kill -9 one of 8 gossipd processes: the others carry on, finish with 
     if (topo->graph().has_arc(victim_id, i)) {
       bool dropped = false;
       for (const auto& [t, row] : rows[i]) {
-        bool has = std::any_of(row.begin(), row.end(), [&](const auto& e) { return e.first == victim_id; });
+        bool has = std::any_of(row.begin(), row.end(),
+                               [&](const auto& e) { return e.first == victim_id; });
         if (!has && !dropped) {
           dropped = true;
           drop_at = std::min(drop_at, t);
@@ -340,8 +358,8 @@ TEST_CASE("kill -9 one of 8 gossipd processes: the others carry on, finish with 
     }
     for (const auto& [ij, v] : entries) {
       auto m = entries.find({ij.second, ij.first});
-      REQUIRE_MESSAGE((m != entries.end() && m->second == v), "iteration " << t << ": W not symmetric at "
-                                                                            << ij.first << "," << ij.second);
+      REQUIRE_MESSAGE((m != entries.end() && m->second == v),
+                      "iteration " << t << ": W not symmetric at " << ij.first << "," << ij.second);
     }
   }
   // Consensus: every survivor ends at the same point, inside the hull of the starting points.
@@ -371,8 +389,8 @@ TEST_CASE("SIGTERM to the launcher is forwarded: every node checkpoints and exit
   std::string cfg = dir.path + "/train.pbtxt";
   std::ofstream(cfg) << job.config_text();
   std::string work = dir.path + "/run", ckpt = dir.path + "/ckpt";
-  pid_t launcher = spawn_shell("cd " + dir.path + " && exec " + bin("daemon/gossipd") + " launch " + topo +
-                               " --config " + cfg + " --workdir " + work +
+  pid_t launcher = spawn_shell("cd " + dir.path + " && exec " + bin("daemon/gossipd") + " launch " +
+                               topo + " --config " + cfg + " --workdir " + work +
                                " --insecure --set checkpoint.dir=" + ckpt + " > " + dir.path +
                                "/launch.out 2>&1");
   auto t0 = std::chrono::steady_clock::now();
@@ -386,8 +404,9 @@ TEST_CASE("SIGTERM to the launcher is forwarded: every node checkpoints and exit
   CHECK(rc == kExitStopped);
   std::string summary = read_text(work + "/summary.json");
   for (int i = 0; i < n; ++i) {
-    CHECK_MESSAGE(summary.find("{\"node\":" + std::to_string(i) + ",\"exit_code\":4,") != std::string::npos,
-                  summary);
+    CHECK_MESSAGE(
+        summary.find("{\"node\":" + std::to_string(i) + ",\"exit_code\":4,") != std::string::npos,
+        summary);
     auto c = load_latest_checkpoint(Env::system(), ckpt + "/node-" + std::to_string(i),
                                     {static_cast<std::uint32_t>(i), 0, 0, "", ""});
     CHECK(c.is_ok());
@@ -407,8 +426,8 @@ TEST_CASE("bad input: exit code 2 and a message naming file, line and field") {
   CHECK(run_shell(bin("daemon/gossipd") + " run " + topo + " --node 9 --config " + cfg +
                   " --insecure --set batch_size=4 2> " + out) == kExitUsage);
   CHECK(read_text(out).find("--node 9") != std::string::npos);
-  CHECK(run_shell(bin("daemon/gossipd") + " run " + topo + " --node 0 --config " + cfg +
-                  " 2> " + out) == kExitUsage);  // neither --certs nor --insecure
+  CHECK(run_shell(bin("daemon/gossipd") + " run " + topo + " --node 0 --config " + cfg + " 2> " +
+                  out) == kExitUsage);  // neither --certs nor --insecure
   CHECK(run_shell(bin("daemon/gossipd") + " launch " + topo + " --config " + cfg +
                   " --set optimizer.lr=nan --set batch_size=4 2> " + out) == kExitUsage);
   CHECK(read_text(out).find("optimizer.lr") != std::string::npos);

@@ -16,7 +16,6 @@
 #include "daemon/checkpoint.h"
 #include "daemon/exit_codes.h"
 #include "sim/simulator.h"
-
 #include "tests/daemon/local_cluster.h"
 #include "tests/test_util.h"
 
@@ -35,7 +34,8 @@ TrainConfig small_config(std::uint64_t iterations) {
     eval_every: 10
     checkpoint { every: 10 keep: 5 }
     timeouts { deadline_ms: 2000 heartbeat_ms: 100 }
-  )", "test");
+  )",
+                              "test");
   REQUIRE(c.is_ok());
   c->set_iterations(iterations);
   fill_defaults(*c);
@@ -74,7 +74,6 @@ std::vector<NodeResult> run_cluster(const topology::Topology& topo, const sgd::P
   return testing::run_local_cluster(topo, problem, config, dir, hub, dead, resume);
 }
 
-
 void check_against_simulator(topology::GeneratorKind kind, int n) {
   TempDir dir;
   const std::uint64_t iterations = 25;
@@ -102,7 +101,8 @@ void check_against_simulator(topology::GeneratorKind kind, int n) {
   double moved = 0;
   std::vector<float> x0 = problem->initial_params();
   for (int i = 0; i < n; ++i) {
-    std::vector<float> got = testing::read_f32(dir.path + "/params/node_" + std::to_string(i) + ".f32");
+    std::vector<float> got =
+        testing::read_f32(dir.path + "/params/node_" + std::to_string(i) + ".f32");
     REQUIRE(got.size() == static_cast<std::size_t>(expected.rows()));
     for (std::size_t k = 0; k < got.size(); ++k) {
       max_diff = std::max(max_diff, static_cast<double>(std::fabs(got[k] - expected(k, i))));
@@ -147,7 +147,9 @@ TEST_CASE("a resumed run equals an uninterrupted one bit for bit") {
   }
 }
 
-TEST_CASE("fault.policy FAIL_STOP: a dead neighbour makes every other node checkpoint and exit with code 3") {
+TEST_CASE(
+    "fault.policy FAIL_STOP: a dead neighbour makes every other node checkpoint and exit with code "
+    "3") {
   const int n = 4;
   topology::Topology topo = make_topology(topology::GeneratorKind::kRing, n);
   TrainConfig config = small_config(30);
@@ -160,9 +162,9 @@ TEST_CASE("fault.policy FAIL_STOP: a dead neighbour makes every other node check
   for (int i : {0, 1, 3}) {
     CHECK(results[i].exit_code == kExitNeighbourFailed);
     CHECK(results[i].iterations_done <= 1);  // node 0 may finish iteration 0 first
-    auto c = load_latest_checkpoint(Env::system(), dir.path + "/ckpt/node-" + std::to_string(i),
-                                    {static_cast<std::uint32_t>(i), 0, problem->spec.num_params(),
-                                     "", ""});
+    auto c = load_latest_checkpoint(
+        Env::system(), dir.path + "/ckpt/node-" + std::to_string(i),
+        {static_cast<std::uint32_t>(i), 0, problem->spec.num_params(), "", ""});
     CHECK_MESSAGE(c.is_ok(), c.status().to_string());
   }
   // The direct neighbours name node 2.

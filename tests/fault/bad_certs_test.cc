@@ -38,11 +38,14 @@ struct Certs {
     REQUIRE(sh(gen + " " + other_ca + " 3 " + kJob + " 2>/dev/null") == 0);
     REQUIRE(sh("mkdir -p " + expired + " && cp " + good + "/ca.pem " + expired + "/ca.pem") == 0);
     // -days -1: notAfter lies one day before notBefore, i.e. already expired.
-    REQUIRE(sh("cd " + expired + " && umask 077 && "
+    REQUIRE(sh("cd " + expired +
+               " && umask 077 && "
                "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
-               "-keyout node-1.key -out node-1.csr -subj /O=gossip-sgd/OU=" + std::string(kJob) +
+               "-keyout node-1.key -out node-1.csr -subj /O=gossip-sgd/OU=" +
+               std::string(kJob) +
                "/CN=node-1 2>/dev/null && "
-               "openssl x509 -req -in node-1.csr -CA " + good + "/ca.pem -CAkey " + good +
+               "openssl x509 -req -in node-1.csr -CA " +
+               good + "/ca.pem -CAkey " + good +
                "/ca.key -CAcreateserial -out node-1.pem -days -1 2>/dev/null && "
                "chmod 644 node-1.pem") == 0);
   }
@@ -66,7 +69,8 @@ std::string copy_set(const TempDir& into, const std::string& from, int id) {
   return into.path;
 }
 
-void expect_refused(const net::TlsConfig& config, const std::string& file, const std::string& what) {
+void expect_refused(const net::TlsConfig& config, const std::string& file,
+                    const std::string& what) {
   auto r = net::make_tls_context(config);
   INFO("message: ", r.status().message());
   REQUIRE_FALSE(r.is_ok());
@@ -96,7 +100,8 @@ TEST_CASE("missing CA, certificate or key files are refused naming the file") {
 TEST_CASE("garbage instead of PEM is refused naming the file") {
   TempDir d;
   const std::string dir = copy_set(d, certs().good, 0);
-  d.write("node-0.pem", "-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n");
+  d.write("node-0.pem",
+          "-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n");
   expect_refused(tls(dir, 0), dir + "/node-0.pem", "cannot load node certificate");
   d.write("ca.pem", std::string("\x00\x01\x02 binary", 9));
   expect_refused(tls(dir, 0), dir + "/ca.pem", "cannot load CA certificate");
@@ -216,8 +221,8 @@ TEST_CASE("own certificate signed by another CA: refused at start naming the fil
   auto c = tls(certs().good, 0);
   c.cert_file = certs().other_ca + "/node-0.pem";
   c.key_file = certs().other_ca + "/node-0.key";
-  expect_own_refused(c, me(0), {c.cert_file, c.ca_file, "does not verify against the CA",
-                                "another CA"});
+  expect_own_refused(c, me(0),
+                     {c.cert_file, c.ca_file, "does not verify against the CA", "another CA"});
   // The same certificate with its own CA passes: it is the CA that is wrong, not the file.
   CHECK(net::check_own_certificate(tls(certs().other_ca, 0), me(0)).is_ok());
 }
@@ -291,7 +296,9 @@ Handshake handshake_with(const net::TlsConfig& peer_tls, int claimed_id = 1) {
   const int want[] = {claimed_id};
   h.connected = (*zero)->wait_connected(want, net::deadline_in_ms(1500));
   if (!h.connected)
-    eventually([&] { return (*zero)->stats().handshakes_rejected + (*one)->stats().handshakes_rejected > 0; });
+    eventually([&] {
+      return (*zero)->stats().handshakes_rejected + (*one)->stats().handshakes_rejected > 0;
+    });
   h.rejected_by_0 = (*zero)->stats().handshakes_rejected;
   h.rejected_by_1 = (*one)->stats().handshakes_rejected;
   (*zero)->shutdown(100);

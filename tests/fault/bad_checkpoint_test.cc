@@ -30,7 +30,8 @@ Checkpoint make(std::uint64_t iteration, std::size_t params = 100,
   c.sampler.epoch = 2;
   c.sampler.position = 17;
   c.sampler.batches = iteration;
-  for (std::size_t k = 0; k < params; ++k) c.params.push_back(0.5f * static_cast<float>(k) + iteration);
+  for (std::size_t k = 0; k < params; ++k)
+    c.params.push_back(0.5f * static_cast<float>(k) + iteration);
   c.optimizer_state.assign(params, 0.25f);
   return c;
 }
@@ -148,9 +149,9 @@ TEST_CASE("another node's, another topology's or another config's checkpoint is 
   other_topo.topology_fingerprint = "another";
   Checkpoint other_cfg = make(200);
   other_cfg.config_fingerprint = "another";
-  for (const auto& [c, what] : {std::pair{other_node, "belongs to node 4"},
-                                std::pair{other_topo, "different topology"},
-                                std::pair{other_cfg, "different training config"}}) {
+  for (const auto& [c, what] :
+       {std::pair{other_node, "belongs to node 4"}, std::pair{other_topo, "different topology"},
+        std::pair{other_cfg, "different training config"}}) {
     CAPTURE(what);
     Dir d;
     d.put(kNewName, daemon::encode_checkpoint(c));

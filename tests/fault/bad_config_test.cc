@@ -16,12 +16,12 @@ using daemon::TrainConfig;
 // A small valid config; `extra` is appended (text format allows a field to be set once, so the
 // cases add fields the base does not set, or replace a line).
 const std::string kBase =
-    "seed: 5\n"                                                       // 1
-    "model { kind: LOGISTIC }\n"                                      // 2
+    "seed: 5\n"                                                        // 1
+    "model { kind: LOGISTIC }\n"                                       // 2
     "data { dataset: SYNTHETIC_LOGISTIC num_examples: 256 dim: 8 }\n"  // 3
-    "optimizer { kind: SGD lr: 0.1 }\n"                               // 4
-    "batch_size: 16\n"                                                // 5
-    "iterations: 20\n";                                               // 6
+    "optimizer { kind: SGD lr: 0.1 }\n"                                // 4
+    "batch_size: 16\n"                                                 // 5
+    "iterations: 20\n";                                                // 6
 
 struct Loaded {
   TempDir dir;
@@ -72,14 +72,14 @@ TEST_CASE("a missing or empty config file is an error naming it") {
 }
 
 TEST_CASE("batch size zero is rejected naming the field, in the file and as an override") {
-  expect_rejected(*load(replace(kBase, "batch_size: 16", "batch_size: 0")), ":5:1:",
-                  "batch_size: must be > 0");
+  expect_rejected(*load(replace(kBase, "batch_size: 16", "batch_size: 0")),
+                  ":5:1:", "batch_size: must be > 0");
   auto o = load(kBase, {"batch_size=0"});
   REQUIRE_FALSE(o->result.is_ok());
   CHECK(contains(o->message(), "batch_size"));
   // A negative value does not fit the unsigned field: a parse error pointing at the value.
-  expect_rejected(*load(replace(kBase, "batch_size: 16", "batch_size: -4")), ":5:13:",
-                  "Expected integer");
+  expect_rejected(*load(replace(kBase, "batch_size: 16", "batch_size: -4")),
+                  ":5:13:", "Expected integer");
   // A config without batch_size at all is refused the same way as 0.
   expect_rejected(*load(replace(kBase, "batch_size: 16\n", "")), "", "batch_size: must be > 0");
 }
@@ -87,8 +87,8 @@ TEST_CASE("batch size zero is rejected naming the field, in the file and as an o
 TEST_CASE("NaN, infinite and negative learning rates are rejected naming optimizer.lr") {
   for (const char* lr : {"nan", "inf", "-inf", "-0.1"}) {
     CAPTURE(lr);
-    expect_rejected(*load(replace(kBase, "lr: 0.1", std::string("lr: ") + lr)), ":4:",
-                    "optimizer.lr: must be finite and >= 0");
+    expect_rejected(*load(replace(kBase, "lr: 0.1", std::string("lr: ") + lr)),
+                    ":4:", "optimizer.lr: must be finite and >= 0");
   }
   auto o = load(kBase, {"optimizer.lr=nan"});
   REQUIRE_FALSE(o->result.is_ok());
@@ -137,17 +137,17 @@ TEST_CASE("timeouts <= 0 are rejected naming the field") {
     // That error alone: a deadline of 0 once also reported the defaulted heartbeat (min(1000, 0)).
     CHECK_MESSAGE(zero->message().find('\n') == std::string::npos, zero->message());
     // Negative values do not fit the unsigned field: a parse error pointing at the value.
-    expect_rejected(*load(kBase + "timeouts { " + field + ": -100 }\n"), ":7:",
-                    "Expected integer");
+    expect_rejected(*load(kBase + "timeouts { " + field + ": -100 }\n"), ":7:", "Expected integer");
     auto o = load(kBase, {std::string("timeouts.") + field + "=0"});
     REQUIRE_FALSE(o->result.is_ok());
     CHECK(contains(o->message(), std::string("timeouts.") + field));
   }
-  expect_rejected(*load(kBase + "timeouts { deadline_ms: 100 heartbeat_ms: 500 }\n"), ":7:",
-                  "timeouts.heartbeat_ms: must not exceed timeouts.deadline_ms");
+  expect_rejected(*load(kBase + "timeouts { deadline_ms: 100 heartbeat_ms: 500 }\n"),
+                  ":7:", "timeouts.heartbeat_ms: must not exceed timeouts.deadline_ms");
 }
 
-TEST_CASE("overrides of fields that do not exist, or with values that do not parse, name the path") {
+TEST_CASE(
+    "overrides of fields that do not exist, or with values that do not parse, name the path") {
   for (const char* o : {"optimizer.learning_rate=0.1", "no.such.field=1", "batch_size=many",
                         "batch_size", "optimizer.kind=ADAMW"}) {
     CAPTURE(o);
@@ -159,11 +159,11 @@ TEST_CASE("overrides of fields that do not exist, or with values that do not par
 }
 
 TEST_CASE("values out of range elsewhere are rejected too (a sample)") {
-  expect_rejected(*load(replace(kBase, "kind: SGD", "kind: MOMENTUM momentum: 1.5")), ":4:",
-                  "optimizer.momentum");
+  expect_rejected(*load(replace(kBase, "kind: SGD", "kind: MOMENTUM momentum: 1.5")),
+                  ":4:", "optimizer.momentum");
   expect_rejected(*load(replace(kBase, "dim: 8", "dim: 8 noise: -1")), ":3:", "data.noise");
-  expect_rejected(*load(replace(kBase, "kind: LOGISTIC", "kind: TRANSFORMER")), ":2:",
-                  "TRANSFORMER");
+  expect_rejected(*load(replace(kBase, "kind: LOGISTIC", "kind: TRANSFORMER")),
+                  ":2:", "TRANSFORMER");
 }
 
 TEST_CASE("non-UTF-8 bytes outside strings are a syntax error with a position") {

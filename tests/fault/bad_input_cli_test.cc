@@ -106,7 +106,8 @@ TEST_CASE("gossip-topo validate: an oscillating W is reported with its file name
 // the file named), not attempted.
 TEST_CASE("gossip-topo validate: an absurd ring size is refused within seconds") {
   TempDir d;
-  const CliRun r = validate(d, "hugering.pbtxt", "generator { kind: RING nodes: 2147483647 }\n", 20);
+  const CliRun r =
+      validate(d, "hugering.pbtxt", "generator { kind: RING nodes: 2147483647 }\n", 20);
   CHECK(r.code == 1);
   CHECK(contains(r.err, d.file("hugering.pbtxt")));
 }
@@ -142,8 +143,9 @@ const std::string kRing = "generator { kind: RING nodes: 3 base_port: 39170 }\n"
 
 CliRun gossipd(const TempDir& d, const std::string& topology, const std::string& config,
                std::vector<std::string> extra) {
-  std::vector<std::string> argv = {gossipd_bin(), "run", d.write("topo.pbtxt", topology),
-                                   "--node", "0", "--config", d.write("train.pbtxt", config)};
+  std::vector<std::string> argv = {
+      gossipd_bin(), "run",      d.write("topo.pbtxt", topology), "--node",
+      "0",           "--config", d.write("train.pbtxt", config)};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return run_cli(argv, 30, d.path);
 }
@@ -162,10 +164,14 @@ TEST_CASE("gossipd run: hostile configs exit 2 naming file, line and field (or t
       {kConfig, {"--set", "optimizer.lr=nan"}, "command line (optimizer.lr=nan)", "optimizer.lr"},
       {kConfig, {"--lr", "-1"}, "command line (optimizer.lr=-1)", "optimizer.lr: must be finite"},
       {replace(kConfig, " lr: 0.1", ""), {}, "", "optimizer.lr: required"},
-      {replace(kConfig, "connect_ms: 2000 deadline_ms: 1000", "deadline_ms: 0"), {}, ":7:",
+      {replace(kConfig, "connect_ms: 2000 deadline_ms: 1000", "deadline_ms: 0"),
+       {},
+       ":7:",
        "timeouts.deadline_ms: must be > 0"},
       {replace(kConfig, "connect_ms: 2000", "connect_ms: -1"), {}, ":7:", "Expected integer"},
-      {kConfig, {"--set", "timeouts.heartbeat_ms=0"}, "command line (timeouts.heartbeat_ms=0)",
+      {kConfig,
+       {"--set", "timeouts.heartbeat_ms=0"},
+       "command line (timeouts.heartbeat_ms=0)",
        "timeouts.heartbeat_ms"},
   };
   for (const Case& c : cases) {
@@ -205,7 +211,8 @@ TEST_CASE("gossipd run: missing certificates and a world-readable key exit 2 nam
   CHECK(contains(missing.err, d.path + "/no-such-dir/node-0"));
 
   const std::string certs = d.path + "/certs";
-  REQUIRE(std::system((source("scripts/gen-certs.sh") + " " + certs + " 3 job 2>/dev/null").c_str()) == 0);
+  REQUIRE(std::system(
+              (source("scripts/gen-certs.sh") + " " + certs + " 3 job 2>/dev/null").c_str()) == 0);
   REQUIRE(::chmod((certs + "/node-0.key").c_str(), 0644) == 0);
   const CliRun open_key = gossipd(d, kRing, kConfig, {"--certs", certs});
   INFO("stderr: ", open_key.err);

@@ -118,9 +118,12 @@ TEST_CASE("bad ports and malformed addresses are rejected at the address field")
   for (const char* address : {"127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:-1", "127.0.0.1:",
                               "127.0.0.1", "127.0.0.1:7x00", ":7000", "127.0.0.1:99999999999999"}) {
     CAPTURE(address);
-    const std::string text = "node { id: 0 address: \"127.0.0.1:6999\" }\n"
-                             "node { id: 1 address: \"" + std::string(address) + "\" }\n"
-                             "edge { from: 0 to: 1 }\n";
+    const std::string text =
+        "node { id: 0 address: \"127.0.0.1:6999\" }\n"
+        "node { id: 1 address: \"" +
+        std::string(address) +
+        "\" }\n"
+        "edge { from: 0 to: 1 }\n";
     expect_rejected(*load(text), "node 1", ":2:");
   }
 }
@@ -175,7 +178,8 @@ TEST_CASE("CRLF line endings are accepted on purpose: same topology, same line n
   CHECK(dos->result->fingerprint() == lf->result->fingerprint());
   // Errors in a CRLF file still point at the right line.
   expect_rejected(*load(crlf(kTriangle + "edge { from: 2 to: 2 }\n")), "self loop", ":8:");
-  auto gen = load(crlf("# ring\ngenerator { kind: RING nodes: 8 }\nweights: METROPOLIS_HASTINGS\n"));
+  auto gen =
+      load(crlf("# ring\ngenerator { kind: RING nodes: 8 }\nweights: METROPOLIS_HASTINGS\n"));
   REQUIRE_MESSAGE(gen->result.is_ok(), gen->message());
   CHECK(gen->result->num_nodes() == 8);
 }
@@ -241,12 +245,14 @@ TEST_CASE("NaN and infinite weights are rejected, in text format and in JSON") {
     expect_rejected(*load(std::string("weights: EXPLICIT\n"
                                       "node { id: 0 address: \"127.0.0.1:7000\" }\n"
                                       "node { id: 1 address: \"127.0.0.1:7001\" }\n"
-                                      "edge { from: 0 to: 1 weight: ") + w + " }\n"),
+                                      "edge { from: 0 to: 1 weight: ") +
+                          w + " }\n"),
                     "not finite");
   }
   expect_rejected(*load(R"({"weights": "EXPLICIT",
       "node": [{"id": 0, "address": "127.0.0.1:7000"}, {"id": 1, "address": "127.0.0.1:7001"}],
-      "edge": [{"from": 0, "to": 1, "weight": "NaN"}]})", "t.json"),
+      "edge": [{"from": 0, "to": 1, "weight": "NaN"}]})",
+                        "t.json"),
                   "not finite");
 }
 

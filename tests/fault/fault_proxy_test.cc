@@ -140,7 +140,8 @@ class EchoServer {
         }
         ssize_t off = 0;
         while (off < n) {
-          const ssize_t w = ::send(fds[k].fd, buf + off, static_cast<std::size_t>(n - off), MSG_NOSIGNAL);
+          const ssize_t w =
+              ::send(fds[k].fd, buf + off, static_cast<std::size_t>(n - off), MSG_NOSIGNAL);
           if (w <= 0) break;
           off += w;
         }
@@ -156,7 +157,8 @@ class EchoServer {
   std::thread thread_;
 };
 
-// A gossip-faultproxy child in front of `target_port`; killed (SIGTERM, then SIGKILL) at scope exit.
+// A gossip-faultproxy child in front of `target_port`; killed (SIGTERM, then SIGKILL) at scope
+// exit.
 class ProxyProcess {
  public:
   explicit ProxyProcess(int target_port, std::vector<std::string> extra = {}) {
@@ -166,10 +168,9 @@ class ProxyProcess {
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, pipe_fds[1], 1);
     posix_spawn_file_actions_addclose(&fa, pipe_fds[0]);
-    std::vector<std::string> argv = {binary("tests/fault/gossip-faultproxy"), "--listen",
-                                     "127.0.0.1:0", "--target",
-                                     "127.0.0.1:" + std::to_string(target_port), "--control",
-                                     "127.0.0.1:0"};
+    std::vector<std::string> argv = {
+        binary("tests/fault/gossip-faultproxy"),    "--listen",  "127.0.0.1:0", "--target",
+        "127.0.0.1:" + std::to_string(target_port), "--control", "127.0.0.1:0"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     std::vector<char*> args;
     for (auto& a : argv) args.push_back(a.data());
@@ -308,7 +309,8 @@ TEST_CASE("delay 100 ms +- 50 ms: every byte arrives in order, held at least 50 
   ::close(fd);
 }
 
-TEST_CASE("blackhole: nothing is forwarded, the connection stays open, bytes sent meanwhile are lost") {
+TEST_CASE(
+    "blackhole: nothing is forwarded, the connection stays open, bytes sent meanwhile are lost") {
   EchoServer echo;
   ProxyProcess proxy(echo.port());
   const int fd = connect_loopback(proxy.port());

@@ -114,9 +114,12 @@ inline CliRun run_cli(const std::vector<std::string>& argv, int timeout_s = 30,
   r.max_rss_kb = usage.ru_maxrss;
   r.out = extras.stdout_path.empty() ? read_all(out) : std::string();
   r.err = read_all(err);
-  if (!done) r.code = -1;
-  else if (WIFEXITED(status)) r.code = WEXITSTATUS(status);
-  else if (WIFSIGNALED(status)) r.code = 128 + WTERMSIG(status);
+  if (!done)
+    r.code = -1;
+  else if (WIFEXITED(status))
+    r.code = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status))
+    r.code = 128 + WTERMSIG(status);
   return r;
 }
 

@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <map>
 
-#include "tests/support/ports.h"
 #include "tests/fault/fault_test_util.h"
+#include "tests/support/ports.h"
 
 namespace gossip::fault_testing {
 namespace {

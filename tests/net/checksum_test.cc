@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-
 namespace gossip::net {
 
 TEST_CASE("crc32c matches the published check value") {
@@ -24,8 +23,8 @@ TEST_CASE("crc32c fast path equals the portable table on every length and offset
     x = x * 1664525u + 1013904223u;
     b = static_cast<std::uint8_t>(x >> 24);
   }
-  for (std::size_t len : {0ul, 1ul, 7ul, 8ul, 9ul, 24575ul, 24576ul, 24577ul, 49152ul + 13,
-                          data.size() - 5}) {
+  for (std::size_t len :
+       {0ul, 1ul, 7ul, 8ul, 9ul, 24575ul, 24576ul, 24577ul, 49152ul + 13, data.size() - 5}) {
     for (std::size_t off : {0ul, 1ul, 3ul, 5ul}) {
       if (off + len > data.size()) continue;
       CAPTURE(len);

@@ -79,15 +79,15 @@ void read_to_eof(Stream& r, std::vector<std::uint8_t>& out, std::mt19937& rng,
                  std::function<void(const asio::error_code&)> done) {
   const std::size_t n = std::uniform_int_distribution<std::size_t>(1, 200 * 1024)(rng);
   auto buf = std::make_shared<std::vector<std::uint8_t>>(n);
-  r.async_read_some(asio::buffer(*buf), [&r, &out, &rng, buf, done](const asio::error_code& ec,
-                                                                    std::size_t got) {
-    out.insert(out.end(), buf->begin(), buf->begin() + static_cast<std::ptrdiff_t>(got));
-    if (ec) {
-      done(ec);
-      return;
-    }
-    read_to_eof(r, out, rng, done);
-  });
+  r.async_read_some(
+      asio::buffer(*buf), [&r, &out, &rng, buf, done](const asio::error_code& ec, std::size_t got) {
+        out.insert(out.end(), buf->begin(), buf->begin() + static_cast<std::ptrdiff_t>(got));
+        if (ec) {
+          done(ec);
+          return;
+        }
+        read_to_eof(r, out, rng, done);
+      });
 }
 
 TEST_CASE("coalescing stream: interleaved small and large writes arrive byte-exact and in order") {
@@ -100,9 +100,15 @@ TEST_CASE("coalescing stream: interleaved small and large writes arrive byte-exa
     small_buffers(w.socket());
     small_buffers(r);
     // Sizes around the full-record threshold, tiny frames and large blocks.
-    const std::size_t sizes[] = {1,     7,     100,   CoalescingStream::kFullRecord - 1,
-                                 CoalescingStream::kFullRecord,   CoalescingStream::kFullRecord + 1,
-                                 65536, 300000, 1 << 20};
+    const std::size_t sizes[] = {1,
+                                 7,
+                                 100,
+                                 CoalescingStream::kFullRecord - 1,
+                                 CoalescingStream::kFullRecord,
+                                 CoalescingStream::kFullRecord + 1,
+                                 65536,
+                                 300000,
+                                 1 << 20};
     std::mt19937 rng(7);
     std::vector<std::size_t> plan;
     std::size_t total = 0;
@@ -342,9 +348,8 @@ TEST_CASE("coalescing stream: destroyed with a flush in flight, nothing leaks or
     const auto block = pattern(CoalescingStream::kFullRecord, 11);
     // Full records complete at once while the peer reads nothing; the flush stays pending.
     for (int i = 0; i < 20; ++i) {
-      s->async_write_some(asio::buffer(block), [&](const asio::error_code&, std::size_t) {
-        completed = true;
-      });
+      s->async_write_some(asio::buffer(block),
+                          [&](const asio::error_code&, std::size_t) { completed = true; });
       io.poll();
     }
     CHECK(s->unsent() > 0);
@@ -369,14 +374,14 @@ TEST_CASE("TLS over the coalescing stream: 16 MiB both ways at once arrive byte-
       const std::size_t head = std::min<std::size_t>(40, d.size() - *pos);
       const std::size_t body = std::min<std::size_t>(3 * 1000 * 1000 + 4, d.size() - *pos - head);
       std::array<asio::const_buffer, 2> bufs{asio::buffer(d.data() + *pos, head),
-                                            asio::buffer(d.data() + *pos + head, body)};
-      asio::async_write(s, bufs, [pos, step, n = head + body](const asio::error_code& ec,
-                                                              std::size_t got) {
-        REQUIRE_FALSE(ec);
-        REQUIRE(got == n);
-        *pos += n;
-        (*step)();
-      });
+                                             asio::buffer(d.data() + *pos + head, body)};
+      asio::async_write(s, bufs,
+                        [pos, step, n = head + body](const asio::error_code& ec, std::size_t got) {
+                          REQUIRE_FALSE(ec);
+                          REQUIRE(got == n);
+                          *pos += n;
+                          (*step)();
+                        });
     };
     (*step)();
     return step;
@@ -407,8 +412,8 @@ TEST_CASE("TLS over the coalescing stream: 16 MiB both ways at once arrive byte-
   CHECK(b.next_layer().socket_reads() < 300);
 }
 
-
-TEST_CASE("coalescing stream: synchronous write_some takes whole buffers, in order with async writes") {
+TEST_CASE(
+    "coalescing stream: synchronous write_some takes whole buffers, in order with async writes") {
   asio::io_context io;
   CoalescingStream w(io);
   tcp::socket r(io);
@@ -537,7 +542,8 @@ TEST_CASE("coalescing stream: synchronous read_some never blocks") {
   CHECK(ec == asio::error::eof);
 }
 
-TEST_CASE("TLS over the coalescing stream: synchronous write_some and read_some move whole records") {
+TEST_CASE(
+    "TLS over the coalescing stream: synchronous write_some and read_some move whole records") {
   const auto ctx = node_contexts();
   asio::io_context io;
   TlsStream a(io, *ctx[0]), b(io, *ctx[1]);
@@ -562,7 +568,8 @@ TEST_CASE("TLS over the coalescing stream: synchronous write_some and read_some 
       sent += n;
       ++sync_records;
     }
-    const std::size_t n = b.read_some(asio::buffer(got.data() + received, got.size() - received), ec);
+    const std::size_t n =
+        b.read_some(asio::buffer(got.data() + received, got.size() - received), ec);
     if (ec) {
       REQUIRE(ec == asio::error::would_block);
       ++would_block;
@@ -602,9 +609,8 @@ TEST_CASE("coalescing stream: async_wait_sent completes only when the kernel has
   CHECK_FALSE(done);
   CHECK(a.unsent() > 0);
   std::vector<std::uint8_t> got(data.size());
-  asio::async_read(b, asio::buffer(got), [](const asio::error_code& e, std::size_t) {
-    CHECK_FALSE(e);
-  });
+  asio::async_read(b, asio::buffer(got),
+                   [](const asio::error_code& e, std::size_t) { CHECK_FALSE(e); });
   io.restart();
   io.run_for(std::chrono::seconds(30));
   CHECK(done);
@@ -701,8 +707,10 @@ TEST_CASE("TLS direct records: 16 MiB both ways at once arrive byte-exact") {
   };
   send_records(a, ab, 0, check);
   send_records(b, ba, 0, check);
-  asio::async_read(rb, asio::buffer(got_b), [&](const asio::error_code& e, std::size_t) { check(e); });
-  asio::async_read(ra, asio::buffer(got_a), [&](const asio::error_code& e, std::size_t) { check(e); });
+  asio::async_read(rb, asio::buffer(got_b),
+                   [&](const asio::error_code& e, std::size_t) { check(e); });
+  asio::async_read(ra, asio::buffer(got_a),
+                   [&](const asio::error_code& e, std::size_t) { check(e); });
   io.run_for(std::chrono::seconds(60));
   CHECK(finished == 4);
   CHECK(got_b == ab);

@@ -80,9 +80,8 @@ TEST_CASE("frame header checks reject each malformed field") {
     CHECK(!decode_frame_header(header(FrameType::kHello, 5000, 0), handshake_limits()).is_ok());
   }
   SUBCASE("wrong length") {
-    CHECK(!decode_frame_header(std::span<const std::uint8_t>(header(FrameType::kHello, 1, 0))
-                                   .first(19),
-                               lim)
+    CHECK(!decode_frame_header(
+               std::span<const std::uint8_t>(header(FrameType::kHello, 1, 0)).first(19), lim)
                .is_ok());
   }
 }
@@ -132,15 +131,15 @@ TEST_CASE("validate_params accepts exactly the chunks that tile the model") {
   CHECK(validate_params(params(0, 3, 0), 4096, model).is_ok());
   CHECK(validate_params(params(2, 3, 8192), 1808, model).is_ok());
   CHECK(validate_params(params(0, 1, 0), model, model).is_ok());
-  CHECK(!validate_params(params(3, 3, 0), 4096, model).is_ok());           // index >= count
-  CHECK(!validate_params(params(0, 0, 0), 4096, model).is_ok());           // zero count
-  CHECK(!validate_params(params(0, 5000, 0), 4, model).is_ok());           // more chunks than floats
-  CHECK(!validate_params(params(0, 3, 2), 4096, model).is_ok());           // misaligned offset
-  CHECK(!validate_params(params(0, 3, 0), 4095, model).is_ok());           // misaligned length
-  CHECK(!validate_params(params(1, 3, 8192), 4096, model).is_ok());        // past the end
-  CHECK(!validate_params(params(2, 3, 4096), 1808, model).is_ok());        // last chunk short
-  CHECK(!validate_params(params(0, 3, 0), 0, model).is_ok());              // empty
-  CHECK(!validate_params(params(0, 3, ~0ull - 3), 8, model).is_ok());      // offset overflow
+  CHECK(!validate_params(params(3, 3, 0), 4096, model).is_ok());       // index >= count
+  CHECK(!validate_params(params(0, 0, 0), 4096, model).is_ok());       // zero count
+  CHECK(!validate_params(params(0, 5000, 0), 4, model).is_ok());       // more chunks than floats
+  CHECK(!validate_params(params(0, 3, 2), 4096, model).is_ok());       // misaligned offset
+  CHECK(!validate_params(params(0, 3, 0), 4095, model).is_ok());       // misaligned length
+  CHECK(!validate_params(params(1, 3, 8192), 4096, model).is_ok());    // past the end
+  CHECK(!validate_params(params(2, 3, 4096), 1808, model).is_ok());    // last chunk short
+  CHECK(!validate_params(params(0, 3, 0), 0, model).is_ok());          // empty
+  CHECK(!validate_params(params(0, 3, ~0ull - 3), 8, model).is_ok());  // offset overflow
 }
 
 }  // namespace gossip::net

@@ -5,14 +5,13 @@
 #include "net/transport.h"
 
 #include <doctest/doctest.h>
-
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
-#include <cstring>
 #include <thread>
 
 #include "net/checksum.h"
@@ -268,7 +267,8 @@ TEST_CASE("iteration tags: early frames are buffered, stale ones dropped, far-ah
 TEST_CASE("TLS: a certificate from another CA is rejected, honest peers carry on") {
   HonestPair p(false);
   const std::string other = testing::cert_dir("ca2");
-  auto bad = Transport::start(node_options(4, HonestPair::kParams, false, {{6, p.n6->port()}}, other));
+  auto bad =
+      Transport::start(node_options(4, HonestPair::kParams, false, {{6, p.n6->port()}}, other));
   REQUIRE(bad.is_ok());
   CHECK(eventually([&] { return p.n6->stats().handshakes_rejected >= 1; }));
   CHECK((*bad)->connected_peers().empty());
@@ -334,8 +334,7 @@ TEST_CASE("insecure: a hostile Hello's strings reach the log escaped, on one lin
   ::unlink(path);
   INFO("log: ", log);
   CHECK(log.find("job id mismatch") != std::string::npos);
-  CHECK(log.find("\\nW 00:00:00.000 [node 6] forged line\\x1b[2J\\xc2\\x9b") !=
-        std::string::npos);
+  CHECK(log.find("\\nW 00:00:00.000 [node 6] forged line\\x1b[2J\\xc2\\x9b") != std::string::npos);
   CHECK(log.find("\nW 00:00:00.000 [node 6] forged") == std::string::npos);
   bool control_bytes = false;
   for (char c : log) {
@@ -564,8 +563,7 @@ TEST_CASE("a silent neighbour is reported at the deadline instead of blocking") 
   const auto start = Clock::now();
   auto e1 = (*t1)->exchange(0, x1, all, spec1);
   ExchangeResult r = e1->wait(deadline_in_ms(500));
-  const double waited_ms =
-      std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  const double waited_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   CHECK(waited_ms >= 450);
   CHECK(waited_ms < 3000);
   REQUIRE(r.failures.size() == 1);
@@ -603,7 +601,8 @@ TEST_CASE("shutdown says Goodbye, the neighbour's pending receive fails at once"
   CHECK(eventually([&] { return p.n6->connected_peers().empty(); }));
 }
 
-TEST_CASE("a neighbour one iteration ahead that says Goodbye: its staged last iteration still arrives") {
+TEST_CASE(
+    "a neighbour one iteration ahead that says Goodbye: its staged last iteration still arrives") {
   // End of a run: node 5 finishes its last iteration (1) while node 6 is still at 0, so node 5's
   // iteration-1 data sits in node 6's staging when node 5 shuts down. The receive node 6 posts
   // for iteration 1 after the Goodbye must get that data, not wait out its deadline (this once

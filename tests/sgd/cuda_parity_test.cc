@@ -76,10 +76,8 @@ Batch random_batch(const ModelSpec& spec, int rows, std::uint64_t seed) {
 TEST_CASE("loss_and_grad: cpu and cuda agree for every model") {
   Pair p = backends();
   const ModelSpec specs[] = {
-      {ModelKind::kLeastSquares, 50, {}, 0, 0.0f},
-      {ModelKind::kLogistic, 50, {}, 2, 0.01f},
-      {ModelKind::kSoftmax, 784, {}, 10, 0.0f},
-      {ModelKind::kMlp, 784, {256, 128}, 10, 0.001f},
+      {ModelKind::kLeastSquares, 50, {}, 0, 0.0f}, {ModelKind::kLogistic, 50, {}, 2, 0.01f},
+      {ModelKind::kSoftmax, 784, {}, 10, 0.0f},    {ModelKind::kMlp, 784, {256, 128}, 10, 0.001f},
       {ModelKind::kMlp, 33, {300}, 7, 0.0f},
   };
   for (const ModelSpec& spec : specs) {
@@ -98,7 +96,8 @@ TEST_CASE("loss_and_grad: cpu and cuda agree for every model") {
     CHECK(l_gpu == doctest::Approx(l_cpu).epsilon(1e-5));
     double scale = 1, err = 0;
     for (float v : g_cpu) scale = std::max(scale, double(std::abs(v)));
-    for (std::size_t k = 0; k < x.size(); ++k) err = std::max(err, double(std::abs(g_gpu[k] - g_cpu[k])));
+    for (std::size_t k = 0; k < x.size(); ++k)
+      err = std::max(err, double(std::abs(g_gpu[k] - g_cpu[k])));
     CAPTURE(err);
     CHECK(err <= 1e-4 * scale);
   }
@@ -225,4 +224,6 @@ TEST_CASE("cuda device selection works where a device exists") {
 }  // namespace
 }  // namespace gossip::sgd
 
-int main(int argc, char** argv) { return gossip::testing::run_gpu_tests("cuda_parity_test", argc, argv); }
+int main(int argc, char** argv) {
+  return gossip::testing::run_gpu_tests("cuda_parity_test", argc, argv);
+}

@@ -1,22 +1,23 @@
 // IDX reader: files generated here (raw and gzip), valid and broken — truncated, wrong magic,
 // wrong size, trailing bytes, corrupt gzip — plus the real Fashion-MNIST headers when installed.
+#include "sgd/idx.h"
+
 #include <doctest/doctest.h>
+#include <unistd.h>
+#include <zlib.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-#include <zlib.h>
-
 #include "common/env.h"
-#include "sgd/idx.h"
 
 namespace gossip::sgd {
 namespace {
 
-std::string idx_bytes(std::uint8_t type, std::vector<std::uint32_t> dims, const std::string& payload) {
+std::string idx_bytes(std::uint8_t type, std::vector<std::uint32_t> dims,
+                      const std::string& payload) {
   std::string s{'\0', '\0', static_cast<char>(type), static_cast<char>(dims.size())};
   for (std::uint32_t d : dims) {
     for (int sh = 24; sh >= 0; sh -= 8) s.push_back(static_cast<char>((d >> sh) & 0xff));

@@ -29,7 +29,8 @@ TEST_CASE("mix equals the fma-ordered formula bit for bit and the double sum clo
     std::vector<MixTerm> terms;
     Rng rng(count);
     for (int j = 0; j < count; ++j) xs.push_back(randn(n, 10 + j));
-    for (int j = 0; j < count; ++j) terms.push_back({static_cast<float>(rng.uniform()), xs[j].data()});
+    for (int j = 0; j < count; ++j)
+      terms.push_back({static_cast<float>(rng.uniform()), xs[j].data()});
     for (int threads : {1, 2, 3}) {
       CAPTURE(count);
       CAPTURE(threads);
@@ -81,7 +82,8 @@ TEST_CASE("pure gossip with a doubly-stochastic W preserves the average of the n
   for (int i = 0; i < nodes; ++i) x[i] = randn(n, 10 + i);
   auto average = [&](const std::vector<std::vector<float>>& v) {
     std::vector<double> a(n, 0.0);
-    for (const auto& xi : v) for (std::size_t k = 0; k < n; ++k) a[k] += xi[k] / nodes;
+    for (const auto& xi : v)
+      for (std::size_t k = 0; k < n; ++k) a[k] += xi[k] / nodes;
     return a;
   };
   const auto before = average(x);

@@ -48,9 +48,9 @@ double loss_at(const Fixture& f, const std::vector<double>& p, std::vector<doubl
   cpu::Workspace<double> ws;
   std::vector<double> g(p.size());
   const bool reg = f.spec.kind == ModelKind::kLeastSquares;
-  double loss = cpu::loss_and_grad<double>(f.spec, p.data(), f.x.data(),
-                                           reg ? nullptr : f.labels.data(),
-                                           reg ? f.targets.data() : nullptr, f.batch, g.data(), ws);
+  double loss =
+      cpu::loss_and_grad<double>(f.spec, p.data(), f.x.data(), reg ? nullptr : f.labels.data(),
+                                 reg ? f.targets.data() : nullptr, f.batch, g.data(), ws);
   if (grad) *grad = g;
   return loss;
 }
@@ -135,12 +135,12 @@ TEST_CASE("closed forms: softmax loss at zero parameters is log C / least square
 
 TEST_CASE("float Model on the cpu backend matches the double reference") {
   for (ModelKind kind : {ModelKind::kLeastSquares, ModelKind::kLogistic, ModelKind::kMlp}) {
-    Fixture f = make_fixture(kind, kind == ModelKind::kMlp ? std::vector<int>{8, 6}
-                                                          : std::vector<int>{},
-                             kind == ModelKind::kLeastSquares ? 0
-                             : kind == ModelKind::kLogistic   ? 2
-                                                              : 5,
-                             0.01f);
+    Fixture f =
+        make_fixture(kind, kind == ModelKind::kMlp ? std::vector<int>{8, 6} : std::vector<int>{},
+                     kind == ModelKind::kLeastSquares ? 0
+                     : kind == ModelKind::kLogistic   ? 2
+                                                      : 5,
+                     0.01f);
     std::vector<double> g_ref;
     const double loss_ref = loss_at(f, f.params, &g_ref);
     auto backend = make_backend(Device::kCpu, 1);
@@ -159,7 +159,8 @@ TEST_CASE("float Model on the cpu backend matches the double reference") {
     std::vector<float> p(f.params.begin(), f.params.end()), g(p.size());
     const double loss = (*model)->loss_and_grad(p.data(), b, g.data());
     CHECK(loss == doctest::Approx(loss_ref).epsilon(1e-5));
-    for (std::size_t k = 0; k < g.size(); ++k) CHECK(g[k] == doctest::Approx(g_ref[k]).epsilon(1e-4).scale(1));
+    for (std::size_t k = 0; k < g.size(); ++k)
+      CHECK(g[k] == doctest::Approx(g_ref[k]).epsilon(1e-4).scale(1));
   }
 }
 

@@ -1,5 +1,7 @@
 // Optimizer: trajectories worked out by hand (in the comments) for plain SGD, heavy-ball, Nesterov
 // and weight decay; the learning-rate schedules at chosen iterations; config validation.
+#include "sgd/optimizer.h"
+
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -7,7 +9,6 @@
 #include <vector>
 
 #include "sgd/backend.h"
-#include "sgd/optimizer.h"
 
 namespace gossip::sgd {
 namespace {

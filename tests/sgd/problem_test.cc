@@ -1,16 +1,16 @@
 // The problem factory: deterministic per seed, model/data compatibility errors, and single-node
 // SGD reaching the known optimum of the synthetic problems (least squares against the normal
 // equations solved in double; logistic regression recovering the planted separator's direction).
+#include "sgd/problem.h"
+
 #include <doctest/doctest.h>
 
+#include <Eigen/Dense>
 #include <cmath>
 #include <vector>
 
-#include <Eigen/Dense>
-
 #include "sgd/backend.h"
 #include "sgd/optimizer.h"
-#include "sgd/problem.h"
 
 namespace gossip::sgd {
 namespace {

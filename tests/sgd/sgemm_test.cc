@@ -2,6 +2,8 @@
 // product of the same float inputs (error within the k·ε·Σ|a||b| bound of a float dot product),
 // and the rounding properties its header states: each entry is one fused-multiply-add chain over
 // k, so it does not depend on which tile, panel or block the entry falls in.
+#include "sgd/cpu/sgemm.h"
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -11,7 +13,6 @@
 
 #include "common/isa.h"
 #include "common/random.h"
-#include "sgd/cpu/sgemm.h"
 
 namespace gossip::sgd::cpu {
 namespace {
@@ -62,8 +63,9 @@ struct Shape {
   int m, n, k;
 };
 // Full tiles, partial tiles in m (32) and n (12), k across the 384 block, the MLP's shapes.
-constexpr Shape kShapes[] = {{32, 12, 5},   {1, 1, 1},     {33, 13, 7},     {64, 24, 384}, {70, 29, 385},
-                             {129, 11, 800}, {256, 128, 100}, {10, 128, 128}, {5, 3, 1000}};
+constexpr Shape kShapes[] = {{32, 12, 5},     {1, 1, 1},      {33, 13, 7},
+                             {64, 24, 384},   {70, 29, 385},  {129, 11, 800},
+                             {256, 128, 100}, {10, 128, 128}, {5, 3, 1000}};
 
 TEST_CASE("sgemm: every transpose case and edge shape agrees with the double product") {
   std::uint64_t seed = 1;

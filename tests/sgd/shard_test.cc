@@ -1,5 +1,7 @@
 // Sharding and batch sampling: determinism, partition of the data set, label skew as designed,
 // sampler epochs and checkpoint restore.
+#include "sgd/shard.h"
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -8,7 +10,6 @@
 
 #include "sgd/dataset.h"
 #include "sgd/sampler.h"
-#include "sgd/shard.h"
 
 namespace gossip::sgd {
 namespace {

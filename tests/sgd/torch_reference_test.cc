@@ -4,6 +4,7 @@
 // layout (column-major W, then b) against a second implementation. Skipped with a message where
 // /usr/bin/python3 with torch is missing.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -13,8 +14,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 #include "common/random.h"
 #include "sgd/cpu/dense_net.h"
@@ -102,9 +101,9 @@ TEST_CASE("loss and gradient equal PyTorch autograd (float64) for every model") 
     cpu::Workspace<double> ws;
     std::vector<double> grad(params.size());
     const bool reg = spec.kind == ModelKind::kLeastSquares;
-    const double loss = cpu::loss_and_grad<double>(spec, params.data(), x.data(),
-                                                   reg ? nullptr : labels.data(),
-                                                   reg ? y.data() : nullptr, batch, grad.data(), ws);
+    const double loss =
+        cpu::loss_and_grad<double>(spec, params.data(), x.data(), reg ? nullptr : labels.data(),
+                                   reg ? y.data() : nullptr, batch, grad.data(), ws);
     CHECK(loss == doctest::Approx(ref_loss).epsilon(1e-9));
     double err = 0, scale = 1e-12;
     for (std::size_t k = 0; k < grad.size(); ++k) {

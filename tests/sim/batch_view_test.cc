@@ -205,8 +205,10 @@ TEST_CASE("linear models follow the documented summation order and agree with do
           std::vector<float> targets;
           for (std::int64_t i : idx) {
             rows.push_back(data.features.data() + i * dim);
-            if (classes) labels.push_back(data.labels[i]);
-            else targets.push_back(data.targets[i]);
+            if (classes)
+              labels.push_back(data.labels[i]);
+            else
+              targets.push_back(data.targets[i]);
           }
           const float loss_ref = linear_reference(spec, p.data(), rows, labels, targets, g_ref);
           INFO("model " << spec.to_string() << " l2 " << l2 << " batch " << batch);
@@ -219,10 +221,9 @@ TEST_CASE("linear models follow the documented summation order and agree with do
           for (const float* r : rows) xd.insert(xd.end(), r, r + dim);
           for (float t : targets) td.push_back(t);
           cpu::Workspace<double> ws;
-          const double loss_d = cpu::loss_and_grad<double>(spec, pd.data(), xd.data(),
-                                                           classes ? labels.data() : nullptr,
-                                                           classes ? nullptr : td.data(), batch,
-                                                           gd.data(), ws);
+          const double loss_d = cpu::loss_and_grad<double>(
+              spec, pd.data(), xd.data(), classes ? labels.data() : nullptr,
+              classes ? nullptr : td.data(), batch, gd.data(), ws);
           double scale = 1;
           for (double v : gd) scale = std::max(scale, std::abs(v));
           CHECK(loss == doctest::Approx(loss_d).epsilon(1e-5));

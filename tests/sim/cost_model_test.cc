@@ -44,8 +44,7 @@ TEST_CASE("without stragglers: C-PSGD adds compute and comm, D-PSGD overlaps the
     }
     CHECK(ps.now_s() == doctest::Approx(10 * (compute + parameter_server_comm_s(8, 4e6, in.net))));
     CHECK(ar.now_s() == doctest::Approx(10 * (compute + ring_allreduce_comm_s(8, 4e6, in.net))));
-    CHECK(gossip.now_s() ==
-          doctest::Approx(10 * std::max(compute, gossip_comm_s(2, 4e6, in.net))));
+    CHECK(gossip.now_s() == doctest::Approx(10 * std::max(compute, gossip_comm_s(2, 4e6, in.net))));
   }
 }
 

@@ -94,8 +94,8 @@ TEST_CASE("bandwidth sweep: winners agree with the closed forms, and the crossov
   REQUIRE(base.is_ok());
   // A target both reach; D-PSGD on a ring needs at least as many iterations as C-PSGD.
   c.target_loss = find(base->series, "dpsgd").points[5].train_loss;
-  const std::vector<std::string> values = {"10Mbps", "100Mbps", "1Gbps", "10Gbps", "100Gbps",
-                                           "1Tbps", "10Tbps"};
+  const std::vector<std::string> values = {"10Mbps",  "100Mbps", "1Gbps", "10Gbps",
+                                           "100Gbps", "1Tbps",   "10Tbps"};
   auto sweep = run_sweep(c, SweepParam::kBandwidth, values);
   REQUIRE(sweep.is_ok());
   REQUIRE(sweep->points.size() == values.size());
@@ -109,8 +109,8 @@ TEST_CASE("bandwidth sweep: winners agree with the closed forms, and the crossov
     const double m = 1e8;
     const double expect_d =
         static_cast<double>(*d.iterations_to_target) * std::max(0.01, gossip_comm_s(2, m, net));
-    const double expect_ar = static_cast<double>(*ar.iterations_to_target) *
-                             (0.01 + ring_allreduce_comm_s(8, m, net));
+    const double expect_ar =
+        static_cast<double>(*ar.iterations_to_target) * (0.01 + ring_allreduce_comm_s(8, m, net));
     CHECK(*d.time_to_target_s == doctest::Approx(expect_d));
     CHECK(*ar.time_to_target_s == doctest::Approx(expect_ar));
     wins.push_back(expect_d < expect_ar);

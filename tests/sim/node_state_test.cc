@@ -22,7 +22,8 @@ namespace {
 StateMatrix random_state(Eigen::Index d, int n, std::uint64_t seed, double offset = 0) {
   Rng rng(seed);
   StateMatrix x(d, n);
-  for (Eigen::Index k = 0; k < x.size(); ++k) x.data()[k] = static_cast<float>(offset + rng.normal());
+  for (Eigen::Index k = 0; k < x.size(); ++k)
+    x.data()[k] = static_cast<float>(offset + rng.normal());
   return x;
 }
 
@@ -64,8 +65,8 @@ TEST_CASE("mix equals X·Wᵀ − γU computed densely in double") {
       const StateMatrix u = random_state(d, n, 20 + d);
       StateMatrix out;
       mix(*plan, x, 0.25f, &u, out);
-      const Eigen::MatrixXd ref = x.cast<double>() * Eigen::MatrixXd(w).transpose() -
-                                  0.25 * u.cast<double>();
+      const Eigen::MatrixXd ref =
+          x.cast<double>() * Eigen::MatrixXd(w).transpose() - 0.25 * u.cast<double>();
       CHECK((out.cast<double>() - ref).cwiseAbs().maxCoeff() < 1e-5);
       mix(*plan, x, 0.0f, nullptr, out);
       const Eigen::MatrixXd pure = x.cast<double>() * Eigen::MatrixXd(w).transpose();
@@ -128,8 +129,8 @@ TEST_CASE("mix is bit-identical to sgd::Backend::mix with terms in increasing no
       generated(topology::GeneratorKind::kExponential, 16).mixing_matrix(), 3001, **backend);
   compared += compare_with_backend(
       generated(topology::GeneratorKind::kExponential, 200).mixing_matrix(), 1000, **backend);
-  compared += compare_with_backend(generated(topology::GeneratorKind::kRing, 5).mixing_matrix(),
-                                   64, **backend);
+  compared += compare_with_backend(generated(topology::GeneratorKind::kRing, 5).mixing_matrix(), 64,
+                                   **backend);
   compared += compare_with_backend(random_doubly_stochastic(9, 4, rng), 130, **backend);
   compared += compare_with_backend(random_doubly_stochastic(33, 6, rng), 17, **backend);
   // Columns of whole 64-byte lines (d % 16 == 0, the simulator's padded state): mix runs node by
@@ -192,8 +193,10 @@ TEST_CASE("banded runs: detected where rows are shifted copies, and mixed bit fo
   CHECK(tri_plan->bands()[2].first == 20);
   CHECK(tri_plan->bands()[2].count == 9);
   // No band in an exponential graph of 16 (its columns are not contiguous).
-  CHECK(MixingPlan::from_matrix(generated(topology::GeneratorKind::kExponential, 16)
-                                    .mixing_matrix())->bands().empty());
+  CHECK(
+      MixingPlan::from_matrix(generated(topology::GeneratorKind::kExponential, 16).mixing_matrix())
+          ->bands()
+          .empty());
 
   // Bit for bit: widths with only a tail (d < 64), 128-row steps plus a 64-row tile plus a tail
   // (d = 1000), and several row blocks (n = 64: 2048 rows per block); d = 64 and 192 (multiples
@@ -310,7 +313,7 @@ TEST_CASE("one-peer exponential graph: τ consecutive steps reach exact consensu
 
 TEST_CASE("consensus distance and average: closed forms") {
   StateMatrix x(2, 3);
-  x << 1, 2, 3,   //
+  x << 1, 2, 3,  //
       0, 0, 6;
   const Eigen::VectorXd mean = node_average(x);
   CHECK(mean(0) == doctest::Approx(2));

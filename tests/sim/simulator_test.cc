@@ -72,7 +72,8 @@ TEST_CASE("adapt-then-combine D-PSGD with W = J reproduces C-PSGD to float toler
     MESSAGE("max |x_cpsgd - x_dpsgd(W=J)| = " << diff << " (max |x| = " << scale << ")");
     CHECK(diff < 1e-5 * scale);
     CHECK(dt->points.back().consensus_distance < 1e-10 * scale * scale);
-    CHECK(dt->points.back().train_loss == doctest::Approx(ct->points.back().train_loss).epsilon(1e-5));
+    CHECK(dt->points.back().train_loss ==
+          doctest::Approx(ct->points.back().train_loss).epsilon(1e-5));
     // The equality is not vacuous: the run moved far from x_0 = 0.
     CHECK(scale > 0.5);
   }

@@ -20,8 +20,8 @@ struct Run {
 // Paths come in as compile definitions (tests/topology/CMakeLists.txt), so the test also runs
 // outside ctest.
 Run run(const std::string& args) {
-  const std::string cmd = std::string("cd ") + GOSSIP_TOPO_SOURCE_DIR + " && " + GOSSIP_TOPO_CLI +
-                          " " + args + " 2>&1";
+  const std::string cmd =
+      std::string("cd ") + GOSSIP_TOPO_SOURCE_DIR + " && " + GOSSIP_TOPO_CLI + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
   std::string out;
@@ -39,9 +39,9 @@ double json_field(const std::string& json, const std::string& key) {
 }
 
 TEST_CASE("analyze the three example files") {
-  for (const char* f : {"examples/ring8.pbtxt", "examples/torus4x4.pbtxt",
-                        "examples/exponential16.pbtxt", "examples/one_peer16.pbtxt",
-                        "examples/barbell10.pbtxt", "examples/square_explicit.json"}) {
+  for (const char* f :
+       {"examples/ring8.pbtxt", "examples/torus4x4.pbtxt", "examples/exponential16.pbtxt",
+        "examples/one_peer16.pbtxt", "examples/barbell10.pbtxt", "examples/square_explicit.json"}) {
     CAPTURE(f);
     const Run r = run(std::string("analyze ") + f);
     CHECK_MESSAGE(r.code == 0, r.out);
@@ -86,8 +86,8 @@ TEST_CASE("invalid files exit 1 with file:line:column") {
 
 TEST_CASE("a bad command line exits 2 (CLI11's errors included), --help 0") {
   for (const char* args :
-       {"frobnicate", "", "validate", "analyze examples/ring8.pbtxt --bogus",
-        "analyze --nodes abc", "analyze --kind ring --nodes 2", "analyze",
+       {"frobnicate", "", "validate", "analyze examples/ring8.pbtxt --bogus", "analyze --nodes abc",
+        "analyze --kind ring --nodes 2", "analyze",
         "analyze examples/ring8.pbtxt --kind ring --nodes 8",
         "analyze examples/ring8.pbtxt --method foo", "analyze examples/ring8.pbtxt --bandwidth x",
         "export examples/ring8.pbtxt", "weights examples/ring8.pbtxt --format x",
@@ -121,7 +121,9 @@ TEST_CASE("weights, compare, optimize and export produce what they promise") {
   const Run w = run("weights examples/ring8.pbtxt --format triplets");
   REQUIRE(w.code == 0);
   CHECK(w.out.find("0 1 0.33333333333333331") != std::string::npos);
-  const Run c = run("compare examples/ring8.pbtxt examples/torus4x4.pbtxt --kinds hypercube,exponential --nodes 16");
+  const Run c =
+      run("compare examples/ring8.pbtxt examples/torus4x4.pbtxt --kinds hypercube,exponential "
+          "--nodes 16");
   CHECK_MESSAGE(c.code == 0, c.out);
   CHECK(c.out.find("hypercube") != std::string::npos);
   const Run o = run("optimize examples/barbell10.pbtxt --json");
@@ -233,8 +235,9 @@ TEST_CASE("generate --hosts errors exit 2 and name the flag and the counts") {
 
 }  // namespace
 
-TEST_CASE("export --dot: a name with quotes, backslashes, braces and control bytes stays one DOT "
-          "string") {
+TEST_CASE(
+    "export --dot: a name with quotes, backslashes, braces and control bytes stays one DOT "
+    "string") {
   const auto path = std::filesystem::temp_directory_path() /
                     ("gossip_cli_dot_" + std::to_string(::getpid()) + ".pbtxt");
   // The name as Protobuf text escapes it: " \ newline ESC, then a would-be DOT statement.

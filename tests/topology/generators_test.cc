@@ -65,7 +65,8 @@ TEST_CASE("random d-regular: every degree is d, simple, connected, reproducible 
     s.seed = 6;
     CHECK(gen(s).edges() != a.edges());
   }
-  CHECK_FALSE(generate_graph({.kind = GeneratorKind::kRandomRegular, .nodes = 5, .degree = 3}).is_ok());
+  CHECK_FALSE(
+      generate_graph({.kind = GeneratorKind::kRandomRegular, .nodes = 5, .degree = 3}).is_ok());
 }
 
 TEST_CASE("Erdős–Rényi: edge count near p n(n-1)/2, rejected unless connected") {

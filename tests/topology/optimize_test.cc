@@ -35,10 +35,11 @@ TEST_CASE("on a barbell the optimizer clearly beats Metropolis–Hastings") {
 }
 
 TEST_CASE("never worse than Metropolis–Hastings, also where MH is already optimal-ish") {
-  for (auto spec : {GeneratorSpec{.kind = GeneratorKind::kRing, .nodes = 12},
-                    GeneratorSpec{.kind = GeneratorKind::kStar, .nodes = 9},
-                    GeneratorSpec{.kind = GeneratorKind::kGrid, .rows = 4, .cols = 6},
-                    GeneratorSpec{.kind = GeneratorKind::kErdosRenyi, .nodes = 40, .p = 0.15, .seed = 4}}) {
+  for (auto spec :
+       {GeneratorSpec{.kind = GeneratorKind::kRing, .nodes = 12},
+        GeneratorSpec{.kind = GeneratorKind::kStar, .nodes = 9},
+        GeneratorSpec{.kind = GeneratorKind::kGrid, .rows = 4, .cols = 6},
+        GeneratorSpec{.kind = GeneratorKind::kErdosRenyi, .nodes = 40, .p = 0.15, .seed = 4}}) {
     const Graph g = *generate_graph(spec);
     auto r = optimize_weights(g, {.max_iterations = 60});
     REQUIRE(r.is_ok());
@@ -57,7 +58,8 @@ TEST_CASE("sparse (Lanczos) path: a random 3-regular graph above the dense thres
 }
 
 TEST_CASE("directed or disconnected graphs are refused") {
-  CHECK_FALSE(optimize_weights(*generate_graph({.kind = GeneratorKind::kExponential, .nodes = 8})).is_ok());
+  CHECK_FALSE(
+      optimize_weights(*generate_graph({.kind = GeneratorKind::kExponential, .nodes = 8})).is_ok());
   CHECK_FALSE(optimize_weights(*Graph::undirected(4, {{0, 1}, {2, 3}})).is_ok());
 }
 

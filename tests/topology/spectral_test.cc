@@ -239,7 +239,8 @@ TEST_CASE("Walsh-Hadamard exact method equals the dense eigensolver on (Z_2)^d, 
       std::sort(ours.begin(), ours.end());
       Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es((Eigen::MatrixXd(w)));
       double worst = 0.0;
-      for (int k = 0; k < (1 << d); ++k) worst = std::max(worst, std::abs(ours[k] - es.eigenvalues()[k]));
+      for (int k = 0; k < (1 << d); ++k)
+        worst = std::max(worst, std::abs(ours[k] - es.eigenvalues()[k]));
       CHECK(worst < 1e-13);
     }
   }
@@ -267,13 +268,14 @@ TEST_CASE("Walsh-Hadamard method refuses a W that is not XOR-invariant") {
   CHECK(std::abs(analyze_matrix(w, exact)->rho - analyze_matrix(w, dense)->rho) < 1e-14);
 }
 
-TEST_CASE("Lanczos (one Krylov space, no restarts) equals dense to 1e-12 on random regular graphs") {
+TEST_CASE(
+    "Lanczos (one Krylov space, no restarts) equals dense to 1e-12 on random regular graphs") {
   for (std::uint64_t seed : {1u, 7u}) {
     for (int degree : {3, 4, 8}) {
       CAPTURE(seed);
       CAPTURE(degree);
-      GeneratorSpec rr{.kind = GeneratorKind::kRandomRegular, .nodes = 1200, .degree = degree,
-                       .seed = seed};
+      GeneratorSpec rr{
+          .kind = GeneratorKind::kRandomRegular, .nodes = 1200, .degree = degree, .seed = seed};
       const auto t = testing::must(Topology::generate(rr, WeightScheme::kMetropolisHastings));
       const auto de = run(t, SpectralMethod::kDense);
       const auto la = run(t, SpectralMethod::kLanczos);

@@ -40,7 +40,8 @@ const char* kExplicitRing =
 TEST_CASE("an explicit file and the generator give the same fingerprint") {
   auto a = parse(kExplicitRing);
   REQUIRE_MESSAGE(a.is_ok(), a.status().to_string());
-  auto b = parse("generator { kind: RING nodes: 4 base_port: 7000 }\nweights: METROPOLIS_HASTINGS\n");
+  auto b =
+      parse("generator { kind: RING nodes: 4 base_port: 7000 }\nweights: METROPOLIS_HASTINGS\n");
   REQUIRE(b.is_ok());
   CHECK(a->name() == "ring4");
   CHECK(a->fingerprint() == b->fingerprint());
@@ -90,7 +91,7 @@ TEST_CASE("explicit weights: self loops set the diagonal, missing weights are an
   REQUIRE_MESSAGE(t.is_ok(), t.status().to_string());
   CHECK(t->self_weight(2) == 0.25);
   CHECK(t->self_weight(0) == 0.25);  // 1 - 0.5 - 0.25
-  CHECK(validate(*t).is_ok());  // symmetric, rows 0.25+0.5+0.25, 0.5+0+0.5, 0.25+0.5+0.25
+  CHECK(validate(*t).is_ok());       // symmetric, rows 0.25+0.5+0.25, 0.5+0+0.5, 0.25+0.5+0.25
   auto heavy = parse(
       "weights: EXPLICIT\n"
       "node { id: 0 address: \"h:1\" }\nnode { id: 1 address: \"h:2\" }\n"
@@ -100,13 +101,15 @@ TEST_CASE("explicit weights: self loops set the diagonal, missing weights are an
   REQUIRE(heavy.is_ok());
   const Status s = validate(*heavy);
   CHECK_MESSAGE(s.message().find("row 2 of W sums to 1.25") != std::string::npos, s.message());
-  fails_at("weights: EXPLICIT\nnode { id: 0 address: \"h:1\" }\nnode { id: 1 address: \"h:2\" }\n"
-           "edge { from: 0 to: 1 }\n",
-           "t.pbtxt:4:1", "has no weight");
+  fails_at(
+      "weights: EXPLICIT\nnode { id: 0 address: \"h:1\" }\nnode { id: 1 address: \"h:2\" }\n"
+      "edge { from: 0 to: 1 }\n",
+      "t.pbtxt:4:1", "has no weight");
 }
 
 TEST_CASE("JSON files (Protobuf JSON mapping) are accepted") {
-  auto t = parse(R"({"name": "j", "generator": {"kind": "TORUS", "rows": 3, "cols": 4}})", "t.json");
+  auto t =
+      parse(R"({"name": "j", "generator": {"kind": "TORUS", "rows": 3, "cols": 4}})", "t.json");
   REQUIRE_MESSAGE(t.is_ok(), t.status().to_string());
   CHECK(t->num_nodes() == 12);
   auto bad = parse(R"({"generator": {"kind": "TORUS", "rowz": 3}})", "t.json");
@@ -325,8 +328,8 @@ TEST_CASE("host list errors point at the entry or field") {
 }
 
 TEST_CASE("edge lists import relative to the topology file, errors name file:line") {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("gossip_topo_test_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("gossip_topo_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   {
     std::ofstream(dir / "g.edges") << "# a square with a diagonal\n0 1\n1 2\n2 3\n3 0\n0 2\n";
@@ -351,8 +354,10 @@ TEST_CASE("load_topology validates: an oscillating explicit ring is refused with
   {
     std::ofstream f(path);
     f << "weights: EXPLICIT\n";
-    for (int i = 0; i < 6; ++i) f << "node { id: " << i << " address: \"127.0.0.1:" << 7000 + i << "\" }\n";
-    for (int i = 0; i < 6; ++i) f << "edge { from: " << i << " to: " << (i + 1) % 6 << " weight: 0.5 }\n";
+    for (int i = 0; i < 6; ++i)
+      f << "node { id: " << i << " address: \"127.0.0.1:" << 7000 + i << "\" }\n";
+    for (int i = 0; i < 6; ++i)
+      f << "edge { from: " << i << " to: " << (i + 1) % 6 << " weight: 0.5 }\n";
   }
   auto t = load_topology(path.string());
   REQUIRE_FALSE(t.is_ok());

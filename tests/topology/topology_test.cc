@@ -87,8 +87,9 @@ TEST_CASE("row-major copy equals Eigen's conversion for every scheme on undirect
   for (auto scheme : {WeightScheme::kMetropolisHastings, WeightScheme::kMaxDegree,
                       WeightScheme::kLazyMetropolisHastings, WeightScheme::kBestConstant,
                       WeightScheme::kOptimized}) {
-    for (auto spec : {GeneratorSpec{.kind = GeneratorKind::kErdosRenyi, .nodes = 30, .p = 0.3, .seed = 2},
-                      GeneratorSpec{.kind = GeneratorKind::kGrid, .rows = 3, .cols = 5}}) {
+    for (auto spec :
+         {GeneratorSpec{.kind = GeneratorKind::kErdosRenyi, .nodes = 30, .p = 0.3, .seed = 2},
+          GeneratorSpec{.kind = GeneratorKind::kGrid, .rows = 3, .cols = 5}}) {
       auto t = Topology::generate(spec, scheme);
       if (!t.is_ok()) continue;  // e.g. best-constant with a negative self weight is fine to skip
       const RowMatrix want = t->mixing_matrix();
@@ -106,7 +107,8 @@ TEST_CASE("row-major copy equals Eigen's conversion for every scheme on undirect
   }
   // Uniform on a regular graph, lazy uniform on a hypercube.
   for (auto scheme : {WeightScheme::kUniform, WeightScheme::kLazyUniform}) {
-    auto t = Topology::generate({.kind = GeneratorKind::kRandomRegular, .nodes = 40, .degree = 3, .seed = 5}, scheme);
+    auto t = Topology::generate(
+        {.kind = GeneratorKind::kRandomRegular, .nodes = 40, .degree = 3, .seed = 5}, scheme);
     REQUIRE(t.is_ok());
     const RowMatrix want = t->mixing_matrix();
     CHECK((RowMatrix(want - t->mixing_matrix_rows())).norm() == 0.0);

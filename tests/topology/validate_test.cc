@@ -31,8 +31,8 @@ std::vector<NodeAddress> loopback(int n) {
 }
 
 Status check(const Graph& g, const Eigen::MatrixXd& w, std::vector<NodeAddress> addrs = {}) {
-  auto t = Topology::from_parts("t", g, std::move(addrs), dense_to_sparse(w),
-                                WeightScheme::kExplicit);
+  auto t =
+      Topology::from_parts("t", g, std::move(addrs), dense_to_sparse(w), WeightScheme::kExplicit);
   REQUIRE(t.is_ok());
   return validate(*t);
 }
@@ -65,9 +65,13 @@ TEST_CASE("rows and columns must sum to 1 within 1e-9") {
   // Row sums fine, a column not: a directed 3-cycle with asymmetric weights.
   const Graph g = *Graph::directed(3, {{0, 1}, {1, 2}, {2, 0}, {1, 0}});
   Eigen::MatrixXd d = Eigen::MatrixXd::Zero(3, 3);
-  d(0, 0) = 0.5;  d(0, 1) = 0.25; d(0, 2) = 0.25;  // 0 hears 1 and 2
-  d(1, 1) = 0.5;  d(1, 0) = 0.5;                   // 1 hears 0
-  d(2, 2) = 0.5;  d(2, 1) = 0.5;                   // 2 hears 1: column 1 sums to 1.25
+  d(0, 0) = 0.5;
+  d(0, 1) = 0.25;
+  d(0, 2) = 0.25;  // 0 hears 1 and 2
+  d(1, 1) = 0.5;
+  d(1, 0) = 0.5;  // 1 hears 0
+  d(2, 2) = 0.5;
+  d(2, 1) = 0.5;  // 2 hears 1: column 1 sums to 1.25
   rejects(check(g, d), "column 1 of W sums to");
   CHECK(validate_weights(cycle4(), dense_to_sparse(cycle4_w()), 1e-9).is_ok());
   Eigen::MatrixXd tiny = cycle4_w();

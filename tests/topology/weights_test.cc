@@ -57,12 +57,13 @@ TEST_CASE("best constant minimises rho among W = I - alpha L (Xiao & Boyd)") {
     const double rho = analyze_matrix(weights_from_edge_values(g, ew))->rho;
     CHECK(rho > rho_best - 1e-12);
   }
-  // Closed form on the ring: L has eigenvalues 2 - 2cos(2 pi k / n): alpha = 2/(4 + 2 - 2cos(2pi/n))
-  // for even n.
+  // Closed form on the ring: L has eigenvalues 2 - 2cos(2 pi k / n): alpha = 2/(4 + 2 -
+  // 2cos(2pi/n)) for even n.
   const Graph ring = *generate_graph({.kind = GeneratorKind::kRing, .nodes = 10});
   auto wr = compute_weights(ring, WeightScheme::kBestConstant);
   CHECK(wr->coeff(0, 1) ==
-        doctest::Approx(2.0 / (4.0 + 2.0 - 2.0 * std::cos(2 * std::numbers::pi / 10))).epsilon(1e-12));
+        doctest::Approx(2.0 / (4.0 + 2.0 - 2.0 * std::cos(2 * std::numbers::pi / 10)))
+            .epsilon(1e-12));
 }
 
 TEST_CASE("directed graphs take uniform weights - symmetric schemes are refused") {
@@ -86,7 +87,8 @@ TEST_CASE("local MH after an edge drops: both ends recompute and W stays doubly 
     for (int j : g.out_neighbors(i)) nd.push_back(g.degree(j));
     const LocalWeights lw = local_metropolis_hastings(g.degree(i), nd);
     t.emplace_back(i, i, lw.self);
-    for (std::size_t k = 0; k < nd.size(); ++k) t.emplace_back(i, g.out_neighbors(i)[k], lw.neighbors[k]);
+    for (std::size_t k = 0; k < nd.size(); ++k)
+      t.emplace_back(i, g.out_neighbors(i)[k], lw.neighbors[k]);
   }
   SparseMatrix w(6, 6);
   w.setFromTriplets(t.begin(), t.end());
@@ -96,9 +98,9 @@ TEST_CASE("local MH after an edge drops: both ends recompute and W stays doubly 
 }
 
 TEST_CASE("scheme names round-trip - unknown names list the choices") {
-  for (auto s : {WeightScheme::kMetropolisHastings, WeightScheme::kMaxDegree, WeightScheme::kUniform,
-                 WeightScheme::kLazyMetropolisHastings, WeightScheme::kBestConstant,
-                 WeightScheme::kOptimized})
+  for (auto s : {WeightScheme::kMetropolisHastings, WeightScheme::kMaxDegree,
+                 WeightScheme::kUniform, WeightScheme::kLazyMetropolisHastings,
+                 WeightScheme::kBestConstant, WeightScheme::kOptimized})
     CHECK(*parse_weight_scheme(weight_scheme_name(s)) == s);
   auto bad = parse_weight_scheme("metro");
   REQUIRE_FALSE(bad.is_ok());

@@ -22,10 +22,9 @@
 // start the proxy prints one line to stdout, "listening HOST:PORT control HOST:PORT", so callers
 // may ask for port 0. SIGINT/SIGTERM stop it. One io_context thread owns every socket and all
 // fault state, so nothing needs a lock.
-#include <asio.hpp>
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
+#include <asio.hpp>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -76,9 +75,8 @@ bool split_host_port(const std::string& text, std::string& host, std::string& po
   port = text.substr(colon + 1);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);
-  return !host.empty() && std::all_of(port.begin(), port.end(), [](char c) {
-    return c >= '0' && c <= '9';
-  });
+  return !host.empty() &&
+         std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 std::string endpoint_text(const tcp::endpoint& e) {
@@ -116,8 +114,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     SteadyClock::time_point last_release{};
     bool reading = false;
     bool writing = false;
-    bool eof = false;           // the source half-closed; forward the FIN once the queue drains
-    bool shut_down = false;     // FIN forwarded
+    bool eof = false;        // the source half-closed; forward the FIN once the queue drains
+    bool shut_down = false;  // FIN forwarded
     std::unique_ptr<asio::steady_timer> timer;
   };
 
@@ -218,29 +216,30 @@ class Proxy {
   }
 
   void read_command(std::shared_ptr<tcp::socket> s, std::shared_ptr<asio::streambuf> buf) {
-    asio::async_read_until(*s, *buf, '\n', [this, s, buf](const asio::error_code& ec, std::size_t n) {
-      if (ec) {
-        drop_control(s);
-        return;
-      }
-      std::string line(asio::buffers_begin(buf->data()), asio::buffers_begin(buf->data()) + n);
-      buf->consume(n);
-      while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
-      auto reply = std::make_shared<std::string>(execute(line) + "\n");
-      const bool quit = line == "quit";
-      asio::async_write(*s, asio::buffer(*reply),
-                        [this, s, buf, reply, quit](const asio::error_code& wec, std::size_t) {
-                          if (quit) {
-                            stop();
-                            return;
-                          }
-                          if (wec) {
-                            drop_control(s);
-                            return;
-                          }
-                          read_command(s, buf);
-                        });
-    });
+    asio::async_read_until(
+        *s, *buf, '\n', [this, s, buf](const asio::error_code& ec, std::size_t n) {
+          if (ec) {
+            drop_control(s);
+            return;
+          }
+          std::string line(asio::buffers_begin(buf->data()), asio::buffers_begin(buf->data()) + n);
+          buf->consume(n);
+          while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+          auto reply = std::make_shared<std::string>(execute(line) + "\n");
+          const bool quit = line == "quit";
+          asio::async_write(*s, asio::buffer(*reply),
+                            [this, s, buf, reply, quit](const asio::error_code& wec, std::size_t) {
+                              if (quit) {
+                                stop();
+                                return;
+                              }
+                              if (wec) {
+                                drop_control(s);
+                                return;
+                              }
+                              read_command(s, buf);
+                            });
+        });
   }
 
   void drop_control(const std::shared_ptr<tcp::socket>& s) {
@@ -258,17 +257,24 @@ class Proxy {
   }
 
   static bool parse_dirs(const std::string& word, std::vector<Direction>& dirs) {
-    if (word == "c2s") dirs = {kClientToServer};
-    else if (word == "s2c") dirs = {kServerToClient};
-    else if (word == "both") dirs = {kClientToServer, kServerToClient};
-    else return false;
+    if (word == "c2s")
+      dirs = {kClientToServer};
+    else if (word == "s2c")
+      dirs = {kServerToClient};
+    else if (word == "both")
+      dirs = {kClientToServer, kServerToClient};
+    else
+      return false;
     return true;
   }
 
   static bool parse_on_off(const std::string& word, bool& on) {
-    if (word == "on") on = true;
-    else if (word == "off") on = false;
-    else return false;
+    if (word == "on")
+      on = true;
+    else if (word == "off")
+      on = false;
+    else
+      return false;
     return true;
   }
 
@@ -364,22 +370,23 @@ Connection::Connection(Proxy& proxy, tcp::socket client)
 }
 
 void Connection::start(const tcp::resolver::results_type& target) {
-  asio::async_connect(server_, target,
-                      [self = shared_from_this()](const asio::error_code& ec, const tcp::endpoint&) {
-                        if (self->closed_) return;
-                        if (ec) {
-                          // The target is down: the client sees its connection reset, as it
-                          // would without the proxy.
-                          self->close(/*reset=*/true);
-                          return;
-                        }
-                        asio::error_code ignore;
-                        self->connected_ = true;
-                        self->server_.set_option(tcp::no_delay(true), ignore);
-                        self->client_.set_option(tcp::no_delay(true), ignore);
-                        self->read(self->pumps_[kClientToServer]);
-                        self->read(self->pumps_[kServerToClient]);
-                      });
+  asio::async_connect(
+      server_, target,
+      [self = shared_from_this()](const asio::error_code& ec, const tcp::endpoint&) {
+        if (self->closed_) return;
+        if (ec) {
+          // The target is down: the client sees its connection reset, as it
+          // would without the proxy.
+          self->close(/*reset=*/true);
+          return;
+        }
+        asio::error_code ignore;
+        self->connected_ = true;
+        self->server_.set_option(tcp::no_delay(true), ignore);
+        self->client_.set_option(tcp::no_delay(true), ignore);
+        self->read(self->pumps_[kClientToServer]);
+        self->read(self->pumps_[kServerToClient]);
+      });
 }
 
 void Connection::close(bool reset) {
@@ -407,30 +414,29 @@ void Connection::read(Pump& p) {
       p.queued_bytes >= kMaxQueuedBytes)
     return;
   p.reading = true;
-  p.from->async_read_some(
-      asio::buffer(p.buffer), [self = shared_from_this(), &p](const asio::error_code& ec,
-                                                              std::size_t n) {
-        p.reading = false;
-        if (self->closed_) return;
-        if (ec) {
-          if (ec == asio::error::eof) {
-            p.eof = true;
-            if (!p.writing && p.held.empty()) self->write_next(p);
-          } else {
-            self->close(/*reset=*/true);
-          }
-          return;
-        }
-        const DirectionFaults& faults = self->proxy_.faults(p.dir);
-        if (faults.blackhole) {
-          self->proxy_.counters().dropped[p.dir] += n;
-        } else if (faults.paused) {
-          p.held.append(p.buffer.data(), n);  // read() below posts nothing more while paused
-        } else {
-          self->enqueue(p, std::string(p.buffer.data(), n));
-        }
-        self->read(p);
-      });
+  p.from->async_read_some(asio::buffer(p.buffer), [self = shared_from_this(), &p](
+                                                      const asio::error_code& ec, std::size_t n) {
+    p.reading = false;
+    if (self->closed_) return;
+    if (ec) {
+      if (ec == asio::error::eof) {
+        p.eof = true;
+        if (!p.writing && p.held.empty()) self->write_next(p);
+      } else {
+        self->close(/*reset=*/true);
+      }
+      return;
+    }
+    const DirectionFaults& faults = self->proxy_.faults(p.dir);
+    if (faults.blackhole) {
+      self->proxy_.counters().dropped[p.dir] += n;
+    } else if (faults.paused) {
+      p.held.append(p.buffer.data(), n);  // read() below posts nothing more while paused
+    } else {
+      self->enqueue(p, std::string(p.buffer.data(), n));
+    }
+    self->read(p);
+  });
 }
 
 void Connection::enqueue(Pump& p, std::string data) {
