@@ -45,7 +45,8 @@ std::string config_fingerprint(const TrainConfig& config) {
   // Only ALLREDUCE is named, so the fingerprints of D-PSGD checkpoints stay what they were.
   if (config.algorithm() == pb::TrainConfig::ALLREDUCE) c.set_algorithm(config.algorithm());
   std::string text = to_text(c);
-  uLong crc = crc32(0L, reinterpret_cast<const Bytef*>(text.data()), static_cast<uInt>(text.size()));
+  uLong crc =
+      crc32(0L, reinterpret_cast<const Bytef*>(text.data()), static_cast<uInt>(text.size()));
   char buf[16];
   std::snprintf(buf, sizeof buf, "%08lx", static_cast<unsigned long>(crc));
   return buf;
@@ -79,8 +80,10 @@ sgd::Dataset head_of(const sgd::Dataset& data, std::int64_t count) {
   out.dim = data.dim;
   out.num_classes = data.num_classes;
   out.features.assign(data.features.begin(), data.features.begin() + out.num_examples * data.dim);
-  if (!data.labels.empty()) out.labels.assign(data.labels.begin(), data.labels.begin() + out.num_examples);
-  if (!data.targets.empty()) out.targets.assign(data.targets.begin(), data.targets.begin() + out.num_examples);
+  if (!data.labels.empty())
+    out.labels.assign(data.labels.begin(), data.labels.begin() + out.num_examples);
+  if (!data.targets.empty())
+    out.targets.assign(data.targets.begin(), data.targets.begin() + out.num_examples);
   return out;
 }
 
@@ -156,8 +159,8 @@ std::vector<std::pair<int, double>> RowWeights::row(int node) const {
 }
 
 NodeResult run_node(const NodeOptions& options, const topology::Topology& topology,
-                    const sgd::Problem& problem, sgd::Backend& backend,
-                    ParameterExchange& exchange, const std::atomic<bool>& stop, Env& env) {
+                    const sgd::Problem& problem, sgd::Backend& backend, ParameterExchange& exchange,
+                    const std::atomic<bool>& stop, Env& env) {
   NodeResult result;
   auto fail = [&](int code, const Status& status) {
     result.exit_code = code;
@@ -168,8 +171,9 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
   const int self = options.node_id;
   const TrainConfig& cfg = options.config;
   if (self < 0 || self >= topology.num_nodes()) {
-    return fail(kExitUsage, invalid_argument("--node " + std::to_string(self) + " is not in the topology (0.." +
-                                             std::to_string(topology.num_nodes() - 1) + ")"));
+    return fail(kExitUsage,
+                invalid_argument("--node " + std::to_string(self) + " is not in the topology (0.." +
+                                 std::to_string(topology.num_nodes() - 1) + ")"));
   }
   Result<std::unique_ptr<sgd::Model>> model_or = backend.make_model(problem.spec);
   if (!model_or.is_ok()) return fail(kExitUsage, model_or.status());
@@ -180,14 +184,16 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
   const std::uint64_t total = total_iterations(
       cfg, static_cast<std::size_t>(problem.train->num_examples / topology.num_nodes()));
   sgd::OptimizerConfig opt_cfg = to_optimizer_config(cfg, total);
-  if (Status s = opt_cfg.validate(); !s.is_ok()) return fail(kExitUsage, s.with_context("optimizer"));
+  if (Status s = opt_cfg.validate(); !s.is_ok())
+    return fail(kExitUsage, s.with_context("optimizer"));
   sgd::Optimizer optimizer(opt_cfg, d);
   sgd::BatchSampler sampler = problem.sampler(self, static_cast<int>(cfg.batch_size()));
   const bool on_host = backend.device() == sgd::Device::kCpu;
 
   // Backend buffers: x_t, x_{t+1}, gradient, direction, optimizer state.
   sgd::DeviceBuffer x = backend.alloc(d), next = backend.alloc(d), grad = backend.alloc(d),
-                    update = backend.alloc(d), state = backend.alloc(std::max<std::size_t>(optimizer.state_size(), 1));
+                    update = backend.alloc(d),
+                    state = backend.alloc(std::max<std::size_t>(optimizer.state_size(), 1));
   // What is sent, on a GPU node: x_t staged in page-locked host memory (Backend::alloc_host), so
   // the device-to-host copy runs at full bus speed; unused on cpu (x itself is host memory).
   sgd::DeviceBuffer x_host = backend.alloc_host(on_host ? 0 : d);
@@ -216,7 +222,8 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
       ss.epoch = c->sampler.epoch;
       ss.position = c->sampler.position;
       ss.batches = c->sampler.batches;
-      if (Status s = sampler.restore(ss); !s.is_ok()) return fail(kExitError, s.with_context("resume"));
+      if (Status s = sampler.restore(ss); !s.is_ok())
+        return fail(kExitError, s.with_context("resume"));
       start = c->iteration;
       if (!c->run_id.empty()) run_id = c->run_id;
       GOSSIP_LOG(kInfo) << "resumed from checkpoint at iteration " << start << " in "
@@ -249,7 +256,8 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
     }
   }
   backend.copy_to_device(x.data(), initial.data(), d);
-  if (!initial_state.empty()) backend.copy_to_device(state.data(), initial_state.data(), initial_state.size());
+  if (!initial_state.empty())
+    backend.copy_to_device(state.data(), initial_state.data(), initial_state.size());
   backend.synchronize();
   if (!on_host) std::copy(initial.begin(), initial.end(), x_host.data());
 
@@ -272,8 +280,10 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
   }
 
   std::shared_ptr<const sgd::Dataset> eval_set = problem.test;
-  if (cfg.eval_examples() > 0 && static_cast<std::int64_t>(cfg.eval_examples()) < problem.test->num_examples) {
-    eval_set = std::make_shared<sgd::Dataset>(head_of(*problem.test, static_cast<std::int64_t>(cfg.eval_examples())));
+  if (cfg.eval_examples() > 0 &&
+      static_cast<std::int64_t>(cfg.eval_examples()) < problem.test->num_examples) {
+    eval_set = std::make_shared<sgd::Dataset>(
+        head_of(*problem.test, static_cast<std::int64_t>(cfg.eval_examples())));
   }
 
   auto save = [&](std::uint64_t iteration, const sgd::SamplerState& ss) -> Status {
@@ -297,8 +307,10 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
                       "the parameters contain NaN or Inf (not checkpointed)");
     }
     c.optimizer_state.resize(optimizer.state_size());
-    if (!c.optimizer_state.empty()) backend.copy_to_host(c.optimizer_state.data(), state.data(), c.optimizer_state.size());
-    Result<std::string> path = write_checkpoint(env, options.checkpoint_dir, c, cfg.checkpoint().keep());
+    if (!c.optimizer_state.empty())
+      backend.copy_to_host(c.optimizer_state.data(), state.data(), c.optimizer_state.size());
+    Result<std::string> path =
+        write_checkpoint(env, options.checkpoint_dir, c, cfg.checkpoint().keep());
     if (!path.is_ok()) return path.status();
     GOSSIP_LOG(kDebug) << "checkpoint " << *path;
     return Status::ok();
@@ -334,18 +346,21 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
   // onto the diagonal.
   bool carry_on = cfg.fault().policy() != pb::Fault::FAIL_STOP;
   if (carry_on && !mixing_is_symmetric(topology)) {
-    GOSSIP_LOG(kWarning) << "fault.policy CARRY_ON needs a symmetric W(t) (an undirected topology); "
-                         << (topology.name().empty() ? std::string("this topology") : topology.name())
-                         << " is directed, so this node fails stop (checkpoint, exit "
-                         << kExitNeighbourFailed << ") when a neighbour fails";
+    GOSSIP_LOG(kWarning)
+        << "fault.policy CARRY_ON needs a symmetric W(t) (an undirected topology); "
+        << (topology.name().empty() ? std::string("this topology") : topology.name())
+        << " is directed, so this node fails stop (checkpoint, exit " << kExitNeighbourFailed
+        << ") when a neighbour fails";
     carry_on = false;
   }
   const bool mh = carry_on && uses_metropolis_hastings(topology, self);
-  std::set<int> dropped;                          // neighbours not exchanged with (until re-admitted)
-  std::vector<std::pair<int, double>> last_row;   // the row of W in the last weights line
+  std::set<int> dropped;  // neighbours not exchanged with (until re-admitted)
+  std::vector<std::pair<int, double>> last_row;  // the row of W in the last weights line
   bool row_logged = false;
   const std::vector<int> everyone = all_neighbours(topology, self);
-  auto is_neighbour = [&](int j) { return std::binary_search(everyone.begin(), everyone.end(), j); };
+  auto is_neighbour = [&](int j) {
+    return std::binary_search(everyone.begin(), everyone.end(), j);
+  };
 
   // Re-admission (docs/daemon.md "Fault tolerance", 7 and 8). admit_at: neighbour -> the agreed
   // first iteration of the edge again; proposed: our open proposal to a neighbour. A proposal's
@@ -362,8 +377,8 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
   std::map<int, std::uint64_t> admit_at;
   std::map<int, Proposal> proposed;
   std::map<int, std::uint64_t> reported;  // the newest iteration a neighbour told us in an answer
-  std::map<int, int> misses;              // failed proposals to a neighbour since its last admission
-  std::uint64_t floor_t = 0;              // no agreement below it (a rejoin's t_a)
+  std::map<int, int> misses;  // failed proposals to a neighbour since its last admission
+  std::uint64_t floor_t = 0;  // no agreement below it (a rejoin's t_a)
   auto send_admit = [&](int j, std::uint64_t t_a, std::uint64_t now_at) {
     proposed[j] = {t_a, std::chrono::steady_clock::now()};
     exchange.send_admission(j, {Admission::kAdmit, self, t_a, false, now_at});
@@ -392,7 +407,8 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
       }
     }
     if (ok) admit_at[a.peer] = a.iteration;
-    exchange.send_admission(a.peer, {Admission::kAccept, self, a.iteration, ok, std::max(now_at, floor_t)});
+    exchange.send_admission(a.peer,
+                            {Admission::kAccept, self, a.iteration, ok, std::max(now_at, floor_t)});
   };
   // An Accept from j while we are at `now_at`: the answer to our proposal, or a withdrawal.
   auto on_accept = [&](const Admission& a, std::uint64_t now_at) {
@@ -440,7 +456,8 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
         misses.erase(j);
         exchange.skip_before(j, t);  // nothing it sent before the gap may fill a receive
         GOSSIP_LOG(kInfo) << "edge to node " << j << " re-admitted from iteration " << t;
-        metrics.event(t, "edge_admitted", "node " + std::to_string(j) + " from iteration " + std::to_string(t), j);
+        metrics.event(t, "edge_admitted",
+                      "node " + std::to_string(j) + " from iteration " + std::to_string(t), j);
       }
       e = admit_at.erase(e);
     }
@@ -511,9 +528,10 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
         withdraw(e->first, e->second, start);
         e = admit_at.erase(e);
       }
-      GOSSIP_LOG(kInfo) << "rejoining: checkpoint at iteration " << start << ", neighbours at up to "
-                        << ahead << "; jumping to iteration " << t_a << " (" << admit_at.size()
-                        << " of " << everyone.size() << " neighbours accepted)";
+      GOSSIP_LOG(kInfo) << "rejoining: checkpoint at iteration " << start
+                        << ", neighbours at up to " << ahead << "; jumping to iteration " << t_a
+                        << " (" << admit_at.size() << " of " << everyone.size()
+                        << " neighbours accepted)";
       start = t_a;
       if (start < total) rejoin_at = t_a;
       result.iterations_done = start;
@@ -558,8 +576,8 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
     std::map<int, std::string> unusable;  // why a neighbour's x_j^t cannot be mixed
     if (rejoin_at && t >= *rejoin_at && !from.empty()) {
       std::unique_ptr<PendingExchange> first = exchange.begin(t, send, {}, from);
-      for (const NeighbourFailure& f : first->wait(std::chrono::steady_clock::now() + deadline, interrupted,
-                                                   [&exchange, t](int peer) {
+      for (const NeighbourFailure& f : first->wait(std::chrono::steady_clock::now() + deadline,
+                                                   interrupted, [&exchange, t](int peer) {
                                                      auto at = exchange.peer_iteration(peer);
                                                      return at && *at < t;
                                                    })) {
@@ -571,7 +589,8 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
       for (const Inbox& in_box : from) {
         if (unusable.count(in_box.peer)) continue;
         if (!all_finite(in_box.buffer)) {
-          unusable.emplace(in_box.peer, "its iteration-" + std::to_string(t) + " parameters contain NaN or Inf");
+          unusable.emplace(in_box.peer,
+                           "its iteration-" + std::to_string(t) + " parameters contain NaN or Inf");
           continue;
         }
         for (std::size_t k = 0; k < d; ++k) sum[k] += in_box.buffer[k];
@@ -583,8 +602,10 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
         backend.copy_to_device(x.data(), avg.data(), d);
         backend.synchronize();
         if (!on_host) std::copy(avg.begin(), avg.end(), x_host.data());
-        GOSSIP_LOG(kInfo) << "rejoined at iteration " << t << ": x := average of " << count << " neighbours";
-        metrics.event(t, "rejoined", "x := average of " + std::to_string(count) + " neighbours' parameters");
+        GOSSIP_LOG(kInfo) << "rejoined at iteration " << t << ": x := average of " << count
+                          << " neighbours";
+        metrics.event(t, "rejoined",
+                      "x := average of " + std::to_string(count) + " neighbours' parameters");
         rejoin_at.reset();
       }
       from.clear();  // received already
@@ -617,9 +638,10 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
       unusable.emplace(f.peer, f.status.to_string());
     }
     for (const topology::Neighbor& nb : in) {
-      if (!unusable.count(nb.node) && !all_finite(std::span<const float>(inbox_host[nb.node].data(), d))) {
-        unusable.emplace(nb.node, "its iteration-" + std::to_string(t) +
-                                      " parameters contain NaN or Inf");
+      if (!unusable.count(nb.node) &&
+          !all_finite(std::span<const float>(inbox_host[nb.node].data(), d))) {
+        unusable.emplace(nb.node,
+                         "its iteration-" + std::to_string(t) + " parameters contain NaN or Inf");
       }
     }
     if (!unusable.empty() && interrupted()) {
@@ -633,7 +655,8 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
         if (Status s = sampler.restore(before); !s.is_ok()) return fail(kExitError, s);
         std::string why;
         for (const auto& [peer, reason] : unusable) {
-          GOSSIP_LOG(kError) << "neighbour " << peer << " failed at iteration " << t << ": " << reason;
+          GOSSIP_LOG(kError) << "neighbour " << peer << " failed at iteration " << t << ": "
+                             << reason;
           why += (why.empty() ? "" : "; ") + std::string("neighbour ") + std::to_string(peer) +
                  ": " + reason;
         }
@@ -715,7 +738,8 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
         terms.push_back({self_weight, x.data()});
         self_added = true;
       }
-      terms.push_back({static_cast<float>(wj), on_host ? inbox_host[j].data() : inbox_device[j].data()});
+      terms.push_back(
+          {static_cast<float>(wj), on_host ? inbox_host[j].data() : inbox_device[j].data()});
     }
     if (!self_added) terms.push_back({self_weight, x.data()});
     if (!on_host) backend.synchronize();
@@ -777,11 +801,13 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
   // config's final_params_path ("{node}" replaced by this node's id); parent directories created.
   std::vector<std::pair<std::string, const char*>> outputs;  // path, what asked for it
   if (!options.dump_params_dir.empty()) {
-    outputs.emplace_back(options.dump_params_dir + "/node_" + std::to_string(self) + ".f32", "--dump-params");
+    outputs.emplace_back(options.dump_params_dir + "/node_" + std::to_string(self) + ".f32",
+                         "--dump-params");
   }
   if (!cfg.final_params_path().empty()) {
     std::string path = cfg.final_params_path();
-    for (std::size_t at; (at = path.find("{node}")) != std::string::npos;) path.replace(at, 6, std::to_string(self));
+    for (std::size_t at; (at = path.find("{node}")) != std::string::npos;)
+      path.replace(at, 6, std::to_string(self));
     outputs.emplace_back(std::move(path), "final_params_path");
   }
   if (!outputs.empty()) {
@@ -805,8 +831,9 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
   if (Status s = metrics.close(); !s.is_ok()) return fail(kExitError, s);
   result.exit_code = kExitOk;
   result.message = "done";
-  GOSSIP_LOG(kInfo) << "finished " << result.iterations_done << " iterations; local model test accuracy "
-                    << e.accuracy << ", loss " << e.loss;
+  GOSSIP_LOG(kInfo) << "finished " << result.iterations_done
+                    << " iterations; local model test accuracy " << e.accuracy << ", loss "
+                    << e.loss;
   return result;
 }
 

@@ -42,14 +42,14 @@ namespace gossip::daemon {
 
 struct NodeOptions {
   int node_id = 0;
-  TrainConfig config;              // validated, defaults filled
-  std::string checkpoint_dir;      // this node's directory ("" = no checkpoints)
-  std::string metrics_path;        // "" none, "-" stdout
-  bool append_metrics = false;     // resuming: append to the metrics file
-  bool resume = false;             // start from the newest valid checkpoint; none usable: fail
-  bool resume_or_start = false;    // as resume, but start from iteration 0 when none is usable
+  TrainConfig config;            // validated, defaults filled
+  std::string checkpoint_dir;    // this node's directory ("" = no checkpoints)
+  std::string metrics_path;      // "" none, "-" stdout
+  bool append_metrics = false;   // resuming: append to the metrics file
+  bool resume = false;           // start from the newest valid checkpoint; none usable: fail
+  bool resume_or_start = false;  // as resume, but start from iteration 0 when none is usable
   std::optional<std::uint64_t> resume_at;  // start from the checkpoint of exactly this iteration
-  std::string dump_params_dir;     // at the end write <dir>/node_<id>.f32 (raw float32)
+  std::string dump_params_dir;             // at the end write <dir>/node_<id>.f32 (raw float32)
 };
 
 struct NodeResult {
@@ -90,8 +90,7 @@ RowWeights row_weights(const topology::Topology& topology, int node, std::int64_
 // Runs the loop to the end (or failure / stop). `problem` and `backend` are this node's; `stop`
 // is set asynchronously by a signal handler.
 NodeResult run_node(const NodeOptions& options, const topology::Topology& topology,
-                    const sgd::Problem& problem, sgd::Backend& backend,
-                    ParameterExchange& exchange, const std::atomic<bool>& stop,
-                    Env& env = Env::system());
+                    const sgd::Problem& problem, sgd::Backend& backend, ParameterExchange& exchange,
+                    const std::atomic<bool>& stop, Env& env = Env::system());
 
 }  // namespace gossip::daemon

@@ -6,7 +6,7 @@ set -euo pipefail
 
 pkgs=(
   # build
-  cmake ninja-build g++ clang pkg-config libclang-rt-14-dev
+  cmake ninja-build g++ clang pkg-config libclang-rt-14-dev clang-format
   # libraries (docs/design.md §2)
   libasio-dev libeigen3-dev libspectra-dev libprotobuf-dev protobuf-compiler
   libcli11-dev doctest-dev libssl-dev zlib1g-dev

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): installs what is missing, builds everything with Ninja on all
 # cores, runs the whole CTest suite, then builds the unit tests again under AddressSanitizer +
-# UndefinedBehaviorSanitizer and runs them. Exits non-zero on any failure.
+# UndefinedBehaviorSanitizer and runs them, and checks the formatting (scripts/lint.sh). Exits
+# non-zero on any failure.
 #
 #   scripts/test.sh              everything
 #   GOSSIP_TEST_NO_ASAN=1 ...    skip the sanitizer pass (local iteration only; CI always runs it)
@@ -47,4 +48,7 @@ if [[ "${GOSSIP_TEST_NO_ASAN:-0}" != 1 || "${CI:-}" == true ]]; then
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j "$jobs" -L unit)
 fi
+# Style: clang-format over every C++/CUDA source (.clang-format).
+bash scripts/lint.sh
+
 echo "== all tests passed =="
