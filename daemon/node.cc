@@ -87,76 +87,24 @@ sgd::Dataset head_of(const sgd::Dataset& data, std::int64_t count) {
   return out;
 }
 
+// Membership's view of the network, from the exchange.
+class ExchangePeers final : public PeerView {
+ public:
+  explicit ExchangePeers(const ParameterExchange& exchange) : exchange_(exchange) {}
+  bool link_up(int peer) const override { return exchange_.link_up(peer); }
+  std::optional<std::uint64_t> peer_iteration(int peer) const override {
+    return exchange_.peer_iteration(peer);
+  }
+
+ private:
+  const ParameterExchange& exchange_;
+};
+
+std::int64_t membership_deadline_ns(std::chrono::milliseconds deadline) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(deadline).count();
+}
+
 }  // namespace
-
-bool mixing_is_symmetric(const topology::Topology& topology) {
-  for (int t = 0; t < topology.period(); ++t) {
-    const topology::SparseMatrix& w = topology.mixing_matrix(t);
-    for (int k = 0; k < w.outerSize(); ++k) {
-      for (topology::SparseMatrix::InnerIterator e(w, k); e; ++e) {
-        if (e.row() != e.col() && w.coeff(e.col(), e.row()) != e.value()) return false;
-      }
-    }
-  }
-  return true;
-}
-
-bool uses_metropolis_hastings(const topology::Topology& topology, int node) {
-  if (topology.is_time_varying() || topology.is_directed()) return false;
-  const topology::WeightScheme s = topology.weight_scheme();
-  if (s != topology::WeightScheme::kMetropolisHastings && s != topology::WeightScheme::kDefault) {
-    return false;
-  }
-  // The rule must reproduce the topology's row bit for bit when nothing failed.
-  const int d = topology.graph().degree(node);
-  double off = 0.0;
-  for (const topology::Neighbor& nb : topology.in_neighbors(node, 0)) {
-    const double w = topology::metropolis_hastings_weight(d, topology.graph().degree(nb.node));
-    if (w != nb.weight) return false;
-    off += w;
-  }
-  return 1.0 - off == topology.self_weight(node, 0);
-}
-
-RowWeights row_weights(const topology::Topology& topology, int node, std::int64_t iteration,
-                       bool metropolis_hastings, std::uint32_t planned_degree,
-                       const std::map<int, std::uint32_t>& used) {
-  RowWeights out;
-  if (metropolis_hastings) {
-    double off = 0.0;
-    for (const auto& [j, dj] : used) {
-      const double w = topology::metropolis_hastings_weight(static_cast<int>(planned_degree),
-                                                            static_cast<int>(dj));
-      out.neighbours.emplace_back(j, w);
-      off += w;
-    }
-    out.self = 1.0 - off;
-    return out;
-  }
-  out.self = topology.self_weight(node, iteration);
-  for (const topology::Neighbor& nb : topology.in_neighbors(node, iteration)) {
-    if (used.count(nb.node)) {
-      out.neighbours.emplace_back(nb.node, nb.weight);
-    } else {
-      out.self += nb.weight;
-    }
-  }
-  return out;
-}
-
-std::vector<std::pair<int, double>> RowWeights::row(int node) const {
-  std::vector<std::pair<int, double>> r;
-  bool self_added = false;
-  for (const auto& [j, w] : neighbours) {
-    if (!self_added && j > node) {
-      if (self != 0.0) r.emplace_back(node, self);
-      self_added = true;
-    }
-    if (w != 0.0) r.emplace_back(j, w);
-  }
-  if (!self_added && self != 0.0) r.emplace_back(node, self);
-  return r;
-}
 
 NodeResult run_node(const NodeOptions& options, const topology::Topology& topology,
                     const sgd::Problem& problem, sgd::Backend& backend, ParameterExchange& exchange,
@@ -354,183 +302,57 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
     carry_on = false;
   }
   const bool mh = carry_on && uses_metropolis_hastings(topology, self);
-  std::set<int> dropped;  // neighbours not exchanged with (until re-admitted)
   std::vector<std::pair<int, double>> last_row;  // the row of W in the last weights line
   bool row_logged = false;
   const std::vector<int> everyone = all_neighbours(topology, self);
-  auto is_neighbour = [&](int j) {
-    return std::binary_search(everyone.begin(), everyone.end(), j);
-  };
-
-  // Re-admission (docs/daemon.md "Fault tolerance", 7 and 8). admit_at: neighbour -> the agreed
-  // first iteration of the edge again; proposed: our open proposal to a neighbour. A proposal's
-  // t_a lies margin · 2^misses past the newest iteration we know of the neighbour, so a neighbour
-  // that runs ahead of what we hear of it is caught after a few rounds. An answer that comes too
-  // late, and a proposal that was not answered in time, are withdrawn (an Accept{t_a, false}
-  // from the proposer), so the other end does not wait at t_a for us; if the withdrawal arrives
-  // after it started t_a, it stops waiting as soon as it hears that we are past t_a.
-  const std::uint64_t margin = std::max<std::uint32_t>(cfg.fault().admit_margin(), 1);
-  struct Proposal {
-    std::uint64_t t_a = 0;
-    std::chrono::steady_clock::time_point sent;
-  };
-  std::map<int, std::uint64_t> admit_at;
-  std::map<int, Proposal> proposed;
-  std::map<int, std::uint64_t> reported;  // the newest iteration a neighbour told us in an answer
-  std::map<int, int> misses;  // failed proposals to a neighbour since its last admission
-  std::uint64_t floor_t = 0;  // no agreement below it (a rejoin's t_a)
-  auto send_admit = [&](int j, std::uint64_t t_a, std::uint64_t now_at) {
-    proposed[j] = {t_a, std::chrono::steady_clock::now()};
-    exchange.send_admission(j, {Admission::kAdmit, self, t_a, false, now_at});
-  };
-  auto withdraw = [&](int j, std::uint64_t t_a, std::uint64_t now_at) {
-    exchange.send_admission(j, {Admission::kAccept, self, t_a, false, now_at});
-  };
-  auto next_t_a = [&](int j, std::uint64_t t) {
-    const std::uint64_t base =
-        std::max({t, floor_t, exchange.peer_iteration(j).value_or(0), reported[j]});
-    return base + (margin << std::min(misses[j], 10));
-  };
-  // An Admit from j while we are at iteration `now_at`. Crossing proposals: the later t_a wins
-  // at both ends (the same t_a is agreed by both; the end with the earlier one abandons it and
-  // accepts, the other refuses the earlier one).
-  auto on_admit = [&](const Admission& a, std::uint64_t now_at) {
-    bool ok = a.iteration >= std::max(now_at, floor_t);  // we have not started t_a yet
-    if (auto p = proposed.find(a.peer); p != proposed.end()) {
-      if (p->second.t_a == a.iteration) {
-        proposed.erase(p);
-      } else if (p->second.t_a > a.iteration) {
-        ok = false;
-      } else {
-        withdraw(a.peer, p->second.t_a, now_at);
-        proposed.erase(p);
-      }
+  const ExchangePeers peers(exchange);
+  Membership membership(
+      {self, everyone, cfg.fault().admit_margin(), membership_deadline_ns(deadline)}, peers,
+      env.clock());
+  // Carries out Membership's decisions at iteration t.
+  auto carry_out = [&](const MembershipActions& a, std::uint64_t t) {
+    for (const auto& [to_peer, message] : a.send) exchange.send_admission(to_peer, message);
+    for (int j : a.admitted) {
+      exchange.skip_before(j, t);  // nothing it sent before the gap may fill a receive
+      GOSSIP_LOG(kInfo) << "edge to node " << j << " re-admitted from iteration " << t;
+      metrics.event(t, "edge_admitted",
+                    "node " + std::to_string(j) + " from iteration " + std::to_string(t), j);
     }
-    if (ok) admit_at[a.peer] = a.iteration;
-    exchange.send_admission(a.peer,
-                            {Admission::kAccept, self, a.iteration, ok, std::max(now_at, floor_t)});
-  };
-  // An Accept from j while we are at `now_at`: the answer to our proposal, or a withdrawal.
-  auto on_accept = [&](const Admission& a, std::uint64_t now_at) {
-    reported[a.peer] = std::max(reported[a.peer], a.current);
-    auto p = proposed.find(a.peer);
-    if (p == proposed.end() || p->second.t_a != a.iteration) {
-      auto e = admit_at.find(a.peer);
-      const bool ours = e != admit_at.end() && e->second == a.iteration;
-      if (!a.accepted && ours) {
-        admit_at.erase(e);  // the proposer withdrew it
-      } else if (a.accepted && !ours) {
-        withdraw(a.peer, a.iteration, now_at);  // a late yes to a proposal we gave up
-      }
-      return;
-    }
-    proposed.erase(p);
-    if (a.accepted && a.iteration >= std::max(now_at, floor_t)) {
-      admit_at[a.peer] = a.iteration;
-      return;
-    }
-    ++misses[a.peer];
-    if (a.accepted) withdraw(a.peer, a.iteration, now_at);  // too late: we started t_a without it
-  };
-  // Every admission message received so far, handled in arrival order.
-  auto take_admissions = [&](std::uint64_t now_at) {
-    for (const Admission& a : exchange.take_admissions()) {
-      if (!is_neighbour(a.peer)) continue;
-      if (a.kind == Admission::kAdmit) {
-        on_admit(a, now_at);
-      } else {
-        on_accept(a, now_at);
-      }
-    }
-  };
-  auto handle_admissions = [&](std::uint64_t t) {
-    take_admissions(t);
-    for (auto e = admit_at.begin(); e != admit_at.end();) {
-      if (e->second > t) {
-        ++e;
-        continue;
-      }
-      const int j = e->first;
-      if (e->second == t && dropped.count(j)) {
-        dropped.erase(j);
-        misses.erase(j);
-        exchange.skip_before(j, t);  // nothing it sent before the gap may fill a receive
-        GOSSIP_LOG(kInfo) << "edge to node " << j << " re-admitted from iteration " << t;
-        metrics.event(t, "edge_admitted",
-                      "node " + std::to_string(j) + " from iteration " + std::to_string(t), j);
-      }
-      e = admit_at.erase(e);
-    }
-    // The lower id proposes; again (withdrawing the old one) when unanswered for a deadline or
-    // once its t_a came.
-    const auto now = std::chrono::steady_clock::now();
-    for (int j : everyone) {
-      if (j < self || !dropped.count(j) || admit_at.count(j) || !exchange.link_up(j)) continue;
-      if (auto p = proposed.find(j); p != proposed.end()) {
-        if (p->second.t_a > t && now - p->second.sent < deadline) continue;
-        withdraw(j, p->second.t_a, t);
-        ++misses[j];
-      }
-      send_admit(j, next_t_a(j, t), t);
+    for (const auto& [j, reason] : a.dropped) {
+      GOSSIP_LOG(kWarning) << "dropping the edge to node " << j << " from iteration " << t << ": "
+                           << reason;
+      metrics.event(t, "edge_dropped", "node " + std::to_string(j) + ": " + reason, j);
     }
   };
 
-  // A restarted node (resumed from a checkpoint while its neighbours are ahead) proposes a common
-  // t_a to every neighbour, jumps to it, and at t_a takes the average of the x_j^{t_a} of those
-  // that accepted before sending its own (if none delivered, at the first later iteration with a
-  // neighbour). When none accepted (all were past t_a already), it withdraws and tries again
-  // further ahead (a few rounds).
+  // A restarted node (resumed from a checkpoint while its neighbours are ahead) rejoins at an
+  // agreed t_a (membership.h); at t_a it takes the average of the x_j^{t_a} of those that
+  // accepted before sending its own (if none delivered, at the first later iteration with a
+  // neighbour).
   std::optional<std::uint64_t> rejoin_at;
   if (carry_on && start > 0 && (options.resume || options.resume_at) && start < total) {
-    std::uint64_t ahead = 0;
-    for (int j : everyone) ahead = std::max(ahead, exchange.peer_iteration(j).value_or(0));
-    if (ahead > start) {
-      std::uint64_t t_a = ahead + margin;
-      for (int j : everyone) dropped.insert(j);
+    if (std::optional<std::uint64_t> ahead = membership.begin_rejoin(start)) {
+      Clock& clock = env.clock();
+      MembershipActions actions;
       for (int round = 0; round < 5 && !interrupted(); ++round) {
-        floor_t = t_a;
-        for (int j : everyone) {
-          if (exchange.link_up(j)) send_admit(j, t_a, start);
-        }
+        carry_out(membership.propose_rejoin(start), start);
         // Answers (and crossing proposals) arrive within the deadline.
-        const auto until = std::chrono::steady_clock::now() + deadline;
-        while (!proposed.empty() && std::chrono::steady_clock::now() < until && !interrupted()) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(2));
-          take_admissions(start);
+        const std::int64_t until_ns = clock.monotonic_ns() + membership_deadline_ns(deadline);
+        while (membership.awaiting_answers() && clock.monotonic_ns() < until_ns && !interrupted()) {
+          clock.sleep_for_ns(2'000'000);
+          carry_out(membership.receive(exchange.take_admissions(), start), start);
         }
-        // Agreed with someone (at t_a, or at a later t_a a neighbour proposed at the same time):
-        // rejoin at the earliest agreed iteration; later agreements are kept for the main loop.
-        std::uint64_t first_agreed = 0;
-        for (const auto& [j, at] : admit_at) {
-          if (at >= t_a && (first_agreed == 0 || at < first_agreed)) first_agreed = at;
-        }
-        if (first_agreed != 0) {
-          t_a = first_agreed;
-          break;
-        }
-        // Nobody accepted: our view of the neighbours was stale. Withdraw and go further ahead.
-        std::uint64_t newest = t_a;
-        for (int j : everyone) {
-          newest = std::max({newest, reported[j], exchange.peer_iteration(j).value_or(0)});
-          if (auto p = proposed.find(j); p != proposed.end()) withdraw(j, p->second.t_a, start);
-        }
-        proposed.clear();
-        t_a = newest + (margin << (round + 1));
+        actions = {};
+        const bool agreed = membership.end_rejoin_round(round, start, actions);
+        carry_out(actions, start);
+        if (agreed) break;
       }
-      floor_t = t_a;
-      // An agreement below t_a (a lower id's proposal in an earlier round) would never be used:
-      // cancel it at both ends (an Accept{t, false} for an agreed t cancels it).
-      for (auto e = admit_at.begin(); e != admit_at.end();) {
-        if (e->second >= t_a) {
-          ++e;
-          continue;
-        }
-        withdraw(e->first, e->second, start);
-        e = admit_at.erase(e);
-      }
+      actions = {};
+      const std::uint64_t t_a = membership.finish_rejoin(start, actions);
+      carry_out(actions, start);
       GOSSIP_LOG(kInfo) << "rejoining: checkpoint at iteration " << start
-                        << ", neighbours at up to " << ahead << "; jumping to iteration " << t_a
-                        << " (" << admit_at.size() << " of " << everyone.size()
+                        << ", neighbours at up to " << *ahead << "; jumping to iteration " << t_a
+                        << " (" << membership.agreed() << " of " << everyone.size()
                         << " neighbours accepted)";
       start = t_a;
       if (start < total) rejoin_at = t_a;
@@ -541,24 +363,16 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
   for (std::uint64_t t = start; t < total; ++t) {
     const sgd::SamplerState before = sampler.state();
     if (interrupted()) return stop_now(t, before, kExitStopped, "stop requested (signal)");
-    if (carry_on) {
-      handle_admissions(t);
-      // A neighbour whose link is down cannot take part (and a send to it would only wait for
-      // the deadline): drop it now; its end sees the same link down and drops us too.
-      for (int j : everyone) {
-        if (dropped.count(j) || exchange.link_up(j)) continue;
-        dropped.insert(j);
-        GOSSIP_LOG(kWarning) << "dropping the edge to node " << j << " from iteration " << t
-                             << ": no link";
-        metrics.event(t, "edge_dropped", "node " + std::to_string(j) + ": no link", j);
-      }
-    }
+    if (carry_on) carry_out(membership.start_iteration(t, exchange.take_admissions()), t);
     const std::int64_t it = static_cast<std::int64_t>(t);
     std::vector<topology::Neighbor> in = topology.in_neighbors(self, it);
     std::vector<topology::Neighbor> out = topology.out_neighbors(self, it);
     if (carry_on) {
-      std::erase_if(in, [&](const topology::Neighbor& nb) { return dropped.count(nb.node) != 0; });
-      std::erase_if(out, [&](const topology::Neighbor& nb) { return dropped.count(nb.node) != 0; });
+      auto is_dropped = [&](const topology::Neighbor& nb) {
+        return membership.is_dropped(nb.node);
+      };
+      std::erase_if(in, is_dropped);
+      std::erase_if(out, is_dropped);
     }
     const auto planned = static_cast<std::uint32_t>(in.size());  // d_i(t)
     exchange.set_iteration(t, planned);
@@ -680,29 +494,12 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
         if (Status s = sampler.restore(before); !s.is_ok()) return fail(kExitError, s);
         return stop_now(t, before, kExitStopped, "stop requested (signal)");
       }
-      for (int j : peers) {
-        auto v = verdicts.find(j);
-        std::string reason;
-        if (auto u = unusable.find(j); u != unusable.end()) {
-          reason = "no usable parameters from it: " + u->second;
-        } else if (v == verdicts.end()) {
-          reason = "no verdict from it within the deadline";
-        } else if (!v->second.have_your_data) {
-          reason = "it did not get our parameters";
-        }
-        if (reason.empty()) {
-          used[j] = v->second.degree;
-          continue;
-        }
-        dropped.insert(j);
-        GOSSIP_LOG(kWarning) << "dropping the edge to node " << j << " from iteration " << t << ": "
-                             << reason;
-        metrics.event(t, "edge_dropped", "node " + std::to_string(j) + ": " + reason, j);
-      }
+      MembershipActions actions;
+      used = membership.decide(peers, unusable, verdicts, actions);
+      carry_out(actions, t);
       if (used.size() < peers.size()) {
         GOSSIP_LOG(kWarning) << "active degree dropped to " << used.size() << " at iteration " << t;
-        if (std::all_of(everyone.begin(), everyone.end(),
-                        [&](int j) { return dropped.count(j) != 0; })) {
+        if (membership.partitioned()) {
           GOSSIP_LOG(kWarning) << "partitioned: no neighbours left at iteration " << t
                                << "; training alone";
           metrics.event(t, "partitioned", "no neighbours left; training alone");

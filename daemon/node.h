@@ -31,6 +31,7 @@
 
 #include "common/env.h"
 #include "daemon/exchange.h"
+#include "daemon/membership.h"
 #include "daemon/sgd_config.h"
 #include "daemon/train_config.h"
 #include "sgd/backend.h"
@@ -66,26 +67,6 @@ std::string config_fingerprint(const TrainConfig& config);
 std::uint64_t topology_fingerprint64(const topology::Topology& topology);
 // Every node i exchanges with at some iteration (union of in- and out-neighbours over a period).
 std::vector<int> all_neighbours(const topology::Topology& topology, int node);
-
-// Whether every W(t) of the topology is symmetric (bit for bit): carry-on needs it.
-bool mixing_is_symmetric(const topology::Topology& topology);
-// Whether node's row of W is the Metropolis–Hastings rule of its degrees, bit for bit (static,
-// undirected, scheme metropolis_hastings or default): then rows are recomputed from degrees.
-bool uses_metropolis_hastings(const topology::Topology& topology, int node);
-
-// Node i's row of W(t) under the carry-on policy, for the edges `used` at t (neighbour -> its
-// planned degree d_j(t)). Metropolis–Hastings: W_ij = 1/(1 + max(d_i(t), d_j(t))), W_ii = 1 − Σ
-// (summed in increasing j, as the topology does). Other schemes: the topology's W_ij for used
-// edges, and the weight of every other neighbour of W(t) moved onto W_ii.
-struct RowWeights {
-  double self = 1.0;
-  std::vector<std::pair<int, double>> neighbours;  // increasing id
-  // Every nonzero entry including the diagonal, ids increasing (the metrics "row").
-  std::vector<std::pair<int, double>> row(int node) const;
-};
-RowWeights row_weights(const topology::Topology& topology, int node, std::int64_t iteration,
-                       bool metropolis_hastings, std::uint32_t planned_degree,
-                       const std::map<int, std::uint32_t>& used);
 
 // Runs the loop to the end (or failure / stop). `problem` and `backend` are this node's; `stop`
 // is set asynchronously by a signal handler.

@@ -1,0 +1,292 @@
+// Membership (see membership.h for the rules). Why it is arranged as it is:
+//  - every decision is returned, never carried out here, so the protocol can be tested as a state
+//    machine and the node's loop decides how messages travel;
+//  - a proposal's t_a lies margin · 2^misses past the newest iteration known of the neighbour, so
+//    a neighbour that runs ahead of what we hear of it is caught within a few rounds;
+//  - an answer that comes too late, and a proposal that was not answered in time, are withdrawn
+//    (an Accept{t_a, false} from the proposer), so the other end does not wait at t_a for us; if
+//    the withdrawal arrives after it started t_a, it stops waiting as soon as it hears that we are
+//    past t_a (the exchange's give-up rule).
+#include "daemon/membership.h"
+
+#include <algorithm>
+
+namespace gossip::daemon {
+
+bool mixing_is_symmetric(const topology::Topology& topology) {
+  for (int t = 0; t < topology.period(); ++t) {
+    const topology::SparseMatrix& w = topology.mixing_matrix(t);
+    for (int k = 0; k < w.outerSize(); ++k) {
+      for (topology::SparseMatrix::InnerIterator e(w, k); e; ++e) {
+        if (e.row() != e.col() && w.coeff(e.col(), e.row()) != e.value()) return false;
+      }
+    }
+  }
+  return true;
+}
+
+bool uses_metropolis_hastings(const topology::Topology& topology, int node) {
+  if (topology.is_time_varying() || topology.is_directed()) return false;
+  const topology::WeightScheme s = topology.weight_scheme();
+  if (s != topology::WeightScheme::kMetropolisHastings && s != topology::WeightScheme::kDefault) {
+    return false;
+  }
+  // The rule must reproduce the topology's row bit for bit when nothing failed.
+  const int d = topology.graph().degree(node);
+  double off = 0.0;
+  for (const topology::Neighbor& nb : topology.in_neighbors(node, 0)) {
+    const double w = topology::metropolis_hastings_weight(d, topology.graph().degree(nb.node));
+    if (w != nb.weight) return false;
+    off += w;
+  }
+  return 1.0 - off == topology.self_weight(node, 0);
+}
+
+RowWeights row_weights(const topology::Topology& topology, int node, std::int64_t iteration,
+                       bool metropolis_hastings, std::uint32_t planned_degree,
+                       const std::map<int, std::uint32_t>& used) {
+  RowWeights out;
+  if (metropolis_hastings) {
+    double off = 0.0;
+    for (const auto& [j, dj] : used) {
+      const double w = topology::metropolis_hastings_weight(static_cast<int>(planned_degree),
+                                                            static_cast<int>(dj));
+      out.neighbours.emplace_back(j, w);
+      off += w;
+    }
+    out.self = 1.0 - off;
+    return out;
+  }
+  out.self = topology.self_weight(node, iteration);
+  for (const topology::Neighbor& nb : topology.in_neighbors(node, iteration)) {
+    if (used.count(nb.node)) {
+      out.neighbours.emplace_back(nb.node, nb.weight);
+    } else {
+      out.self += nb.weight;
+    }
+  }
+  return out;
+}
+
+std::vector<std::pair<int, double>> RowWeights::row(int node) const {
+  std::vector<std::pair<int, double>> r;
+  bool self_added = false;
+  for (const auto& [j, w] : neighbours) {
+    if (!self_added && j > node) {
+      if (self != 0.0) r.emplace_back(node, self);
+      self_added = true;
+    }
+    if (w != 0.0) r.emplace_back(j, w);
+  }
+  if (!self_added && self != 0.0) r.emplace_back(node, self);
+  return r;
+}
+
+Membership::Membership(Options options, const PeerView& peers, const Clock& clock)
+    : self_(options.self),
+      neighbours_([&] {
+        std::vector<int> n = std::move(options.neighbours);
+        std::sort(n.begin(), n.end());
+        n.erase(std::unique(n.begin(), n.end()), n.end());
+        return n;
+      }()),
+      margin_(std::max<std::uint64_t>(options.admit_margin, 1)),
+      deadline_ns_(options.deadline_ns),
+      peers_(peers),
+      clock_(clock) {}
+
+bool Membership::is_neighbour(int peer) const {
+  return std::binary_search(neighbours_.begin(), neighbours_.end(), peer);
+}
+
+void Membership::propose(int peer, std::uint64_t t_a, std::uint64_t now_at,
+                         MembershipActions& out) {
+  proposed_[peer] = {t_a, clock_.monotonic_ns()};
+  out.send.emplace_back(peer, Admission{Admission::kAdmit, self_, t_a, false, now_at});
+}
+
+void Membership::withdraw(int peer, std::uint64_t t_a, std::uint64_t now_at,
+                          MembershipActions& out) {
+  out.send.emplace_back(peer, Admission{Admission::kAccept, self_, t_a, false, now_at});
+}
+
+std::uint64_t Membership::next_t_a(int peer, std::uint64_t t) {
+  const std::uint64_t base =
+      std::max({t, floor_, peers_.peer_iteration(peer).value_or(0), reported_[peer]});
+  return base + (margin_ << std::min(misses_[peer], 10));
+}
+
+// Crossing proposals: the later t_a wins at both ends (the same t_a is agreed by both; the end
+// with the earlier one abandons it and accepts, the other refuses the earlier one).
+void Membership::on_admit(const Admission& a, std::uint64_t now_at, MembershipActions& out) {
+  bool ok = a.iteration >= std::max(now_at, floor_);  // we have not started t_a yet
+  if (auto p = proposed_.find(a.peer); p != proposed_.end()) {
+    if (p->second.t_a == a.iteration) {
+      proposed_.erase(p);
+    } else if (p->second.t_a > a.iteration) {
+      ok = false;
+    } else {
+      withdraw(a.peer, p->second.t_a, now_at, out);
+      proposed_.erase(p);
+    }
+  }
+  if (ok) admit_at_[a.peer] = a.iteration;
+  out.send.emplace_back(
+      a.peer, Admission{Admission::kAccept, self_, a.iteration, ok, std::max(now_at, floor_)});
+}
+
+// The answer to our proposal, or a withdrawal of an agreement.
+void Membership::on_accept(const Admission& a, std::uint64_t now_at, MembershipActions& out) {
+  reported_[a.peer] = std::max(reported_[a.peer], a.current);
+  auto p = proposed_.find(a.peer);
+  if (p == proposed_.end() || p->second.t_a != a.iteration) {
+    auto e = admit_at_.find(a.peer);
+    const bool ours = e != admit_at_.end() && e->second == a.iteration;
+    if (!a.accepted && ours) {
+      admit_at_.erase(e);  // the proposer withdrew it
+    } else if (a.accepted && !ours) {
+      withdraw(a.peer, a.iteration, now_at, out);  // a late yes to a proposal we gave up
+    }
+    return;
+  }
+  proposed_.erase(p);
+  if (a.accepted && a.iteration >= std::max(now_at, floor_)) {
+    admit_at_[a.peer] = a.iteration;
+    return;
+  }
+  ++misses_[a.peer];
+  if (a.accepted) withdraw(a.peer, a.iteration, now_at, out);  // too late: we started t_a
+}
+
+MembershipActions Membership::receive(std::span<const Admission> messages, std::uint64_t now_at) {
+  MembershipActions out;
+  for (const Admission& a : messages) {
+    if (!is_neighbour(a.peer)) continue;
+    if (a.kind == Admission::kAdmit) {
+      on_admit(a, now_at, out);
+    } else {
+      on_accept(a, now_at, out);
+    }
+  }
+  return out;
+}
+
+MembershipActions Membership::start_iteration(std::uint64_t t,
+                                              std::span<const Admission> messages) {
+  MembershipActions out = receive(messages, t);
+  for (auto e = admit_at_.begin(); e != admit_at_.end();) {
+    if (e->second > t) {
+      ++e;
+      continue;
+    }
+    const int j = e->first;
+    if (e->second == t && dropped_.count(j)) {
+      dropped_.erase(j);
+      misses_.erase(j);
+      out.admitted.push_back(j);
+    }
+    e = admit_at_.erase(e);
+  }
+  // The lower id proposes; again (withdrawing the old one) when unanswered for a deadline or once
+  // its t_a came.
+  const std::int64_t now_ns = clock_.monotonic_ns();
+  for (int j : neighbours_) {
+    if (j < self_ || !dropped_.count(j) || admit_at_.count(j) || !peers_.link_up(j)) continue;
+    if (auto p = proposed_.find(j); p != proposed_.end()) {
+      if (p->second.t_a > t && now_ns - p->second.sent_ns < deadline_ns_) continue;
+      withdraw(j, p->second.t_a, t, out);
+      ++misses_[j];
+    }
+    propose(j, next_t_a(j, t), t, out);
+  }
+  // A neighbour whose link is down cannot take part (and a send to it would only wait for the
+  // deadline): drop it now; its end sees the same link down and drops us too.
+  for (int j : neighbours_) {
+    if (dropped_.count(j) || peers_.link_up(j)) continue;
+    dropped_.insert(j);
+    out.dropped.emplace_back(j, "no link");
+  }
+  return out;
+}
+
+std::map<int, std::uint32_t> Membership::decide(std::span<const int> planned,
+                                                const std::map<int, std::string>& unusable,
+                                                const std::map<int, Verdict>& verdicts,
+                                                MembershipActions& out) {
+  std::map<int, std::uint32_t> used;
+  for (int j : planned) {
+    auto v = verdicts.find(j);
+    std::string reason;
+    if (auto u = unusable.find(j); u != unusable.end()) {
+      reason = "no usable parameters from it: " + u->second;
+    } else if (v == verdicts.end()) {
+      reason = "no verdict from it within the deadline";
+    } else if (!v->second.have_your_data) {
+      reason = "it did not get our parameters";
+    }
+    if (reason.empty()) {
+      used[j] = v->second.degree;
+      continue;
+    }
+    dropped_.insert(j);
+    out.dropped.emplace_back(j, std::move(reason));
+  }
+  return used;
+}
+
+std::optional<std::uint64_t> Membership::begin_rejoin(std::uint64_t start) {
+  std::uint64_t ahead = 0;
+  for (int j : neighbours_) ahead = std::max(ahead, peers_.peer_iteration(j).value_or(0));
+  if (ahead <= start) return std::nullopt;
+  rejoin_t_a_ = ahead + margin_;
+  for (int j : neighbours_) dropped_.insert(j);
+  return ahead;
+}
+
+MembershipActions Membership::propose_rejoin(std::uint64_t start) {
+  MembershipActions out;
+  floor_ = rejoin_t_a_;
+  for (int j : neighbours_) {
+    if (peers_.link_up(j)) propose(j, rejoin_t_a_, start, out);
+  }
+  return out;
+}
+
+bool Membership::end_rejoin_round(int round, std::uint64_t start, MembershipActions& out) {
+  // Agreed with someone (at t_a, or at a later t_a a neighbour proposed at the same time): rejoin
+  // at the earliest agreed iteration; later agreements are kept for the loop.
+  std::uint64_t first_agreed = 0;
+  for (const auto& [j, at] : admit_at_) {
+    if (at >= rejoin_t_a_ && (first_agreed == 0 || at < first_agreed)) first_agreed = at;
+  }
+  if (first_agreed != 0) {
+    rejoin_t_a_ = first_agreed;
+    return true;
+  }
+  // Nobody accepted: our view of the neighbours was stale. Withdraw and go further ahead.
+  std::uint64_t newest = rejoin_t_a_;
+  for (int j : neighbours_) {
+    newest = std::max({newest, reported_[j], peers_.peer_iteration(j).value_or(0)});
+    if (auto p = proposed_.find(j); p != proposed_.end()) withdraw(j, p->second.t_a, start, out);
+  }
+  proposed_.clear();
+  rejoin_t_a_ = newest + (margin_ << (round + 1));
+  return false;
+}
+
+std::uint64_t Membership::finish_rejoin(std::uint64_t start, MembershipActions& out) {
+  floor_ = rejoin_t_a_;
+  // An agreement below t_a (a lower id's proposal in an earlier round) would never be used:
+  // cancel it at both ends (an Accept{t, false} for an agreed t cancels it).
+  for (auto e = admit_at_.begin(); e != admit_at_.end();) {
+    if (e->second >= rejoin_t_a_) {
+      ++e;
+      continue;
+    }
+    withdraw(e->first, e->second, start, out);
+    e = admit_at_.erase(e);
+  }
+  return rejoin_t_a_;
+}
+
+}  // namespace gossip::daemon
