@@ -30,12 +30,9 @@
 // write still being flushed (the destructor closes the socket; the flush then fails quietly).
 #pragma once
 
-#include <asio/buffer.hpp>
-#include <asio/compose.hpp>
-#include <asio/io_context.hpp>
-#include <asio/ip/tcp.hpp>
-#include <asio/post.hpp>
-#include <asio/write.hpp>
+// clang-format off: a standard header must come first. asio/detail/config.hpp decides
+// ASIO_HAS_STD_ALIGNED_ALLOC from <bits/c++config.h>; seen before it, this file's inline
+// aligned_delete would free with operator delete what other files allocate with malloc.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -43,6 +40,13 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+// clang-format on
+#include <asio/buffer.hpp>
+#include <asio/compose.hpp>
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/post.hpp>
+#include <asio/write.hpp>
 
 namespace gossip::net {
 

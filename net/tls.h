@@ -7,10 +7,14 @@
 // group or others are refused.
 #pragma once
 
-#include <asio/ip/tcp.hpp>
-#include <asio/ssl.hpp>
+// clang-format off: a standard header must come first. asio/detail/config.hpp decides
+// ASIO_HAS_STD_ALIGNED_ALLOC from <bits/c++config.h>; seen before it, this file's inline
+// aligned_delete would free with operator delete what other files allocate with malloc.
 #include <memory>
 #include <string>
+// clang-format on
+#include <asio/ip/tcp.hpp>
+#include <asio/ssl.hpp>
 
 #include "common/status.h"
 #include "net/coalescing_stream.h"
