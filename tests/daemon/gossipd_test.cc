@@ -53,6 +53,13 @@ TEST_CASE("exactness: 8 gossipd processes on the one-peer exponential graph (tim
   exactness("ONE_PEER_EXPONENTIAL", 8, /*tls=*/false);
 }
 
+// `gossipd launch` of the job in dir (insecure, checkpoints in ckpt), as a shell command.
+std::string launch_command(const std::string& dir, const std::string& topo, const std::string& cfg,
+                           const std::string& work, const std::string& ckpt) {
+  return "cd " + dir + " && exec timeout 120 " + bin("daemon/gossipd") + " launch " + topo +
+         " --config " + cfg + " --workdir " + work + " --insecure --set checkpoint.dir=" + ckpt;
+}
+
 // The newest iteration in a node's metrics file.
 double metrics_iteration(const std::string& path) {
   std::ifstream in(path);
@@ -77,9 +84,8 @@ TEST_CASE(
   std::string cfg = dir.path + "/train.pbtxt";
   std::ofstream(cfg) << job.config_text();
   std::string work = dir.path + "/run", ckpt = dir.path + "/ckpt";
-  std::string launch = "cd " + dir.path + " && exec timeout 120 " + bin("daemon/gossipd") +
-                       " launch " + topo + " --config " + cfg + " --workdir " + work +
-                       " --insecure --set checkpoint.dir=" + ckpt + " --set fault.policy=FAIL_STOP";
+  std::string launch =
+      launch_command(dir.path, topo, cfg, work, ckpt) + " --set fault.policy=FAIL_STOP";
   pid_t launcher = spawn_shell(launch + " > " + dir.path + "/launch1.out 2>&1");
 
   // Wait until every node is past iteration 150, then SIGKILL node 1.
@@ -167,9 +173,7 @@ TEST_CASE(
   std::string cfg = dir.path + "/train.pbtxt";
   std::ofstream(cfg) << job.config_text();
   std::string work = dir.path + "/run", ckpt = dir.path + "/ckpt";
-  std::string launch = "cd " + dir.path + " && exec timeout 120 " + bin("daemon/gossipd") +
-                       " launch " + topo + " --config " + cfg + " --workdir " + work +
-                       " --insecure --set checkpoint.dir=" + ckpt;
+  std::string launch = launch_command(dir.path, topo, cfg, work, ckpt);
   Run first = run_capture(launch);
   INFO(first.out);
   REQUIRE(first.code == kExitOk);
