@@ -21,6 +21,9 @@ inline constexpr int kExitDiverged = 5;         // loss or parameters NaN/Inf: s
                                                 // written (the last good checkpoint stays newest)
 inline constexpr int kExitCannotResume = 6;     // --resume / --resume-at found no usable
                                                 // checkpoint (damaged, other config or topology)
+inline constexpr int kExitTrainerGone = 7;      // attach mode: the external trainer died, hung
+                                                // past the deadline or stopped; the node left the
+                                                // group with a checkpoint of its mixed state
 
 static_assert(kExitError == gossip::kExitRuntimeError);
 static_assert(kExitUsage == gossip::kExitUsageError);

@@ -24,6 +24,7 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -31,6 +32,7 @@
 
 #include "common/env.h"
 #include "daemon/exchange.h"
+#include "daemon/local_step.h"
 #include "daemon/membership.h"
 #include "daemon/sgd_config.h"
 #include "daemon/train_config.h"
@@ -68,8 +70,26 @@ std::uint64_t topology_fingerprint64(const topology::Topology& topology);
 // Every node i exchanges with at some iteration (union of in- and out-neighbours over a period).
 std::vector<int> all_neighbours(const topology::Topology& topology, int node);
 
-// Runs the loop to the end (or failure / stop). `problem` and `backend` are this node's; `stop`
-// is set asynchronously by a signal handler.
+// What one node trains (daemon/node_job.h builds it): the local step, the parameter count, how
+// many iterations the job has, x_0, and what the model is evaluated on (null: the step cannot
+// evaluate, as for an external trainer).
+struct NodeJob {
+  std::unique_ptr<LocalStep> step;
+  std::size_t num_params = 0;
+  std::uint64_t total_iterations = 0;
+  std::vector<float> initial_params;
+  std::shared_ptr<const sgd::Dataset> eval_set;  // every eval_every iterations
+  std::shared_ptr<const sgd::Dataset> test_set;  // at the end
+};
+
+// Runs the loop of `job` to the end (or failure / stop); `stop` is set asynchronously by a signal
+// handler. `backend` holds the parameter buffers and does the mixing.
+NodeResult run_node(const NodeOptions& options, const topology::Topology& topology, NodeJob& job,
+                    sgd::Backend& backend, ParameterExchange& exchange,
+                    const std::atomic<bool>& stop, Env& env = Env::system());
+
+// The built-in job: gossip_sgd's model on `problem` (node_job.h), then the loop above.
+// `problem` and `backend` are this node's.
 NodeResult run_node(const NodeOptions& options, const topology::Topology& topology,
                     const sgd::Problem& problem, sgd::Backend& backend, ParameterExchange& exchange,
                     const std::atomic<bool>& stop, Env& env = Env::system());

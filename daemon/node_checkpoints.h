@@ -1,0 +1,67 @@
+// NodeCheckpoints: one node's checkpoints as its run sees them (daemon/checkpoint.h has the file
+// format and the directory rules) — where the run starts (a fresh directory, the newest usable
+// checkpoint, or exactly the one asked for) and writing the state at an iteration.
+//
+// Start rules (docs/daemon.md "Checkpoints and resume"):
+//   no resume flag    the directory must hold no checkpoint files (another run's are never
+//                     overwritten or deleted): kExitUsage otherwise;
+//   --resume          the newest checkpoint that matches the node, config and topology; none:
+//                     kExitCannotResume with the reason (starting from 0 would throw work away);
+//   --resume-at N     exactly iteration N's checkpoint, else kExitCannotResume;
+//   --resume-or-start as --resume, but with none usable the directory's files are set aside (kept)
+//                     and the run starts from iteration 0.
+// A resumed run keeps the run id of the checkpoint it resumed; a new run gets a new one.
+// A checkpoint never holds non-finite parameters (common/divergence.h): save() then returns
+// kAborted and the previous checkpoint stays the newest.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/env.h"
+#include "common/status.h"
+#include "daemon/checkpoint.h"
+#include "sgd/sampler.h"
+
+namespace gossip::daemon {
+
+struct CheckpointRequest {
+  std::string dir;  // "" = no checkpoints
+  bool resume = false;
+  bool resume_or_start = false;
+  std::optional<std::uint64_t> resume_at;
+  std::uint32_t keep = 0;
+};
+
+class NodeCheckpoints {
+ public:
+  NodeCheckpoints(Env& env, CheckpointRequest request, CheckpointExpectation expect)
+      : env_(env), request_(std::move(request)), expect_(std::move(expect)) {}
+
+  // Applies the start rules. Returns the checkpoint to resume from (nullopt: start at 0); on
+  // failure `exit_code` says which daemon exit code the failure maps to.
+  Result<std::optional<Checkpoint>> open(int* exit_code);
+
+  // Writes the state at the start of `iteration` (nothing without a directory).
+  Status save(std::uint64_t iteration, std::vector<float> params, const sgd::SamplerState& sampler,
+              std::vector<float> optimizer_state);
+
+  bool enabled() const { return !request_.dir.empty(); }
+  const std::string& dir() const { return request_.dir; }
+  const std::string& run_id() const { return run_id_; }
+
+ private:
+  Env& env_;
+  CheckpointRequest request_;
+  CheckpointExpectation expect_;
+  std::string run_id_ = new_run_id();
+};
+
+// The batch sampler's state in a checkpoint, and back.
+SamplerSnapshot to_snapshot(const sgd::SamplerState& state);
+sgd::SamplerState from_snapshot(const SamplerSnapshot& snapshot);
+
+}  // namespace gossip::daemon

@@ -1,0 +1,46 @@
+// The job wiring (see node_job.h).
+#include "daemon/node_job.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "daemon/sgd_config.h"
+
+namespace gossip::daemon {
+
+std::shared_ptr<const sgd::Dataset> evaluation_set(
+    const TrainConfig& config, const std::shared_ptr<const sgd::Dataset>& test) {
+  const auto count = static_cast<std::int64_t>(config.eval_examples());
+  if (count <= 0 || count >= test->num_examples) return test;
+  auto out = std::make_shared<sgd::Dataset>();
+  out->num_examples = count;
+  out->dim = test->dim;
+  out->num_classes = test->num_classes;
+  out->features.assign(test->features.begin(), test->features.begin() + count * test->dim);
+  if (!test->labels.empty()) {
+    out->labels.assign(test->labels.begin(), test->labels.begin() + count);
+  }
+  if (!test->targets.empty()) {
+    out->targets.assign(test->targets.begin(), test->targets.begin() + count);
+  }
+  return out;
+}
+
+Result<NodeJob> make_sgd_job(const TrainConfig& config, const sgd::Problem& problem,
+                             sgd::Backend& backend, int node, int num_nodes) {
+  NodeJob job;
+  job.num_params = problem.spec.num_params();
+  job.total_iterations =
+      total_iterations(config, static_cast<std::size_t>(problem.train->num_examples / num_nodes));
+  Result<std::unique_ptr<SgdStep>> step =
+      SgdStep::create(backend, problem, to_optimizer_config(config, job.total_iterations), node,
+                      static_cast<int>(config.batch_size()));
+  if (!step.is_ok()) return step.status();
+  job.step = std::move(*step);
+  job.initial_params = problem.initial_params();
+  job.eval_set = evaluation_set(config, problem.test);
+  job.test_set = problem.test;
+  return job;
+}
+
+}  // namespace gossip::daemon

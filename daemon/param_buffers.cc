@@ -1,0 +1,77 @@
+// ParameterBuffers (see param_buffers.h). The mix makes its terms in increasing node id with the
+// node's own term at its place, skipping a zero self weight, because gossip-sim sums in that order
+// and the fused multiply-adds must round the same to agree bit for bit.
+#include "daemon/param_buffers.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace gossip::daemon {
+
+ParameterBuffers::ParameterBuffers(sgd::Backend& backend, std::size_t num_params,
+                                   std::span<const int> peers)
+    : backend_(backend),
+      num_params_(num_params),
+      on_host_(backend.device() == sgd::Device::kCpu),
+      x_(backend.alloc(num_params)),
+      next_(backend.alloc(num_params)),
+      update_(backend.alloc(num_params)),
+      x_host_(backend.alloc_host(on_host_ ? 0 : num_params)) {
+  for (int peer : peers) {
+    if (inbox_host_.count(peer)) continue;
+    inbox_host_[peer] = backend.alloc_host(num_params);
+    if (!on_host_) inbox_device_[peer] = backend.alloc(num_params);
+  }
+}
+
+void ParameterBuffers::set_x(std::span<const float> values) {
+  backend_.copy_to_device(x_.data(), values.data(), num_params_);
+  backend_.synchronize();
+  if (!on_host_) std::copy(values.begin(), values.end(), x_host_.data());
+}
+
+std::vector<float> ParameterBuffers::x_to_host() const {
+  std::vector<float> out(num_params_);
+  backend_.copy_to_host(out.data(), x_.data(), num_params_);
+  return out;
+}
+
+void ParameterBuffers::x_to_host(std::span<float> out) const {
+  backend_.copy_to_host(out.data(), x_.data(), num_params_);
+}
+
+std::span<const float> ParameterBuffers::outgoing() const {
+  return {on_host_ ? x_.data() : x_host_.data(), num_params_};
+}
+
+std::span<float> ParameterBuffers::inbox(int peer) {
+  return {inbox_host_.at(peer).data(), num_params_};
+}
+
+void ParameterBuffers::upload(int peer) {
+  if (!on_host_) {
+    backend_.copy_to_device(inbox_device_.at(peer).data(), inbox_host_.at(peer).data(),
+                            num_params_);
+  }
+}
+
+void ParameterBuffers::mix(int self, const RowWeights& w, float gamma) {
+  terms_.clear();
+  const float self_weight = static_cast<float>(w.self);
+  bool self_added = self_weight == 0.0f;
+  for (const auto& [j, wj] : w.neighbours) {
+    if (!self_added && j > self) {
+      terms_.push_back({self_weight, x_.data()});
+      self_added = true;
+    }
+    terms_.push_back(
+        {static_cast<float>(wj), on_host_ ? inbox_host_.at(j).data() : inbox_device_.at(j).data()});
+  }
+  if (!self_added) terms_.push_back({self_weight, x_.data()});
+  if (!on_host_) backend_.synchronize();
+  backend_.mix(next_.data(), terms_, gamma, update_.data(), num_params_);
+  std::swap(x_, next_);
+  if (!on_host_) backend_.copy_to_host(x_host_.data(), x_.data(), num_params_);
+}
+
+}  // namespace gossip::daemon

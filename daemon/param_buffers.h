@@ -1,0 +1,65 @@
+// ParameterBuffers: the parameter vectors of one node's loop — x_t and x_{t+1} on the backend, the
+// update u_t, the host copy of x_t that is sent, and one receive buffer per in-neighbour — and the
+// one operation that combines them, the fused D-PSGD mix
+//   x_{t+1} = Σ_{j ∈ N_in(i,t) ∪ {i}} W_ij(t) x_j^t − γ_t u_t   (terms in increasing j)
+// in the order and rounding gossip-sim uses.
+//
+// On the cpu backend x_t is host memory and is sent straight from the backend buffer; on a GPU
+// node x_t is staged in page-locked host memory (Backend::alloc_host), so the device-to-host copy
+// runs at full bus speed, and every receive buffer is page-locked too, so that the copy of a
+// neighbour's x_j^t to the device (upload(), queued as soon as it arrived) is an asynchronous DMA
+// that overlaps the gradient computation.
+//
+// Sizes are counts of floats (num_params). Used from the loop's thread; the spans handed to the
+// exchange (outgoing(), inbox()) are borrowed by it until its wait returns.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <span>
+#include <vector>
+
+#include "daemon/membership.h"
+#include "sgd/backend.h"
+
+namespace gossip::daemon {
+
+class ParameterBuffers {
+ public:
+  // `backend` is borrowed and must outlive this object; `peers`: every node that ever sends to
+  // this one (one receive buffer each).
+  ParameterBuffers(sgd::Backend& backend, std::size_t num_params, std::span<const int> peers);
+
+  std::size_t num_params() const { return num_params_; }
+  // x_t on the backend, and u_t (written by the local step's direction()).
+  const float* x() const { return x_.data(); }
+  float* update() { return update_.data(); }
+
+  // x_t := `values` (host memory), staged for sending; waits for the copy.
+  void set_x(std::span<const float> values);
+  // x_t in host memory (copied), e.g. for a checkpoint or the final parameters.
+  std::vector<float> x_to_host() const;
+  void x_to_host(std::span<float> out) const;  // out.size() == num_params()
+  // What is sent at this iteration: x_t in host memory.
+  std::span<const float> outgoing() const;
+  // The receive buffer of `peer` (host memory).
+  std::span<float> inbox(int peer);
+  // Queues the copy of `peer`'s received x_j^t to the backend (nothing to do on cpu).
+  void upload(int peer);
+
+  // x := Σ W_ij x_j − γ u with the row `w` of node `self` (self's term at its place in increasing
+  // id), from the uploaded receive buffers; then x is staged for sending.
+  void mix(int self, const RowWeights& w, float gamma);
+
+ private:
+  sgd::Backend& backend_;
+  const std::size_t num_params_;
+  const bool on_host_;
+  sgd::DeviceBuffer x_, next_, update_;
+  sgd::DeviceBuffer x_host_;  // the staged x_t (GPU nodes only)
+  std::map<int, sgd::DeviceBuffer> inbox_host_;
+  std::map<int, sgd::DeviceBuffer> inbox_device_;  // GPU nodes only
+  std::vector<sgd::MixTerm> terms_;
+};
+
+}  // namespace gossip::daemon
