@@ -190,8 +190,8 @@ Status AttachServer::create_buffer(std::uint64_t num_params, std::uint64_t* buff
   return Status::ok();
 }
 
-Result<std::uint64_t> AttachServer::accept(Clock::time_point deadline,
-                                           const AttachOptions& options) {
+Result<std::uint64_t> AttachServer::accept_hello(Clock::time_point deadline,
+                                                 const AttachOptions& options) {
   if (accepted_) return failed_precondition("AttachServer::accept called twice");
   const int r = attach::wait_fd(listen_fd_, POLLIN, deadline);
   if (r == 0) return deadline_exceeded("no trainer connected to " + socket_path_ + " in time");
@@ -240,26 +240,48 @@ Result<std::uint64_t> AttachServer::accept(Clock::time_point deadline,
                                    std::to_string(options.max_num_params)));
   }
 
+  options_ = options;
+  hello_num_params_ = hello.num_params;
+  return hello.num_params;
+}
+
+Status AttachServer::welcome(std::uint64_t start_iteration,
+                             std::span<const float> initial_parameters) {
+  if (conn_fd_ < 0 || hello_num_params_ == 0 || !params_.empty()) {
+    return failed_precondition("AttachServer::welcome without a HELLO to answer");
+  }
+  if (!initial_parameters.empty() && initial_parameters.size() != hello_num_params_) {
+    return refuse(
+        ErrorCode::kAborted,
+        invalid_argument("initial parameters: " + std::to_string(initial_parameters.size()) +
+                         " floats for " + std::to_string(hello_num_params_) + " parameters"));
+  }
   attach::Welcome w;
-  if (Status s = create_buffer(hello.num_params, &w.buffer_bytes); !s.is_ok()) {
+  if (Status s = create_buffer(hello_num_params_, &w.buffer_bytes); !s.is_ok()) {
     return refuse(ErrorCode::kAborted, s);
   }
-  if (!options.initial_parameters.empty()) {
-    std::copy(options.initial_parameters.begin(), options.initial_parameters.end(),
-              params_.begin());
+  if (!initial_parameters.empty()) {
+    std::copy(initial_parameters.begin(), initial_parameters.end(), params_.begin());
     w.flags |= attach::kFlagBufferInitialized;
   }
-  w.num_params = hello.num_params;
+  w.num_params = hello_num_params_;
   w.params_offset = 0;
-  w.start_iteration = options.start_iteration;
-  w.node_id = options.node_id;
-  w.num_nodes = options.num_nodes;
+  w.start_iteration = start_iteration;
+  w.node_id = options_.node_id;
+  w.num_nodes = options_.num_nodes;
   Status s = send_bytes(attach::encode_welcome(w), memfd_);
   if (!s.is_ok()) {
     close_connection();
     return s;
   }
-  return hello.num_params;
+  return Status::ok();
+}
+
+Result<std::uint64_t> AttachServer::accept(Clock::time_point deadline,
+                                           const AttachOptions& options) {
+  GOSSIP_ASSIGN_OR_RETURN(std::uint64_t n, accept_hello(deadline, options));
+  if (Status s = welcome(options.start_iteration, options.initial_parameters); !s.is_ok()) return s;
+  return n;
 }
 
 Result<std::span<float>> AttachServer::wait_post(std::uint64_t iteration,

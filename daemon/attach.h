@@ -81,6 +81,13 @@ class AttachServer {
   // Succeeds at most once; after kDeadlineExceeded with nobody connected it may be called again.
   Result<std::uint64_t> accept(std::chrono::steady_clock::time_point deadline,
                                const AttachOptions& options);
+  // accept() in two halves, for a daemon that must know the parameter count before it can say
+  // where training starts (gossipd reads its checkpoints for that count): accept_hello() does
+  // everything up to the checks (options.start_iteration and initial_parameters are not used);
+  // welcome() creates the buffer and answers WELCOME. A failure of either closes the connection.
+  Result<std::uint64_t> accept_hello(std::chrono::steady_clock::time_point deadline,
+                                     const AttachOptions& options);
+  Status welcome(std::uint64_t start_iteration, std::span<const float> initial_parameters);
 
   // Waits for POST(iteration) and returns the buffer (x_t). A POST with another iteration is a
   // protocol error (kCorruption).
@@ -123,6 +130,8 @@ class AttachServer {
   std::span<float> params_;
   std::optional<std::uint64_t> posted_;  // the POST not yet answered by reply_mixed
   bool accepted_ = false;
+  AttachOptions options_;               // of accept_hello, for welcome
+  std::uint64_t hello_num_params_ = 0;  // the count the trainer announced
 };
 
 }  // namespace gossip::daemon

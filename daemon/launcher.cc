@@ -71,7 +71,8 @@ bool is_local(const std::string& host, const std::set<std::string>& local) {
 }
 
 // Spawns argv with stdout and stderr appended to `log_path`. Returns the pid or -1.
-pid_t spawn(const std::vector<std::string>& argv, const std::string& log_path) {
+pid_t spawn(const std::vector<std::string>& argv, const std::string& log_path,
+            const std::vector<std::string>& extra_env = {}) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   if (!log_path.empty()) {
@@ -82,8 +83,12 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& log_path) {
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+  for (const std::string& e : extra_env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   return rc == 0 ? pid : -1;
 }
@@ -103,6 +108,8 @@ struct NodeView {
   bool running = false;
   int exit_code = -1;  // 128 + signal when killed
   std::string metrics_path, log_path;
+  pid_t trainer_pid = -1;  // attach mode with --trainer
+  int trainer_exit = -1;
   std::streamoff offset = 0;
   std::string partial;
   double iteration = 0, loss = NAN, iteration_s = NAN, accuracy = NAN;
@@ -154,6 +161,7 @@ int severity(int code) {
     case kExitError:
       return 4;
     case kExitNeighbourFailed:
+    case kExitTrainerGone:
       return 3;
     case kExitStopped:
       return 2;
@@ -180,6 +188,8 @@ std::string describe_exit(int code) {
       return "diverged (loss or parameters NaN/Inf)";
     case kExitCannotResume:
       return "no usable checkpoint to resume";
+    case kExitTrainerGone:
+      return "attached trainer gone (left the group)";
     default:
       if (code > 128) {
         return "killed by signal " + std::to_string(code - 128) + " (" + strsignal(code - 128) +
@@ -286,6 +296,12 @@ int launch_command(const LaunchOptions& o) {
     std::fprintf(stderr, "gossipd launch: %s\n", s.to_string().c_str());
     return kExitError;
   }
+  if (!o.attach_dir.empty()) {
+    if (Status s = env.create_dirs(o.attach_dir); !s.is_ok()) {
+      std::fprintf(stderr, "gossipd launch: --attach-dir: %s\n", s.to_string().c_str());
+      return kExitError;
+    }
+  }
 
   // Certificates: a throwaway cluster CA unless the user brings one (or turns TLS off).
   std::string certs = o.certs_dir;
@@ -391,6 +407,11 @@ int launch_command(const LaunchOptions& o) {
       argv.push_back("--resume-at");
       argv.push_back(std::to_string(resume_at));
     }
+    const std::string socket = o.attach_dir + "/node-" + std::to_string(i) + ".sock";
+    if (!o.attach_dir.empty()) {
+      argv.push_back("--attach");
+      argv.push_back(socket);
+    }
     v.pid = spawn(argv, v.log_path);
     if (v.pid < 0) {
       std::fprintf(stderr, "gossipd launch: could not start %s: %s\n", o.self_exe.c_str(),
@@ -400,6 +421,23 @@ int launch_command(const LaunchOptions& o) {
     }
     v.running = true;
     std::ofstream(dir + "/pid") << v.pid << "\n";
+    if (!o.trainer.empty()) {
+      v.trainer_pid =
+          spawn({"/bin/sh", "-c", o.trainer}, dir + "/trainer.log",
+                {"GOSSIP_ATTACH_SOCKET=" + socket, "GOSSIP_NODE_ID=" + std::to_string(i),
+                 "GOSSIP_NUM_NODES=" + std::to_string(n)});
+      if (v.trainer_pid < 0) {
+        std::fprintf(stderr, "gossipd launch: could not start the trainer: %s\n",
+                     std::strerror(errno));
+        kill(v.pid, SIGTERM);
+        for (NodeView& w : views) {
+          kill(w.pid, SIGTERM);
+          if (w.trainer_pid > 0) kill(w.trainer_pid, SIGTERM);
+        }
+        return kExitError;
+      }
+      std::ofstream(dir + "/trainer.pid") << v.trainer_pid << "\n";
+    }
     views.push_back(std::move(v));
   }
   std::printf("launched %zu of %d nodes of %s (%s), job %s; logs and metrics in %s/node-*/\n",
@@ -420,6 +458,7 @@ int launch_command(const LaunchOptions& o) {
       std::printf("\nlaunch: forwarding %s to the nodes\n", sig == SIGTERM ? "SIGTERM" : "SIGKILL");
       for (NodeView& v : views) {
         if (v.running) kill(v.pid, sig);
+        if (v.trainer_pid > 0 && v.trainer_exit < 0) kill(v.trainer_pid, sig);
       }
       forwarded = sigs;
     }
@@ -487,6 +526,28 @@ int launch_command(const LaunchOptions& o) {
     if (running > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 
+  // Attached trainers: each gets BYE (or an ERROR) from its daemon and should end on its own; one
+  // still running 30 s after every daemon ended is stopped.
+  const auto trainers_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (NodeView& v : views) {
+    if (v.trainer_pid <= 0) continue;
+    int status = 0;
+    while (true) {
+      const pid_t r = waitpid(v.trainer_pid, &status, WNOHANG);
+      if (r == v.trainer_pid || (r < 0 && errno != EINTR)) break;
+      if (std::chrono::steady_clock::now() > trainers_deadline) {
+        std::printf("trainer of node %d still running after its daemon ended: SIGKILL\n", v.id);
+        kill(v.trainer_pid, SIGKILL);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    v.trainer_exit = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (v.trainer_exit != 0) {
+      std::printf("trainer of node %d exited: %s (output in %s/node-%d/trainer.log)\n", v.id,
+                  describe_exit(v.trainer_exit).c_str(), o.workdir.c_str(), v.id);
+    }
+  }
+
   // Summary.
   int worst = kExitOk;
   std::printf("\n%-6s %-32s %10s %14s\n", "node", "exit", "iterations", "local test acc");
@@ -494,8 +555,10 @@ int launch_command(const LaunchOptions& o) {
   for (std::size_t k = 0; k < views.size(); ++k) {
     const NodeView& v = views[k];
     if (severity(v.exit_code) > severity(worst)) worst = v.exit_code;
-    std::printf("%-6d %-32s %10.0f %14.4f\n", v.id, describe_exit(v.exit_code).c_str(), v.iteration,
-                v.accuracy);
+    const std::string acc =
+        std::isfinite(v.accuracy) ? std::to_string(v.accuracy).substr(0, 6) : std::string("-");
+    std::printf("%-6d %-32s %10.0f %14s\n", v.id, describe_exit(v.exit_code).c_str(), v.iteration,
+                acc.c_str());
     json += std::string(k ? "," : "") + "{\"node\":" + std::to_string(v.id) +
             ",\"exit_code\":" + std::to_string(v.exit_code) +
             ",\"iterations\":" + json_number(v.iteration) +
@@ -503,9 +566,10 @@ int launch_command(const LaunchOptions& o) {
   }
   json += "]";
 
-  // The average of all nodes' final models (only when every node of the job ran here and finished).
+  // The average of all nodes' final models (only when every node of the job ran here and finished,
+  // and the model is gossipd's own: an attached trainer's model is its own business).
   double avg_acc = NAN, avg_loss = NAN;
-  if (worst == kExitOk && static_cast<int>(views.size()) == n) {
+  if (worst == kExitOk && static_cast<int>(views.size()) == n && o.attach_dir.empty()) {
     Result<sgd::Problem> problem = sgd::make_problem(to_problem_config(config, n));
     if (problem.is_ok()) {
       const std::size_t d = problem->spec.num_params();

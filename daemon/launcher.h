@@ -31,6 +31,11 @@ struct LaunchOptions {
   bool insecure = false;
   bool resume = false;
   bool resume_or_start = false;  // as resume, but start every node at 0 when there is no common cut
+  // Attach mode (docs/attach.md): each node serves a trainer on attach_dir/node-<i>.sock; with
+  // `trainer` (a shell command) the launcher also starts one per node, with GOSSIP_ATTACH_SOCKET,
+  // GOSSIP_NODE_ID and GOSSIP_NUM_NODES in its environment and its output in node-<i>/trainer.log.
+  std::string attach_dir;
+  std::string trainer;
   std::string workdir = "gossip-run";
   double progress_interval_s = 2.0;
   std::string gen_certs_script;  // default: the source tree's scripts/gen-certs.sh

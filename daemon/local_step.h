@@ -5,6 +5,7 @@
 //
 // The loop calls it in phases per iteration t, because the built-in update is fused with the
 // mixing (x_{t+1} = Σ_j W_ij x_j^t − γ_t u_t in one pass, the arithmetic gossip-sim uses):
+//   start(t_0, x) once before the first iteration, then
 //   0. begin(t, buffers): may set x_t (an external trainer posts it here) before it is sent;
 //   1. gradient(x_t, t) while x_t is being sent (x_t must not change): draw the batch, compute and
 //      keep what the step needs; returns the training loss on the batch, when the step knows it;
@@ -39,11 +40,18 @@ class LocalStep {
  public:
   virtual ~LocalStep() = default;
 
+  // Before the first iteration: training starts at `iteration` from x (host memory; empty when
+  // the step brings its own x_0, as an external trainer does).
+  virtual Status start(std::uint64_t /*iteration*/, std::span<const float> /*x*/) {
+    return Status::ok();
+  }
   virtual Status begin(std::uint64_t /*iteration*/, ParameterBuffers& /*buffers*/) {
     return Status::ok();
   }
   // Phase 1 at x_t (read only): the loss on this iteration's batch, if the step computes one.
   virtual std::optional<double> gradient(const float* x, std::uint64_t iteration) = 0;
+  // Whether the step has an update u_t of its own (false: pure gossip, direction() returns 0).
+  virtual bool has_update() const { return true; }
   // Phase 2: u_t into `update` (num_params floats); returns γ_t.
   virtual float direction(const float* x, float* update, std::uint64_t iteration) = 0;
   virtual Status end(std::uint64_t /*iteration*/, ParameterBuffers& /*buffers*/) {

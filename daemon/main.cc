@@ -126,6 +126,11 @@ int gossipd_main(int argc, char** argv) {
   run_cmd->add_option("--metrics", run.metrics_path, "metrics JSON lines file ('-' for stdout)");
   run_cmd->add_option("--listen", run.listen_host,
                       "address to listen on (default: this node's host)");
+  run_cmd->add_option("--attach", run.attach_socket,
+                      "attach mode (docs/attach.md): serve one external trainer on this Unix "
+                      "socket; it posts its parameters each iteration and gets the mixed ones "
+                      "back, replacing gossipd's own model, data and optimizer (the config then "
+                      "needs `iterations`)");
   run_cmd->add_flag("--print-config", run.print_config,
                     "print the effective training config (file, overrides, defaults), then run");
   add_overrides(run_cmd, run_overrides);
@@ -151,6 +156,16 @@ int gossipd_main(int argc, char** argv) {
                  "as --resume, but when no checkpoint iteration is held by all nodes, move their "
                  "checkpoints aside (kept) and start every node from iteration 0")
       ->excludes(lresume);
+  auto* lattach = launch_cmd->add_option(
+      "--attach-dir", launch.attach_dir,
+      "attach mode (docs/attach.md): node i serves an external trainer on DIR/node-<i>.sock "
+      "instead of training gossipd's own model");
+  launch_cmd
+      ->add_option("--trainer", launch.trainer,
+                   "with --attach-dir: a shell command started once per node, with "
+                   "GOSSIP_ATTACH_SOCKET, GOSSIP_NODE_ID and GOSSIP_NUM_NODES in its environment; "
+                   "its output goes to <workdir>/node-<i>/trainer.log")
+      ->needs(lattach);
   launch_cmd
       ->add_option("--workdir", launch.workdir, "logs, metrics, certificates, final parameters")
       ->capture_default_str();

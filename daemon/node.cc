@@ -152,8 +152,12 @@ class NodeRun {
     return result_;
   }
 
+  // The parameter buffers hold x (from x_0, a checkpoint, or the step's begin()).
+  void have_x() { have_x_ = true; }
+
   Status save(std::uint64_t iteration, const sgd::SamplerState& position) {
-    if (!checkpoints_.enabled()) return Status::ok();
+    // Nothing to save before an external trainer posted its x_0.
+    if (!checkpoints_.enabled() || !have_x_) return Status::ok();
     return checkpoints_.save(iteration, buffers_.x_to_host(), position, step_.state());
   }
 
@@ -273,6 +277,7 @@ class NodeRun {
   Membership membership_;
   const bool mh_;
   NodeResult result_;
+  bool have_x_ = false;
 
   // Iteration t.
   std::vector<topology::Neighbor> in_;
@@ -430,7 +435,7 @@ IterationStats NodeRun::mix(std::uint64_t t, IterationStats stats) {
   }
   const std::int64_t t3 = clock_.monotonic_ns();
   stats.lr = step_.direction(buffers_.x(), buffers_.update(), t);
-  buffers_.mix(self_, w, stats.lr);
+  buffers_.mix(self_, w, stats.lr, step_.has_update());
   stats.mix_s = static_cast<double>(clock_.monotonic_ns() - t3) * 1e-9;
   return stats;
 }
@@ -558,7 +563,7 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
     step.load_state(c.optimizer_state);
     buffers.set_x(c.params);
     start = c.iteration;
-  } else {
+  } else if (!job.initial_params.empty()) {
     buffers.set_x(job.initial_params);
   }
   Result<MetricsWriter> metrics = MetricsWriter::open(
@@ -566,9 +571,14 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
   if (!metrics.is_ok()) return fail(kExitError, metrics.status());
 
   NodeRun run(options, topology, job, buffers, checkpoints, *metrics, exchange, stop, env);
+  if (*resumed || !job.initial_params.empty()) run.have_x();
   const std::uint64_t total = job.total_iterations;
   if (run.carry_on() && start > 0 && (options.resume || options.resume_at) && start < total) {
     start = run.rejoin(start, total);
+  }
+  if (Status s = step.start(start, *resumed ? buffers.x_to_host() : std::vector<float>());
+      !s.is_ok()) {
+    return run.step_failed(start, s);
   }
   Clock& clock = env.clock();
   const bool overlap = !cfg.no_overlap();
@@ -578,6 +588,7 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
     if (run.interrupted()) return run.stop_at(t, before, kExitStopped, "stop requested (signal)");
     run.plan(t);
     if (Status s = step.begin(t, buffers); !s.is_ok()) return run.step_failed(t, s);
+    run.have_x();
     run.rejoin_average(t);
     // x_t goes out while the gradient at x_t is computed (after it, with no_overlap).
     IterationStats stats;

@@ -55,7 +55,7 @@ void ParameterBuffers::upload(int peer) {
   }
 }
 
-void ParameterBuffers::mix(int self, const RowWeights& w, float gamma) {
+void ParameterBuffers::mix(int self, const RowWeights& w, float gamma, bool with_update) {
   terms_.clear();
   const float self_weight = static_cast<float>(w.self);
   bool self_added = self_weight == 0.0f;
@@ -69,7 +69,7 @@ void ParameterBuffers::mix(int self, const RowWeights& w, float gamma) {
   }
   if (!self_added) terms_.push_back({self_weight, x_.data()});
   if (!on_host_) backend_.synchronize();
-  backend_.mix(next_.data(), terms_, gamma, update_.data(), num_params_);
+  backend_.mix(next_.data(), terms_, gamma, with_update ? update_.data() : nullptr, num_params_);
   std::swap(x_, next_);
   if (!on_host_) backend_.copy_to_host(x_host_.data(), x_.data(), num_params_);
 }

@@ -49,7 +49,8 @@ class ParameterBuffers {
 
   // x := Σ W_ij x_j − γ u with the row `w` of node `self` (self's term at its place in increasing
   // id), from the uploaded receive buffers; then x is staged for sending.
-  void mix(int self, const RowWeights& w, float gamma);
+  // Without `with_update` the update term is left out (pure gossip).
+  void mix(int self, const RowWeights& w, float gamma, bool with_update = true);
 
  private:
   sgd::Backend& backend_;

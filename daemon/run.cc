@@ -14,6 +14,8 @@
 #if GOSSIP_HAVE_GLOO
 #include "daemon/allreduce.h"
 #endif
+#include "daemon/attach.h"
+#include "daemon/attach_step.h"
 #include "daemon/checkpoint.h"
 #include "daemon/exchange.h"
 #include "daemon/exit_codes.h"
@@ -104,36 +106,78 @@ int run_command(const RunOptions& o) {
   if (allreduce && (o.resume || o.resume_at)) {
     return usage_error(invalid_argument("--resume: not supported with algorithm ALLREDUCE"));
   }
+  const bool attach = !o.attach_socket.empty();
+  if (attach && allreduce) {
+    return usage_error(invalid_argument(
+        "--attach: an attached trainer gossips its parameters (algorithm DPSGD); ALLREDUCE "
+        "averages gossipd's own gradients"));
+  }
+  if (attach && config.iterations() == 0) {
+    return usage_error(invalid_argument(
+        "--attach: give the number of gossip rounds as `iterations` in the config (epochs count "
+        "passes over gossipd's own data shard, which an attached trainer does not use)"));
+  }
   Result<sgd::Device> device =
       sgd::parse_device(config.device() == pb::TrainConfig::CPU    ? "cpu"
                         : config.device() == pb::TrainConfig::CUDA ? "cuda"
                                                                    : "auto");
 
+  // Attach mode: the trainer says how many parameters it gossips before anything else happens, so
+  // that the Hello to the neighbours carries that count (a mismatch is refused there).
+  std::unique_ptr<AttachServer> attached;
+  std::uint64_t attached_params = 0;
+  if (attach) {
+    Result<std::unique_ptr<AttachServer>> server = AttachServer::listen(o.attach_socket);
+    if (!server.is_ok()) return usage_error(server.status().with_context("--attach"));
+    GOSSIP_LOG(kInfo) << "waiting up to timeouts.connect_ms=" << config.timeouts().connect_ms()
+                      << " ms for a trainer on " << log_escape(o.attach_socket);
+    AttachOptions ao;
+    ao.node_id = static_cast<std::uint32_t>(o.node_id);
+    ao.num_nodes = static_cast<std::uint32_t>(topo.num_nodes());
+    Result<std::uint64_t> n =
+        (*server)->accept_hello(std::chrono::steady_clock::now() +
+                                    std::chrono::milliseconds(config.timeouts().connect_ms()),
+                                ao);
+    if (!n.is_ok()) {
+      GOSSIP_LOG(kError) << "attached trainer: " << n.status().to_string();
+      return n.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitTrainerGone;
+    }
+    attached = std::move(*server);
+    attached_params = *n;
+    GOSSIP_LOG(kInfo) << "trainer attached: " << attached_params << " float32 parameters";
+  }
+
   // Data and backend.
-  Result<sgd::Problem> problem = sgd::make_problem(to_problem_config(config, topo.num_nodes()));
+  Result<sgd::Problem> problem =
+      attach ? Result<sgd::Problem>(sgd::Problem())
+             : sgd::make_problem(to_problem_config(config, topo.num_nodes()));
   if (!problem.is_ok()) return usage_error(problem.status());
   {
     // Before anything is allocated or any neighbour is contacted: the float32 buffers run_node
     // allocates (x, x_{t+1}, gradient, direction, optimizer state, one receive buffer per
     // in-neighbour, a staging and a checkpoint copy) must fit.
-    const std::uint64_t d = problem->spec.num_params();
+    const std::uint64_t d = attach ? attached_params : problem->spec.num_params();
     const std::uint64_t in_neighbours = all_neighbours(topo, o.node_id).size();
     const std::uint64_t buffers = 8 + in_neighbours;
     const std::uint64_t bytes =
         d > (~std::uint64_t{0}) / 4 / buffers ? ~std::uint64_t{0} : d * 4 * buffers;
-    Status fits = check_memory(bytes, o.memory_cap,
-                               "model " + problem->spec.to_string() + " (" + std::to_string(d) +
-                                   " parameters, " + std::to_string(buffers) + " buffers)");
+    Status fits = check_memory(
+        bytes, o.memory_cap,
+        (attach ? std::string("attached trainer's model") : "model " + problem->spec.to_string()) +
+            " (" + std::to_string(d) + " parameters, " + std::to_string(buffers) + " buffers)");
     if (!fits.is_ok()) {
       return usage_error(fits.with_context(o.memory_cap ? "--memory-cap" : "model"));
     }
   }
-  Result<std::unique_ptr<sgd::Backend>> backend =
-      sgd::make_backend(*device, static_cast<int>(config.cpu_threads()));
+  // An attached trainer's parameters are mixed in host memory (its shared buffer).
+  Result<std::unique_ptr<sgd::Backend>> backend = sgd::make_backend(
+      attach ? sgd::Device::kCpu : *device, static_cast<int>(config.cpu_threads()));
   if (!backend.is_ok()) return usage_error(backend.status().with_context("device"));
-  GOSSIP_LOG(kInfo) << "model " << problem->spec.to_string() << " (" << problem->spec.num_params()
-                    << " parameters), shard of " << problem->shards[o.node_id].size()
-                    << " examples, backend " << (*backend)->description();
+  if (!attach) {
+    GOSSIP_LOG(kInfo) << "model " << problem->spec.to_string() << " (" << problem->spec.num_params()
+                      << " parameters), shard of " << problem->shards[o.node_id].size()
+                      << " examples, backend " << (*backend)->description();
+  }
 
   // A run from iteration 0 in a directory holding checkpoints is refused before any neighbour
   // is contacted (run_node checks again; checkpoint.h says why).
@@ -151,7 +195,7 @@ int run_command(const RunOptions& o) {
   t.self.job_id = job_id_for(config, topo);
   t.self.node_id = self;
   t.self.topology_fingerprint = topology_fingerprint64(topo);
-  t.self.param_count = problem->spec.num_params();
+  t.self.param_count = attach ? attached_params : problem->spec.num_params();
   t.self.algorithm = allreduce ? "allreduce" : "";
   const topology::NodeAddress& me = topo.addresses()[self];
   t.listen_host = o.listen_host.empty() ? me.host : o.listen_host;
@@ -211,6 +255,7 @@ int run_command(const RunOptions& o) {
   if (mismatch) {
     // Carrying on without such a neighbour would train a different job than the user asked for.
     GOSSIP_LOG(kError) << "a neighbour runs another configuration: " << mismatch->to_string();
+    if (attached) attached->fail("a neighbour runs another configuration: " + mismatch->message());
     (*transport)->shutdown();
     return kExitUsage;
   }
@@ -245,6 +290,7 @@ int run_command(const RunOptions& o) {
     }
     GOSSIP_LOG(kError) << "neighbours not connected within timeouts.connect_ms="
                        << config.timeouts().connect_ms() << ":" << missing;
+    if (attached) attached->fail("gossipd: neighbours not connected:" + missing);
     (*transport)->shutdown();
     return kExitNeighbourFailed;
   }
@@ -288,7 +334,16 @@ int run_command(const RunOptions& o) {
   }
 #endif
   std::unique_ptr<ParameterExchange> exchange = make_transport_exchange(**transport, mailbox);
-  r = run_node(n, topo, *problem, **backend, *exchange, g_stop);
+  if (attach) {
+    NodeJob job;
+    job.step = std::make_unique<AttachStep>(
+        std::move(attached), std::chrono::milliseconds(config.timeouts().deadline_ms()));
+    job.num_params = attached_params;
+    job.total_iterations = config.iterations();
+    r = run_node(n, topo, job, **backend, *exchange, g_stop);
+  } else {
+    r = run_node(n, topo, *problem, **backend, *exchange, g_stop);
+  }
   // After a normal end our last iteration's data may still sit in the kernel's queues on its way
   // to neighbours that are finishing theirs: seconds of it on a slow link (2.8 MB per host on the
   // exponential graph at 10 Mbit/s). Closing after the default 1 s reset such links (unread

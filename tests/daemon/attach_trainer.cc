@@ -1,0 +1,138 @@
+// attach_trainer: an external trainer for gossipd's attach mode (gossipd run --attach), written
+// against the C++ client (daemon/attach_client.h), for the tests that attach trainers to real
+// gossipd processes.
+//
+// It runs gossipd's own step outside gossipd: gossip_sgd's model, optimizer and batch sampler on
+// this node's shard of the training config (SgdStep, daemon/local_step.h). At iteration t it
+// computes u_t at x_t and γ_t, posts x_t, gets m = Σ_j W_ij x_j^t back and sets
+// x_{t+1} = fma(−γ_t, u_t, m): the fused update gossipd computes in one pass
+// (sgd::Backend::mix), split at the point where the attach protocol hands the mixing to the
+// daemon, so the bits are the same as gossipd training the model itself.
+//
+// Flags: --config FILE [--set k=v]... --node I --nodes N; --socket PATH (default
+// $GOSSIP_ATTACH_SOCKET); --out FILE writes the final x as raw float32. Faults for tests:
+// --die-at K kills itself (SIGKILL) instead of posting iteration K; --announce N says HELLO with
+// N parameters instead of the model's count.
+// Exit codes: 0 training ended by the daemon (BYE), 1 the daemon failed or refused, 2 bad input.
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/attach_client.h"
+#include "daemon/local_step.h"
+#include "daemon/options.h"
+#include "daemon/sgd_config.h"
+#include "daemon/train_config.h"
+#include "sgd/backend.h"
+#include "sgd/problem.h"
+
+namespace {
+
+using gossip::Status;
+using gossip::StatusCode;
+using namespace gossip::daemon;
+using Clock = std::chrono::steady_clock;
+
+int fail(const std::string& what, const Status& s) {
+  std::fprintf(stderr, "attach_trainer: %s: %s\n", what.c_str(), s.to_string().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"a trainer running gossipd's own SGD step, attached to gossipd (tests)"};
+  std::string config_path, socket, out;
+  std::vector<std::string> overrides;
+  int node = -1, nodes = 0;
+  std::optional<std::uint64_t> die_at, announce;
+  app.add_option("--config", config_path)->required();
+  app.add_option("--set", overrides);
+  app.add_option("--node", node)->required();
+  app.add_option("--nodes", nodes)->required();
+  app.add_option("--socket", socket);
+  app.add_option("--out", out);
+  app.add_option("--die-at", die_at);
+  app.add_option("--announce", announce);
+  CLI11_PARSE(app, argc, argv);
+  if (socket.empty() && std::getenv("GOSSIP_ATTACH_SOCKET") != nullptr) {
+    socket = std::getenv("GOSSIP_ATTACH_SOCKET");
+  }
+  if (socket.empty()) {
+    std::fprintf(stderr, "attach_trainer: give --socket or set GOSSIP_ATTACH_SOCKET\n");
+    return 2;
+  }
+  gossip::Result<TrainConfig> config = load_config_with_overrides(config_path, overrides);
+  if (!config.is_ok()) return fail("config", config.status()) + 1;
+  gossip::Result<gossip::sgd::Problem> problem =
+      gossip::sgd::make_problem(to_problem_config(*config, nodes));
+  if (!problem.is_ok()) return fail("problem", problem.status()) + 1;
+  gossip::Result<std::unique_ptr<gossip::sgd::Backend>> backend =
+      gossip::sgd::make_backend(gossip::sgd::Device::kCpu, static_cast<int>(config->cpu_threads()));
+  if (!backend.is_ok()) return fail("backend", backend.status()) + 1;
+  const std::uint64_t total = config->iterations();
+  gossip::Result<std::unique_ptr<SgdStep>> step =
+      SgdStep::create(**backend, *problem, to_optimizer_config(*config, total), node,
+                      static_cast<int>(config->batch_size()));
+  if (!step.is_ok()) return fail("step", step.status()) + 1;
+  const std::size_t d = problem->spec.num_params();
+  gossip::sgd::DeviceBuffer x = (*backend)->alloc(d), u = (*backend)->alloc(d),
+                            m = (*backend)->alloc(d);
+  const std::vector<float> x0 = problem->initial_params();
+  (*backend)->copy_to_device(x.data(), x0.data(), d);
+
+  // The daemon may still be starting: wait for its socket.
+  const auto connect_deadline = Clock::now() + std::chrono::seconds(60);
+  gossip::Result<std::unique_ptr<AttachClient>> client =
+      AttachClient::connect(socket, announce.value_or(d), connect_deadline);
+  // (A socket file appears at bind(), a moment before listen(): a second is allowed for that.)
+  std::optional<Clock::time_point> seen;
+  while (!client.is_ok() && client.status().code() == StatusCode::kUnavailable &&
+         Clock::now() < connect_deadline) {
+    if (!seen && std::filesystem::exists(socket)) seen = Clock::now();
+    if (seen && Clock::now() > *seen + std::chrono::seconds(1)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    client = AttachClient::connect(socket, announce.value_or(d), connect_deadline);
+  }
+  if (!client.is_ok()) return fail("connect", client.status());
+  AttachClient& c = **client;
+  std::span<float> shared = c.parameters();
+  if (c.welcome().flags & gossip::daemon::attach::kFlagBufferInitialized) {
+    (*backend)->copy_to_device(x.data(), shared.data(), d);
+  }
+  for (;;) {
+    const std::uint64_t t = c.next_iteration();
+    if (die_at && t == *die_at) ::kill(::getpid(), SIGKILL);
+    (*step)->gradient(x.data(), t);
+    const float gamma = (*step)->direction(x.data(), u.data(), t);
+    (*backend)->copy_to_host(shared.data(), x.data(), d);
+    Status s = c.post_and_get(Clock::now() + std::chrono::seconds(120));
+    if (s.code() == StatusCode::kOutOfRange) break;  // BYE: training is over
+    if (!s.is_ok()) return fail("iteration " + std::to_string(t), s);
+    (*backend)->copy_to_device(m.data(), shared.data(), d);
+    const gossip::sgd::MixTerm term{1.0f, m.data()};
+    (*backend)->mix(x.data(), std::span(&term, 1), gamma, u.data(), d);
+  }
+  if (!out.empty()) {
+    std::vector<float> host(d);
+    (*backend)->copy_to_host(host.data(), x.data(), d);
+    std::ofstream f(out, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(host.data()),
+            static_cast<std::streamsize>(host.size() * sizeof(float)));
+    if (!f.good()) {
+      std::fprintf(stderr, "attach_trainer: writing %s failed\n", out.c_str());
+      return 1;
+    }
+  }
+  return 0;
+}

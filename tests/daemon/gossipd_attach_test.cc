@@ -1,0 +1,141 @@
+// gossipd's attach mode (docs/attach.md) as real processes: gossipd launch --attach-dir with one
+// external trainer per node (attach_trainer, gossipd's own SGD step driven through the C++
+// client), over loopback TCP between the daemons and Unix sockets + memfd to the trainers.
+#include <signal.h>
+
+#include <chrono>
+#include <thread>
+
+#include "tests/daemon/gossipd_harness.h"
+
+namespace gossip::daemon::harness {
+namespace {
+
+struct AttachRun {
+  TempDir dir;
+  Job job;
+  std::string cfg, topo, work;
+  int rc = -1;
+  std::string out;
+
+  explicit AttachRun(int iterations = 40, int deadline_ms = 20000) {
+    job.iterations = iterations;
+    job.deadline_ms = deadline_ms;
+    cfg = dir.path + "/train.pbtxt";
+    std::ofstream(cfg) << job.config_text();
+    work = dir.path + "/run";
+  }
+  std::string trainer(const std::string& extra = "") const {
+    return bin("tests/daemon/attach_trainer") + " --config " + cfg +
+           " --node $GOSSIP_NODE_ID --nodes $GOSSIP_NUM_NODES --out " + dir.path +
+           "/trainer_$GOSSIP_NODE_ID.f32" + extra;
+  }
+  // gossipd launch of a ring of 4 (attach mode unless `trainer_cmd` is empty).
+  std::string launch_command(const std::string& trainer_cmd, const std::string& extra = "") {
+    topo = write_topology(dir.path, "RING", 4);
+    std::string attach =
+        trainer_cmd.empty() ? std::string()
+                            : " --attach-dir " + dir.path + "/sock --trainer '" + trainer_cmd + "'";
+    return "cd " + dir.path + " && timeout 150 " + bin("daemon/gossipd") + " launch " + topo +
+           " --insecure --config " + cfg + " --workdir " + work +
+           " --set checkpoint.dir=" + dir.path + "/ckpt" + attach + " " + extra + " > " + dir.path +
+           "/launch.out 2>&1";
+  }
+  void launch(const std::string& trainer_cmd, const std::string& extra = "") {
+    rc = run_shell(launch_command(trainer_cmd, extra));
+    out = read_text(dir.path + "/launch.out");
+  }
+  std::string log(int node, const std::string& file = "log.txt") const {
+    return read_text(work + "/node-" + std::to_string(node) + "/" + file);
+  }
+};
+
+}  // namespace
+
+TEST_CASE(
+    "attach exactness: trainers running gossipd's step through the attach socket get gossipd's own "
+    "parameters, bit for bit") {
+  AttachRun own;
+  own.launch("");
+  INFO(own.out);
+  REQUIRE(own.rc == kExitOk);
+  AttachRun attached;
+  attached.launch(attached.trainer());
+  INFO(attached.out);
+  REQUIRE(attached.rc == kExitOk);
+  for (int i = 0; i < 4; ++i) {
+    const std::vector<float> mine =
+        read_f32(own.work + "/final/node_" + std::to_string(i) + ".f32");
+    const std::vector<float> theirs =
+        read_f32(attached.dir.path + "/trainer_" + std::to_string(i) + ".f32");
+    REQUIRE(!mine.empty());
+    CHECK_MESSAGE(mine == theirs, "node " << i);
+  }
+  // Not vacuous: the parameters moved and differ between nodes.
+  CHECK(read_f32(own.work + "/final/node_0.f32") != read_f32(own.work + "/final/node_1.f32"));
+  CHECK(attached.log(0).find("trainer attached: 210 float32 parameters") != std::string::npos);
+}
+
+TEST_CASE(
+    "attach: a trainer that dies makes its daemon leave the group (exit 7, checkpoint of the mixed "
+    "state), and the others carry on to the end") {
+  AttachRun run(40, 3000);
+  run.launch(run.trainer(" $( [ $GOSSIP_NODE_ID = 2 ] && echo --die-at 15 )"),
+             "--set fault.policy=CARRY_ON");
+  INFO(run.out);
+  CHECK(run.rc == kExitTrainerGone);
+  CHECK(run.log(2).find("the trainer disconnected (EOF) while the daemon waited for POST(15)") !=
+        std::string::npos);
+  CHECK(fs::exists(run.dir.path + "/ckpt/node-2/" + "ckpt-000000000015.bin"));
+  for (int i : {0, 1, 3}) {
+    CHECK_MESSAGE(run.log(i).find("finished 40 iterations") != std::string::npos, "node " << i);
+    CHECK(fs::exists(run.dir.path + "/trainer_" + std::to_string(i) + ".f32"));
+  }
+}
+
+TEST_CASE(
+    "attach: a trainer announcing another parameter count is refused with both counts named") {
+  AttachRun run;
+  run.launch(run.trainer(" $( [ $GOSSIP_NODE_ID = 1 ] && echo --announce 211 )"),
+             "--set fault.policy=FAIL_STOP --set timeouts.connect_ms=5000");
+  INFO(run.out);
+  CHECK(run.rc == kExitUsage);
+  const std::string log1 = run.log(1);
+  INFO(log1);
+  CHECK(log1.find("trainer attached: 211 float32 parameters") != std::string::npos);
+  CHECK(log1.find("210 parameters, ours 211") != std::string::npos);
+  // The trainer is told why, and ends (it is not left waiting).
+  const std::string trainer1 = run.log(1, "trainer.log");
+  CHECK(trainer1.find("another configuration") != std::string::npos);
+  CHECK(run.out.find("still running after its daemon ended") == std::string::npos);
+}
+
+TEST_CASE("attach: when the daemon dies the trainer's next call fails at once with the reason") {
+  AttachRun run(100000, 3000);
+  const pid_t launcher =
+      spawn_shell(run.launch_command(run.trainer(), "--set fault.policy=CARRY_ON"));
+  // Wait until node 0 trains, then kill its daemon.
+  const std::string pid_file = run.work + "/node-0/pid";
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (run.log(0).find("trainer attached") == std::string::npos &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const pid_t daemon0 = std::stoi(read_text(pid_file));
+  REQUIRE(::kill(daemon0, SIGKILL) == 0);
+  // The trainer of node 0 ends on its own within seconds, naming what happened.
+  const auto killed = std::chrono::steady_clock::now();
+  std::string trainer0;
+  while (std::chrono::steady_clock::now() < killed + std::chrono::seconds(20)) {
+    trainer0 = run.log(0, "trainer.log");
+    if (trainer0.find("attach_trainer:") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  INFO(trainer0);
+  CHECK(trainer0.find("Unavailable") != std::string::npos);
+  ::kill(launcher, SIGTERM);  // the others are still training: stop them
+  wait_exit(launcher);
+}
+
+}  // namespace gossip::daemon::harness
