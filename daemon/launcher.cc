@@ -240,7 +240,9 @@ std::int64_t common_checkpoint(const TrainConfig& config, const topology::Topolo
 
 int launch_command(const LaunchOptions& o) {
   set_log_prefix("launch");
-  Result<TrainConfig> config_or = load_config_with_overrides(o.config_path, o.overrides);
+  Result<TrainConfig> config_or = load_config_with_overrides(
+      o.config_path, o.overrides, Env::system(),
+      o.attach_dir.empty() ? ConfigUse::kOwnTrainer : ConfigUse::kAttachedTrainer);
   if (!config_or.is_ok()) {
     std::fprintf(stderr, "gossipd launch: %s\n", config_or.status().to_string().c_str());
     return kExitUsage;

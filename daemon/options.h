@@ -15,6 +15,7 @@ namespace gossip::daemon {
 
 Result<TrainConfig> load_config_with_overrides(const std::string& path,
                                                const std::vector<std::string>& overrides,
-                                               Env& env = Env::system());
+                                               Env& env = Env::system(),
+                                               ConfigUse use = ConfigUse::kOwnTrainer);
 
 }  // namespace gossip::daemon

@@ -71,7 +71,9 @@ std::string job_id_for(const TrainConfig& config, const topology::Topology& topo
 
 int run_command(const RunOptions& o) {
   set_log_prefix("node " + std::to_string(o.node_id));
-  Result<TrainConfig> config_or = load_config_with_overrides(o.config_path, o.overrides);
+  Result<TrainConfig> config_or = load_config_with_overrides(
+      o.config_path, o.overrides, Env::system(),
+      o.attach_socket.empty() ? ConfigUse::kOwnTrainer : ConfigUse::kAttachedTrainer);
   if (!config_or.is_ok()) return usage_error(config_or.status());
   TrainConfig config = *config_or;
   if (o.print_config) std::fputs(to_text(config).c_str(), stdout);
@@ -112,11 +114,7 @@ int run_command(const RunOptions& o) {
         "--attach: an attached trainer gossips its parameters (algorithm DPSGD); ALLREDUCE "
         "averages gossipd's own gradients"));
   }
-  if (attach && config.iterations() == 0) {
-    return usage_error(invalid_argument(
-        "--attach: give the number of gossip rounds as `iterations` in the config (epochs count "
-        "passes over gossipd's own data shard, which an attached trainer does not use)"));
-  }
+
   Result<sgd::Device> device =
       sgd::parse_device(config.device() == pb::TrainConfig::CPU    ? "cpu"
                         : config.device() == pb::TrainConfig::CUDA ? "cuda"

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstring>
 #include <sstream>
 #include <vector>
 
@@ -280,8 +281,27 @@ void fill_defaults(TrainConfig& c) {
 }
 
 Status validate_train_config(const TrainConfig& config, const std::string& name,
-                             std::string_view text, const std::vector<std::string>& overrides) {
+                             std::string_view text, const std::vector<std::string>& overrides,
+                             ConfigUse use) {
   std::vector<FieldError> errors = collect_errors(config);
+  if (use == ConfigUse::kAttachedTrainer) {
+    std::erase_if(errors, [](const FieldError& e) {
+      for (const char* unused :
+           {"model", "data", "shard", "batch_size", "optimizer", "epochs", "iterations"}) {
+        const std::size_t n = std::strlen(unused);
+        if (e.path.compare(0, n, unused) == 0 && (e.path.size() == n || e.path[n] == '.')) {
+          return true;
+        }
+      }
+      return false;
+    });
+    if (config.iterations() == 0) {
+      errors.push_back({"iterations",
+                        "attach mode needs iterations (the number of gossip rounds); epochs count "
+                        "passes over gossipd's own data shard, which an attached trainer does not "
+                        "use"});
+    }
+  }
   if (errors.empty()) return Status::ok();
   // Re-parse the source with a location tree (cheap; configs are small) to point at each field.
   gp::TextFormat::ParseInfoTree tree;

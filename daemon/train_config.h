@@ -35,9 +35,14 @@ void fill_defaults(TrainConfig& config);
 // `text` (the source) is given, messages also carry the line and column of the offending field.
 // `overrides` ("path=value", as given to apply_override): a field set there is blamed on the
 // command line ("command line (optimizer.lr=-1): optimizer.lr: ..."), not on the file.
+// `use`: with kAttachedTrainer (gossipd --attach) the fields of the built-in trainer (model, data,
+// shard, batch_size, optimizer, epochs) are not checked, since an attached trainer brings its own,
+// and `iterations` (the number of gossip rounds) is required.
+enum class ConfigUse { kOwnTrainer, kAttachedTrainer };
 Status validate_train_config(const TrainConfig& config, const std::string& name = "config",
                              std::string_view text = {},
-                             const std::vector<std::string>& overrides = {});
+                             const std::vector<std::string>& overrides = {},
+                             ConfigUse use = ConfigUse::kOwnTrainer);
 
 // "path.to.field=value": parses and sets one field (see the file comment). InvalidArgument naming
 // the path when the field does not exist or the value does not parse.

@@ -170,5 +170,36 @@ TEST_CASE("the example configs shipped in examples/ are valid") {
   }
 }
 
+
+TEST_CASE(
+    "attach use: the built-in trainer's fields are not required, iterations is, and the rest is "
+    "still checked") {
+  const std::string text = "iterations: 100\ntimeouts { deadline_ms: 5000 }\n";
+  auto c = parse_train_config(text, "a.pbtxt");
+  REQUIRE(c.is_ok());
+  fill_defaults(*c);
+  // For gossipd's own trainer the same file misses model, data, batch size and learning rate.
+  const Status own = validate_train_config(*c, "a.pbtxt", text);
+  CHECK(own.message().find("model.kind") != std::string::npos);
+  CHECK(own.message().find("optimizer.lr") != std::string::npos);
+  CHECK(validate_train_config(*c, "a.pbtxt", text, {}, ConfigUse::kAttachedTrainer).is_ok());
+
+  const std::string by_epochs = "epochs: 3\n";
+  auto e = parse_train_config(by_epochs, "b.pbtxt");
+  REQUIRE(e.is_ok());
+  fill_defaults(*e);
+  const Status s = validate_train_config(*e, "b.pbtxt", by_epochs, {}, ConfigUse::kAttachedTrainer);
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK(s.message().find("iterations: attach mode needs iterations") != std::string::npos);
+
+  const std::string bad = "iterations: 10\ntimeouts { deadline_ms: 0 }\n";
+  auto b = parse_train_config(bad, "c.pbtxt");
+  REQUIRE(b.is_ok());
+  fill_defaults(*b);
+  const Status t = validate_train_config(*b, "c.pbtxt", bad, {}, ConfigUse::kAttachedTrainer);
+  CHECK(t.message().find("c.pbtxt:2:") != std::string::npos);
+  CHECK(t.message().find("timeouts.deadline_ms: must be > 0") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace gossip::daemon

@@ -1,0 +1,260 @@
+#!/usr/bin/python3
+"""A small CNN on Fashion-MNIST trained two ways on one machine, printed side by side:
+
+  D-PSGD  8 PyTorch trainers, each attached to its own gossipd (`gossipd launch --attach-dir`),
+          gossiping through a topology file (default: the one-peer exponential graph);
+  DDP     8 PyTorch processes with DistributedDataParallel on the gloo backend.
+
+Same model, initialisation, data shards, batch order, optimizer and epochs on both sides; the
+D-PSGD figure is the test accuracy of the average of the 8 final models.
+
+    /usr/bin/python3 examples/torch/fmnist_cnn.py [--epochs 6] [--nodes 8] [--gossipd PATH]
+
+Data: Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist). The trainer side is
+the pure-Python gossip_sgd package (python/), imported from the source tree.
+"""
+import argparse
+import gzip
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+DATA = "/usr/share/datasets/fashion-mnist"
+MEAN, STD = 0.2860, 0.3530
+
+
+def load(kind):
+    with gzip.open(f"{DATA}/{kind}-images-idx3-ubyte.gz") as f:
+        x = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 1, 28, 28)
+    with gzip.open(f"{DATA}/{kind}-labels-idx1-ubyte.gz") as f:
+        y = np.frombuffer(f.read(), np.uint8, offset=8)
+    x = (torch.from_numpy(x.astype(np.float32)) / 255.0 - MEAN) / STD
+    return x, torch.from_numpy(y.astype(np.int64))
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 5)
+        self.conv2 = nn.Conv2d(32, 64, 5)
+        self.fc1 = nn.Linear(64 * 4 * 4, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        return self.fc2(F.relu(self.fc1(x.flatten(1))))
+
+
+def make_model(seed):
+    torch.manual_seed(seed)  # the same x_0 on every node
+    return Net()
+
+
+def shard(rank, nodes, seed, n):
+    """Node `rank`'s example indices: a fixed permutation, dealt round-robin."""
+    perm = np.random.default_rng(seed).permutation(n)
+    return perm[rank::nodes]
+
+
+def batches(indices, batch, epoch, rank, seed):
+    """The batches of one epoch: the shard reshuffled by (seed, epoch, rank); tail dropped."""
+    order = np.random.default_rng([seed, epoch, rank]).permutation(indices)
+    for k in range(len(order) // batch):
+        yield torch.from_numpy(order[k * batch:(k + 1) * batch])
+
+
+def steps_per_epoch(args, n_train):
+    return min(len(shard(r, args.nodes, args.seed, n_train)) for r in range(args.nodes)) // args.batch
+
+
+def lr_at(args, step, total):
+    """Constant after a linear warm-up of one epoch's worth of steps, then x0.1 for the last 25%."""
+    warm = total // args.epochs
+    if step < warm:
+        return args.lr * (step + 1) / warm
+    return args.lr * (0.1 if step >= 0.75 * total else 1.0)
+
+
+@torch.no_grad()
+def accuracy(model, x, y):
+    model.eval()
+    correct = sum((model(x[k:k + 2000]).argmax(1) == y[k:k + 2000]).sum().item()
+                  for k in range(0, len(x), 2000))
+    model.train()
+    return correct / len(x)
+
+
+def train(model, step_fn, args, rank, x, y):
+    """The local training loop both sides share; step_fn(opt) ends each iteration."""
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=args.wd)
+    mine = shard(rank, args.nodes, args.seed, len(x))
+    per_epoch = steps_per_epoch(args, len(x))
+    total = per_epoch * args.epochs
+    step = 0
+    for epoch in range(args.epochs):
+        for k, idx in enumerate(batches(mine, args.batch, epoch, rank, args.seed)):
+            if k == per_epoch:
+                break
+            for g in opt.param_groups:
+                g["lr"] = lr_at(args, step, total)
+            opt.zero_grad(set_to_none=True)
+            F.cross_entropy(model(x[idx]), y[idx]).backward()
+            step_fn(opt)
+            step += 1
+    return step
+
+
+# ---------------------------------------------------------------- D-PSGD through gossipd
+
+
+def gossip_trainer(args):
+    """One node's trainer, started by `gossipd launch --trainer` with $GOSSIP_ATTACH_SOCKET."""
+    from gossip_sgd import Client
+    from gossip_sgd.torch_optim import GossipOptimizer
+
+    torch.set_num_threads(1)
+    x, y = load("train")
+    model = make_model(args.seed)
+    n = sum(q.numel() for q in model.parameters())
+    client = Client(num_params=n, timeout=600)
+    rank = client.node_id
+    holder = {}
+
+    def step_fn(opt):
+        if "g" not in holder:
+            holder["g"] = GossipOptimizer(opt, params=list(model.parameters()), client=client)
+        holder["g"].step()
+
+    train(model, step_fn, args, rank, x, y)
+    client.close()
+    torch.save(model.state_dict(), os.path.join(args.out, f"node_{rank}.pt"))
+
+
+def write_topology(path, args):
+    kinds = {"ring": "RING", "exponential": "EXPONENTIAL",
+             "one_peer_exponential": "ONE_PEER_EXPONENTIAL"}
+    with open(path, "w") as f:
+        f.write(f'name: "fmnist-cnn"\ngenerator {{ kind: {kinds[args.topology]} '
+                f'nodes: {args.nodes} host: "127.0.0.1" base_port: {args.port} }}\n')
+
+
+def run_gossip(args, x_test, y_test):
+    work = tempfile.mkdtemp(prefix="fmnist_cnn_gossip_")
+    args.out = work
+    topo = os.path.join(work, "topology.pbtxt")
+    write_topology(topo, args)
+    per_epoch = steps_per_epoch(args, 60000)
+    cfg = os.path.join(work, "train.pbtxt")
+    with open(cfg, "w") as f:
+        # The trainer owns model, data and optimizer; gossipd owns the schedule of iterations,
+        # the mixing, the deadlines and the checkpoints of the mixed state.
+        f.write(f"seed: {args.seed}\niterations: {per_epoch * args.epochs}\n"
+                "checkpoint { every: 0 }\nmetrics_every: 100\n"
+                "timeouts { connect_ms: 60000 deadline_ms: 60000 heartbeat_ms: 500 }\n")
+    trainer = (f"{sys.executable} {os.path.abspath(__file__)} --trainer --out {work} "
+               f"--epochs {args.epochs} --nodes {args.nodes} --batch {args.batch} "
+               f"--lr {args.lr} --wd {args.wd} --seed {args.seed}")
+    t0 = time.time()
+    rc = subprocess.run([args.gossipd, "launch", topo, "--config", cfg, "--insecure",
+                         "--workdir", os.path.join(work, "run"), "--attach-dir",
+                         os.path.join(work, "sockets"), "--trainer", trainer,
+                         "--progress-interval", "30"]).returncode
+    seconds = time.time() - t0
+    if rc != 0:
+        sys.exit(f"fmnist_cnn: gossipd launch exited {rc} (logs in {work}/run)")
+    models = [torch.load(os.path.join(work, f"node_{r}.pt")) for r in range(args.nodes)]
+    avg = make_model(args.seed)
+    avg.load_state_dict({k: sum(m[k] for m in models) / args.nodes for k in models[0]})
+    each = []
+    for m in models:
+        net = make_model(args.seed)
+        net.load_state_dict(m)
+        each.append(accuracy(net, x_test, y_test))
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    return accuracy(avg, x_test, y_test), min(each), max(each), seconds
+
+
+# ---------------------------------------------------------------- DDP reference
+
+
+def ddp_worker(rank, args, port, out):
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=args.nodes)
+    x, y = load("train")
+    model = DDP(make_model(args.seed))
+    train(model, lambda opt: opt.step(), args, rank, x, y)
+    if rank == 0:
+        torch.save(model.module.state_dict(), out)
+    dist.destroy_process_group()
+
+
+def run_ddp(args, x_test, y_test):
+    import torch.multiprocessing as mp
+
+    out = tempfile.mktemp(prefix="fmnist_cnn_ddp_", suffix=".pt")
+    t0 = time.time()
+    mp.spawn(ddp_worker, args=(args, args.port + 100, out), nprocs=args.nodes, join=True)
+    seconds = time.time() - t0
+    net = make_model(args.seed)
+    net.load_state_dict(torch.load(out))
+    os.remove(out)
+    return accuracy(net, x_test, y_test), seconds
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--epochs", type=int, default=6)
+    ap.add_argument("--nodes", type=int, default=8)
+    ap.add_argument("--batch", type=int, default=32, help="per node")
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--wd", type=float, default=1e-4)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--topology", default="one_peer_exponential",
+                    choices=["ring", "exponential", "one_peer_exponential"])
+    ap.add_argument("--port", type=int, default=29400, help="first loopback port")
+    ap.add_argument("--gossipd", default=os.path.join(ROOT, "build/daemon/gossipd"))
+    ap.add_argument("--only", choices=["gossip", "ddp"], help="run one side only")
+    ap.add_argument("--keep", action="store_true", help="keep the gossip run's directory")
+    ap.add_argument("--trainer", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.trainer:
+        return gossip_trainer(args)
+
+    x_test, y_test = load("t10k")
+    rows = []
+    if args.only != "ddp":
+        acc, lo, hi, s = run_gossip(args, x_test, y_test)
+        rows.append((f"D-PSGD ({args.topology}, gossipd --attach)", acc,
+                     f"nodes {lo:.4f}..{hi:.4f}", s))
+    if args.only != "gossip":
+        acc, s = run_ddp(args, x_test, y_test)
+        rows.append(("DDP (gloo allreduce)", acc, "", s))
+    print(f"\nFashion-MNIST CNN, {args.nodes} nodes, {args.epochs} epochs, batch {args.batch}/node:")
+    for name, acc, extra, s in rows:
+        print(f"  {name:42s} test accuracy {100 * acc:6.2f}%  {extra:22s} {s:7.1f} s")
+    if len(rows) == 2:
+        print(f"  difference D-PSGD - DDP: {100 * (rows[0][1] - rows[1][1]):+.2f} pp")
+
+
+if __name__ == "__main__":
+    main()
