@@ -17,10 +17,13 @@
 #include <cmath>
 
 #include "common/check.h"
+#include "common/divergence.h"
 #include "common/log.h"
 #include "daemon/checkpoint.h"
 #include "daemon/exit_codes.h"
 #include "daemon/metrics.h"
+#include "daemon/node_checkpoints.h"
+#include "daemon/node_job.h"
 
 namespace gossip::daemon {
 namespace {
@@ -30,22 +33,6 @@ constexpr std::size_t kPartBytes = 512;
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-// The first `count` examples of `data` (evaluation subsets; as run_node).
-sgd::Dataset head_of(const sgd::Dataset& data, std::int64_t count) {
-  sgd::Dataset out;
-  out.num_examples = std::min(count, data.num_examples);
-  out.dim = data.dim;
-  out.num_classes = data.num_classes;
-  out.features.assign(data.features.begin(), data.features.begin() + out.num_examples * data.dim);
-  if (!data.labels.empty()) {
-    out.labels.assign(data.labels.begin(), data.labels.begin() + out.num_examples);
-  }
-  if (!data.targets.empty()) {
-    out.targets.assign(data.targets.begin(), data.targets.begin() + out.num_examples);
-  }
-  return out;
 }
 
 }  // namespace
@@ -234,31 +221,19 @@ NodeResult run_allreduce(const NodeOptions& options, const topology::Topology& t
       MetricsWriter::open(options.metrics_path, self, cfg.metrics_every(), options.append_metrics);
   if (!metrics_or.is_ok()) return fail(kExitError, metrics_or.status());
   MetricsWriter& metrics = *metrics_or;
-  std::shared_ptr<const sgd::Dataset> eval_set = problem.test;
-  if (cfg.eval_examples() > 0 &&
-      static_cast<std::int64_t>(cfg.eval_examples()) < problem.test->num_examples) {
-    eval_set = std::make_shared<sgd::Dataset>(
-        head_of(*problem.test, static_cast<std::int64_t>(cfg.eval_examples())));
-  }
+  const std::shared_ptr<const sgd::Dataset> eval_set = evaluation_set(cfg, problem.test);
 
-  const std::string topology_fp = topology.fingerprint(), config_fp = config_fingerprint(cfg);
+  NodeCheckpoints checkpoints(
+      env, {options.checkpoint_dir, false, false, std::nullopt, cfg.checkpoint().keep()},
+      {static_cast<std::uint32_t>(self), d, optimizer.state_size(), topology.fingerprint(),
+       config_fingerprint(cfg)});
   auto save = [&](std::uint64_t iteration, const sgd::SamplerState& ss) -> Status {
-    if (options.checkpoint_dir.empty()) return Status::ok();
-    Checkpoint c;
-    c.node = static_cast<std::uint32_t>(self);
-    c.iteration = iteration;
-    c.topology_fingerprint = topology_fp;
-    c.config_fingerprint = config_fp;
-    c.sampler = {ss.epoch_rng_state, ss.epoch, ss.position, ss.batches};
-    c.params.resize(d);
-    backend.copy_to_host(c.params.data(), x.data(), d);
-    c.optimizer_state.resize(optimizer.state_size());
-    if (!c.optimizer_state.empty()) {
-      backend.copy_to_host(c.optimizer_state.data(), state.data(), c.optimizer_state.size());
+    std::vector<float> params(d), optimizer_state(optimizer.state_size());
+    backend.copy_to_host(params.data(), x.data(), d);
+    if (!optimizer_state.empty()) {
+      backend.copy_to_host(optimizer_state.data(), state.data(), optimizer_state.size());
     }
-    Result<std::string> path =
-        write_checkpoint(env, options.checkpoint_dir, c, cfg.checkpoint().keep());
-    return path.is_ok() ? Status::ok() : path.status();
+    return checkpoints.save(iteration, std::move(params), ss, std::move(optimizer_state));
   };
   auto stop_now = [&](std::uint64_t iteration, const sgd::SamplerState& ss, int code,
                       const std::string& why) {
@@ -334,8 +309,16 @@ NodeResult run_allreduce(const NodeOptions& options, const topology::Topology& t
     stats.lr = optimizer.learning_rate(it);
     stats.bytes_sent = ring_bytes;
     stats.bytes_received = ring_bytes;
-    if (!std::isfinite(stats.loss)) GOSSIP_LOG(kWarning) << "non-finite loss at iteration " << t;
     metrics.add_iteration(t, stats);
+    if (!std::isfinite(stats.loss)) {
+      // Diverged (common/divergence.h), the rule gossip-sim and run_node follow: stop without
+      // writing x anywhere. Every node sees the same averaged gradient, so all stop together.
+      metrics.flush_iterations();
+      const Status s = diverged(it, "the training loss is " + std::to_string(stats.loss));
+      metrics.event(t, "diverged", s.message());
+      result.iterations_done = t;
+      return fail(kExitDiverged, s);
+    }
 
     const std::uint64_t done = t + 1;
     result.iterations_done = done;
@@ -345,6 +328,11 @@ NodeResult run_allreduce(const NodeOptions& options, const topology::Topology& t
     }
     if (cfg.checkpoint().every() > 0 && done % cfg.checkpoint().every() == 0 && done < total) {
       if (Status st = save(done, sampler.state()); !st.is_ok()) {
+        if (st.code() == StatusCode::kAborted) {
+          metrics.flush_iterations();
+          metrics.event(done, "diverged", st.message());
+          return fail(kExitDiverged, st);
+        }
         GOSSIP_LOG(kError) << "periodic checkpoint failed: " << st.to_string();
         metrics.event(done, "checkpoint_failed", st.to_string());
       }
@@ -358,33 +346,13 @@ NodeResult run_allreduce(const NodeOptions& options, const topology::Topology& t
   result.final_test_accuracy = e.accuracy;
   result.final_test_loss = e.loss;
   if (Status s = save(total, sampler.state()); !s.is_ok()) {
+    if (s.code() == StatusCode::kAborted) return fail(kExitDiverged, s);
     return fail(kExitError, s.with_context("final checkpoint"));
   }
-  // Final parameters as in run_node: --dump-params DIR and final_params_path ({node} -> id).
-  std::vector<std::pair<std::string, const char*>> outputs;
-  if (!options.dump_params_dir.empty()) {
-    outputs.emplace_back(options.dump_params_dir + "/node_" + std::to_string(self) + ".f32",
-                         "--dump-params");
-  }
-  if (!cfg.final_params_path().empty()) {
-    std::string path = cfg.final_params_path();
-    for (std::size_t at; (at = path.find("{node}")) != std::string::npos;) {
-      path.replace(at, 6, std::to_string(self));
-    }
-    outputs.emplace_back(std::move(path), "final_params_path");
-  }
-  if (!outputs.empty()) {
-    std::vector<float> host(d);
-    backend.copy_to_host(host.data(), x.data(), d);
-    const std::string_view bytes(reinterpret_cast<const char*>(host.data()), d * sizeof(float));
-    for (const auto& [path, what] : outputs) {
-      Status s = Status::ok();
-      if (const std::size_t slash = path.rfind('/'); slash != std::string::npos && slash > 0) {
-        s = env.create_dirs(path.substr(0, slash));
-      }
-      if (s.is_ok()) s = env.write_file_atomic(path, bytes);
-      if (!s.is_ok()) return fail(kExitError, s.with_context(what));
-    }
+  std::vector<float> host(d);
+  backend.copy_to_host(host.data(), x.data(), d);
+  if (Status s = write_final_parameters(env, options, host, total); !s.is_ok()) {
+    return fail(s.code() == StatusCode::kAborted ? kExitDiverged : kExitError, s);
   }
   result.exit_code = kExitOk;
   result.message = "done";

@@ -70,6 +70,38 @@ std::vector<int> all_neighbours(const topology::Topology& topology, int node) {
   return peers;
 }
 
+Status write_final_parameters(Env& env, const NodeOptions& options, std::span<const float> x,
+                              std::uint64_t iteration) {
+  const int self = options.node_id;
+  std::vector<std::pair<std::string, const char*>> outputs;  // path, what asked for it
+  if (!options.dump_params_dir.empty()) {
+    outputs.emplace_back(options.dump_params_dir + "/node_" + std::to_string(self) + ".f32",
+                         "--dump-params");
+  }
+  if (!options.config.final_params_path().empty()) {
+    std::string path = options.config.final_params_path();
+    for (std::size_t at; (at = path.find("{node}")) != std::string::npos;) {
+      path.replace(at, 6, std::to_string(self));
+    }
+    outputs.emplace_back(std::move(path), "final_params_path");
+  }
+  if (outputs.empty()) return Status::ok();
+  if (!all_finite(x)) {
+    return diverged(static_cast<std::int64_t>(iteration),
+                    "the final parameters contain NaN or Inf (not written)");
+  }
+  const std::string_view bytes(reinterpret_cast<const char*>(x.data()), x.size() * sizeof(float));
+  for (const auto& [path, what] : outputs) {
+    Status s = Status::ok();
+    if (const std::size_t slash = path.rfind('/'); slash != std::string::npos && slash > 0) {
+      s = env.create_dirs(path.substr(0, slash));
+    }
+    if (s.is_ok()) s = env.write_file_atomic(path, bytes);
+    if (!s.is_ok()) return s.with_context(what);
+  }
+  return Status::ok();
+}
+
 namespace {
 
 // Membership's view of the network, from the exchange.
@@ -481,35 +513,9 @@ NodeResult NodeRun::finish(std::uint64_t iterations) {
     }
     return fail(kExitError, s.with_context("final checkpoint"));
   }
-  // Final parameters as raw little-endian float32: --dump-params DIR (DIR/node_<id>.f32) and the
-  // config's final_params_path ("{node}" replaced by this node's id); parent directories created.
-  std::vector<std::pair<std::string, const char*>> outputs;  // path, what asked for it
-  if (!options_.dump_params_dir.empty()) {
-    outputs.emplace_back(options_.dump_params_dir + "/node_" + std::to_string(self_) + ".f32",
-                         "--dump-params");
-  }
-  if (!cfg_.final_params_path().empty()) {
-    std::string path = cfg_.final_params_path();
-    for (std::size_t at; (at = path.find("{node}")) != std::string::npos;)
-      path.replace(at, 6, std::to_string(self_));
-    outputs.emplace_back(std::move(path), "final_params_path");
-  }
-  if (!outputs.empty()) {
-    std::vector<float> host = buffers_.x_to_host();
-    if (!all_finite(host)) {
-      return fail(kExitDiverged, diverged(static_cast<std::int64_t>(iterations),
-                                          "the final parameters contain NaN or Inf (not written)"));
-    }
-    const std::string_view bytes(reinterpret_cast<const char*>(host.data()),
-                                 host.size() * sizeof(float));
-    for (const auto& [path, what] : outputs) {
-      Status s = Status::ok();
-      if (const std::size_t slash = path.rfind('/'); slash != std::string::npos && slash > 0) {
-        s = env_.create_dirs(path.substr(0, slash));
-      }
-      if (s.is_ok()) s = env_.write_file_atomic(path, bytes);
-      if (!s.is_ok()) return fail(kExitError, s.with_context(what));
-    }
+  if (Status s = write_final_parameters(env_, options_, buffers_.x_to_host(), iterations);
+      !s.is_ok()) {
+    return fail(s.code() == StatusCode::kAborted ? kExitDiverged : kExitError, s);
   }
   // The metrics file is an output the user asked for: lost lines are an error, not exit 0.
   if (Status s = metrics_.close(); !s.is_ok()) return fail(kExitError, s);

@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -67,6 +68,13 @@ struct NodeResult {
 std::string config_fingerprint(const TrainConfig& config);
 // The 64-bit topology fingerprint announced in Hello (first 16 hex digits of the SHA-256).
 std::uint64_t topology_fingerprint64(const topology::Topology& topology);
+// The final parameters x as raw little-endian float32 where the user asked for them:
+// --dump-params DIR (DIR/node_<id>.f32) and the config's final_params_path ("{node}" replaced by
+// the node's id); parent directories created, files written atomically. Non-finite x is never
+// written (Aborted, common/divergence.h).
+Status write_final_parameters(Env& env, const NodeOptions& options, std::span<const float> x,
+                              std::uint64_t iteration);
+
 // Every node i exchanges with at some iteration (union of in- and out-neighbours over a period).
 std::vector<int> all_neighbours(const topology::Topology& topology, int node);
 
