@@ -333,7 +333,11 @@ void Session::on_message(const asio::error_code& ec) {
         bad_frame(s);
         return;
       }
-      t_.on_heartbeat(peer_, hb);
+      s = t_.on_heartbeat(peer_, hb);
+      if (!s.is_ok()) {
+        bad_frame(s);
+        return;
+      }
       if (phase_ == Phase::kEstablished) read_header();
       return;
     }

@@ -330,17 +330,52 @@ void Transport::Impl::note_peer_iteration(int peer, std::uint64_t iteration) {
   }
 }
 
-void Transport::Impl::on_heartbeat(int peer, const pb::Heartbeat& hb) {
+Status Transport::Impl::on_heartbeat(int peer, const pb::Heartbeat& hb) {
   note_peer_iteration(peer, hb.iteration());
-  if (hb.has_control() && opts_.on_control) opts_.on_control(peer, hb.control());
+  if (hb.control().empty()) return Status::ok();
+  if (control_handler_) return control_handler_(peer, hb.control());
+  // No consumer yet (it registers after start()): hold the message for it, within a bound.
+  if (held_control_.size() < kMaxHeldControl) {
+    held_control_.emplace_back(peer, hb.control());
+    return Status::ok();
+  }
+  std::uint64_t dropped = 0;
+  {
+    std::lock_guard l(mu_);
+    dropped = ++stats_.control_dropped;
+  }
+  if (dropped == 1) {
+    GOSSIP_LOG(kWarning) << "net: " << kMaxHeldControl << " control messages held and no handler "
+                         << "set; dropping further ones (first from " << node_name(peer) << ")";
+  }
+  return Status::ok();
 }
 
-void Transport::Impl::send_control(int peer, const pb::Control& control) {
+void Transport::Impl::set_control_handler(ControlHandler handler) {
+  std::lock_guard l(mu_);
+  if (shut_down_) return;
+  asio::post(io_, [this, handler = std::move(handler)]() mutable {
+    control_handler_ = std::move(handler);
+    if (!control_handler_) return;
+    std::deque<std::pair<int, std::string>> held;
+    held.swap(held_control_);
+    for (const auto& [peer, control] : held) {
+      // The link it came by may be gone: the refusal is counted and logged, nothing is closed.
+      if (Status s = control_handler_(peer, control); !s.is_ok()) {
+        count(&TransportStats::bad_frames);
+        GOSSIP_LOG(kWarning) << "net: bad control message from " << node_name(peer) << ": "
+                             << s.to_string();
+      }
+    }
+  });
+}
+
+void Transport::Impl::send_control(int peer, std::string control) {
   GOSSIP_CHECK(peers_.count(peer)) << "control message to " << peer << ", not a neighbour";
   pb::Heartbeat hb;
   hb.set_sender(static_cast<std::uint32_t>(opts_.self.node_id));
   hb.set_iteration(local_iteration());
-  *hb.mutable_control() = control;
+  hb.set_control(std::move(control));
   auto frame = std::make_shared<const std::string>(encode_frame(FrameType::kHeartbeat, hb));
   std::lock_guard l(mu_);
   if (shut_down_) return;
@@ -415,8 +450,11 @@ void Transport::set_local_state(std::uint32_t degree, std::uint64_t iteration) {
 }
 TransportStats Transport::stats() const { return impl_->stats(); }
 std::optional<Status> Transport::config_mismatch() const { return impl_->config_mismatch(); }
-void Transport::send_control(int peer, const pb::Control& control) {
-  impl_->send_control(peer, control);
+void Transport::send_control(int peer, std::string control) {
+  impl_->send_control(peer, std::move(control));
+}
+void Transport::set_control_handler(ControlHandler handler) {
+  impl_->set_control_handler(std::move(handler));
 }
 std::optional<std::uint64_t> Transport::peer_iteration(int peer) const {
   return impl_->peer_iteration(peer);

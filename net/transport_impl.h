@@ -182,7 +182,8 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
     std::lock_guard l(mu_);
     if (!config_mismatch_) config_mismatch_ = why;
   }
-  void send_control(int peer, const pb::Control& control);
+  void send_control(int peer, std::string control);
+  void set_control_handler(ControlHandler handler);
   std::optional<std::uint64_t> peer_iteration(int peer) const;
   void skip_before(int peer, std::uint64_t iteration);
 
@@ -191,7 +192,9 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
     std::lock_guard l(mu_);
     return iteration_;
   }
-  void on_heartbeat(int peer, const pb::Heartbeat& hb);
+  // Notes the peer's iteration and hands its control message (if any) to the handler, or holds
+  // it; an error is the handler's verdict on the message (a bad frame).
+  Status on_heartbeat(int peer, const pb::Heartbeat& hb);
   void note_peer_iteration(int peer, std::uint64_t iteration);
   const TransportOptions& options() const { return opts_; }
   std::uint64_t model_bytes() const { return model_bytes_; }
@@ -258,6 +261,8 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   std::set<std::shared_ptr<Session>> sessions_;               // io thread: every live session
   std::vector<std::weak_ptr<ExchangeState>> live_exchanges_;  // io thread, for shutdown
   bool stopping_ = false;                                     // io thread
+  ControlHandler control_handler_;                            // io thread
+  std::deque<std::pair<int, std::string>> held_control_;      // io thread: (peer, message)
 
   mutable std::mutex mu_;  // guards the fields below
   std::condition_variable cv_;
