@@ -20,6 +20,7 @@
 #include "common/divergence.h"
 #include "common/log.h"
 #include "daemon/checkpoint.h"
+#include "daemon/control.pb.h"
 #include "daemon/exit_codes.h"
 #include "daemon/metrics.h"
 #include "daemon/node_checkpoints.h"
@@ -51,13 +52,13 @@ void TransportStore::send_locked(int peer, const std::string& key, const std::ve
   std::size_t offset = 0;
   do {
     const std::size_t count = std::min(kPartBytes, data.size() - offset);
-    net::pb::Control c;
-    net::pb::StoreSet* s = c.mutable_store_set();
+    pb::Control c;
+    pb::StoreSet* s = c.mutable_store_set();
     s->set_key(key);
     s->set_total_bytes(data.size());
     s->set_offset(offset);
     s->set_data(data.data() + offset, count);
-    transport_->send_control(peer, c);
+    transport_->send_control(peer, c.SerializeAsString());
     offset += count;
   } while (offset < data.size());
 }
@@ -69,17 +70,21 @@ void TransportStore::publish_locked(const std::string& key, int except) {
   }
 }
 
-void TransportStore::on_control(int peer, const net::pb::Control& control) {
-  if (!control.has_store_set()) return;
-  const net::pb::StoreSet& s = control.store_set();
+Status TransportStore::on_control(int peer, std::string_view bytes) {
+  pb::Control control;
+  if (!control.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return corruption("control message from node " + std::to_string(peer) + " does not parse");
+  }
+  if (!control.has_store_set()) return Status::ok();
+  const pb::StoreSet& s = control.store_set();
   // Only node 0 relays, and only node 0 may send to the others: a part from anyone else, or one
   // that does not fit its value, is ignored (the key then never completes: wait() times out).
-  if (self_ != 0 && peer != 0) return;
+  if (self_ != 0 && peer != 0) return Status::ok();
   constexpr std::uint64_t kMaxValueBytes = std::uint64_t{1} << 20;
   if (s.total_bytes() > kMaxValueBytes || s.offset() > s.total_bytes() ||
       s.data().size() > s.total_bytes() - s.offset()) {
     GOSSIP_LOG(kWarning) << "rendezvous: malformed store entry from node " << peer << "; ignored";
-    return;
+    return Status::ok();
   }
   std::lock_guard l(mu_);
   Entry& e = entries_[s.key()];
@@ -90,7 +95,7 @@ void TransportStore::on_control(int peer, const net::pb::Control& control) {
     e.data.assign(s.total_bytes(), 0);
     e.received = 0;
   }
-  if (e.data.size() != s.total_bytes()) return;
+  if (e.data.size() != s.total_bytes()) return Status::ok();
   std::copy(s.data().begin(), s.data().end(),
             e.data.begin() + static_cast<std::ptrdiff_t>(s.offset()));
   e.received += s.data().size();
@@ -98,6 +103,7 @@ void TransportStore::on_control(int peer, const net::pb::Control& control) {
     publish_locked(s.key(), peer);
     cv_.notify_all();
   }
+  return Status::ok();
 }
 
 void TransportStore::attach(net::Transport* transport, std::vector<int> peers) {

@@ -25,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/env.h"
@@ -43,7 +44,7 @@ std::vector<int> star_peers(int num_nodes, int self);
 
 // A gloo::rendezvous::Store replicated over net::Transport control messages (see the file
 // comment). Thread-safe: on_control() runs on the transport's io thread, the rest on Gloo's
-// caller's. Lifetime: must outlive the transport whose on_control calls it.
+// caller's. Lifetime: must outlive the transport whose control handler calls it.
 class TransportStore : public gloo::rendezvous::Store {
  public:
   // `stop`: a set flag makes wait() give up (SIGTERM during the rendezvous). `timeout`: what
@@ -51,8 +52,9 @@ class TransportStore : public gloo::rendezvous::Store {
   TransportStore(int self, const std::atomic<bool>& stop, std::chrono::milliseconds timeout)
       : self_(self), stop_(stop), timeout_(timeout) {}
 
-  // The transport's on_control (TransportOptions::on_control); ignores other control kinds.
-  void on_control(int peer, const net::pb::Control& control);
+  // The transport's control handler (net::Transport::set_control_handler): files StoreSet parts
+  // (daemon/control.proto) and ignores other kinds; Corruption for bytes that do not parse.
+  Status on_control(int peer, std::string_view control);
   // Links are up with `peers` (star_peers): from now on set() sends, and node 0 sends every key
   // it holds (and every later one) to every peer.
   void attach(net::Transport* transport, std::vector<int> peers);

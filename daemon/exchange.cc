@@ -1,11 +1,14 @@
 // ParameterExchange over net::Transport. The transport already enforces iteration
 // tags and deadlines; what this adds is the polling of a stop request while waiting (so SIGTERM
-// is honoured within milliseconds even when a neighbour is slow) without abandoning the exchange.
+// is honoured within milliseconds even when a neighbour is slow) without abandoning the exchange,
+// and the membership messages (daemon/control.proto): encoded here into the opaque bytes the
+// transport carries, and decoded by the control handler this exchange registers into its mailbox.
 #include "daemon/exchange.h"
 
 #include <algorithm>
 #include <thread>
 
+#include "daemon/control.pb.h"
 #include "net/transport.h"
 
 namespace gossip::daemon {
@@ -74,31 +77,36 @@ std::vector<Admission> ControlMailbox::take_admissions() {
   return out;
 }
 
-std::function<void(int, const net::pb::Control&)> control_handler(
-    std::shared_ptr<ControlMailbox> mailbox) {
-  return [mailbox](int peer, const net::pb::Control& c) {
-    switch (c.kind_case()) {
-      case net::pb::Control::kVerdict:
-        mailbox->put_verdict(
-            peer, {c.verdict().iteration(), c.verdict().have_your_data(), c.verdict().degree()});
-        break;
-      case net::pb::Control::kAdmit:
-        mailbox->put_admission(
-            {Admission::kAdmit, peer, c.admit().iteration(), false, c.admit().current()});
-        break;
-      case net::pb::Control::kAccept:
-        mailbox->put_admission({Admission::kAccept, peer, c.accept().iteration(),
-                                c.accept().accepted(), c.accept().current()});
-        break;
-      default:
-        break;  // an empty control message: nothing to do
-    }
-  };
-}
-
 namespace {
 
 constexpr auto kPollSlice = std::chrono::milliseconds(50);
+
+// Files a control message from `peer` (daemon/control.proto) into `mailbox`. Kinds that are not
+// membership messages are ignored; bytes that do not parse are refused (the transport then treats
+// the frame as bad).
+Status file(ControlMailbox& mailbox, int peer, std::string_view bytes) {
+  pb::Control c;
+  if (!c.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return corruption("control message from node " + std::to_string(peer) + " does not parse");
+  }
+  switch (c.kind_case()) {
+    case pb::Control::kVerdict:
+      mailbox.put_verdict(
+          peer, {c.verdict().iteration(), c.verdict().have_your_data(), c.verdict().degree()});
+      break;
+    case pb::Control::kAdmit:
+      mailbox.put_admission(
+          {Admission::kAdmit, peer, c.admit().iteration(), false, c.admit().current()});
+      break;
+    case pb::Control::kAccept:
+      mailbox.put_admission({Admission::kAccept, peer, c.accept().iteration(),
+                             c.accept().accepted(), c.accept().current()});
+      break;
+    default:
+      break;  // another consumer's kind, or an empty message: nothing to do
+  }
+  return Status::ok();
+}
 
 class TransportPending : public PendingExchange {
  public:
@@ -184,18 +192,24 @@ class TransportPending : public PendingExchange {
 
 class TransportExchange : public ParameterExchange {
  public:
-  TransportExchange(net::Transport& transport, std::shared_ptr<ControlMailbox> mailbox)
-      : transport_(transport), mailbox_(std::move(mailbox)) {}
+  explicit TransportExchange(net::Transport& transport)
+      : transport_(transport), mailbox_(std::make_shared<ControlMailbox>()) {
+    // The handler owns a reference to the mailbox: the transport may call it after this object
+    // is gone (until it shuts down).
+    transport_.set_control_handler([mailbox = mailbox_](int peer, std::string_view bytes) {
+      return file(*mailbox, peer, bytes);
+    });
+  }
 
   void send_verdict(int peer, const Verdict& v) override {
-    net::pb::Control c;
+    pb::Control c;
     c.mutable_verdict()->set_iteration(v.iteration);
     c.mutable_verdict()->set_have_your_data(v.have_your_data);
     c.mutable_verdict()->set_degree(v.degree);
-    transport_.send_control(peer, c);
+    transport_.send_control(peer, c.SerializeAsString());
   }
   void send_admission(int peer, const Admission& a) override {
-    net::pb::Control c;
+    pb::Control c;
     if (a.kind == Admission::kAdmit) {
       c.mutable_admit()->set_iteration(a.iteration);
       c.mutable_admit()->set_current(a.current);
@@ -204,7 +218,7 @@ class TransportExchange : public ParameterExchange {
       c.mutable_accept()->set_accepted(a.accepted);
       c.mutable_accept()->set_current(a.current);
     }
-    transport_.send_control(peer, c);
+    transport_.send_control(peer, c.SerializeAsString());
   }
   std::map<int, Verdict> wait_verdicts(std::uint64_t iteration, std::span<const int> peers,
                                        SteadyTime deadline,
@@ -249,9 +263,8 @@ class TransportExchange : public ParameterExchange {
 
 }  // namespace
 
-std::unique_ptr<ParameterExchange> make_transport_exchange(
-    net::Transport& transport, std::shared_ptr<ControlMailbox> mailbox) {
-  return std::make_unique<TransportExchange>(transport, std::move(mailbox));
+std::unique_ptr<ParameterExchange> make_transport_exchange(net::Transport& transport) {
+  return std::make_unique<TransportExchange>(transport);
 }
 
 }  // namespace gossip::daemon

@@ -27,9 +27,6 @@
 
 namespace gossip::net {
 class Transport;
-namespace pb {
-class Control;
-}
 }  // namespace gossip::net
 
 namespace gossip::daemon {
@@ -107,7 +104,8 @@ struct Admission {
   std::uint64_t current = 0;  // the sender's current iteration
 };
 
-// Received control messages, filled by an exchange's delivery side and read by the loop.
+// Received control messages, filled by an exchange's delivery side (TransportExchange: the
+// transport's control handler) and read by the loop.
 class ControlMailbox {
  public:
   void put_verdict(int peer, const Verdict& v);
@@ -164,12 +162,10 @@ class ParameterExchange {
   virtual std::uint64_t bytes_received() const = 0;
 };
 
-// Over net::Transport (borrowed; must outlive this object). `mailbox` must be the one whose
-// put_* the transport's TransportOptions::on_control feeds (see control_handler()).
-std::unique_ptr<ParameterExchange> make_transport_exchange(net::Transport& transport,
-                                                           std::shared_ptr<ControlMailbox> mailbox);
-// A TransportOptions::on_control callback that files control messages into `mailbox`.
-std::function<void(int, const net::pb::Control&)> control_handler(
-    std::shared_ptr<ControlMailbox> mailbox);
+// Over net::Transport (borrowed; must outlive this object). Registers itself as the transport's
+// control handler (net::Transport::set_control_handler): the membership messages of
+// daemon/control.proto go to a mailbox of its own (messages of other kinds are ignored), and those
+// that arrived before are handed over at once. Make it right after the transport starts.
+std::unique_ptr<ParameterExchange> make_transport_exchange(net::Transport& transport);
 
 }  // namespace gossip::daemon

@@ -219,12 +219,8 @@ int run_command(const RunOptions& o) {
       std::max<std::int64_t>(config.timeouts().deadline_ms(), 2 * t.heartbeat_interval_ms + 1);
   t.handshake_timeout_ms = std::min<std::int64_t>(5000, config.timeouts().connect_ms());
   t.degree = static_cast<std::uint32_t>(topo.in_neighbors(self, 0).size());
-  auto mailbox = std::make_shared<ControlMailbox>();
-  t.on_control = control_handler(mailbox);
 #if GOSSIP_HAVE_GLOO
   TransportStore store(self, g_stop, std::chrono::milliseconds(config.timeouts().connect_ms()));
-  if (allreduce)
-    t.on_control = [&store](int peer, const net::pb::Control& c) { store.on_control(peer, c); };
 #endif
   Result<std::unique_ptr<net::Transport>> transport = net::Transport::start(t);
   if (!transport.is_ok()) {
@@ -235,6 +231,17 @@ int run_command(const RunOptions& o) {
                ? kExitUsage
                : kExitError;
   }
+  // Control messages go to their consumer from here on (the transport holds what arrives before):
+  // the rendezvous store under ALLREDUCE, otherwise the exchange's membership mailbox.
+  std::unique_ptr<ParameterExchange> exchange;
+#if GOSSIP_HAVE_GLOO
+  if (allreduce) {
+    (*transport)->set_control_handler([&store](int peer, std::string_view c) {
+      return store.on_control(peer, c);
+    });
+  }
+#endif
+  if (!allreduce) exchange = make_transport_exchange(**transport);
   GOSSIP_LOG(kInfo) << "listening on " << t.listen_host << ":" << t.listen_port;
   install_stop_handlers();
   auto connect_deadline =
@@ -331,7 +338,6 @@ int run_command(const RunOptions& o) {
     return r.exit_code;
   }
 #endif
-  std::unique_ptr<ParameterExchange> exchange = make_transport_exchange(**transport, mailbox);
   if (attach) {
     NodeJob job;
     job.step = std::make_unique<AttachStep>(

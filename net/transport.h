@@ -30,6 +30,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -72,10 +73,15 @@ struct TransportOptions {
   // Announced in Hello for membership / fault handling (see set_local_state).
   std::uint32_t degree = 0;
   std::uint64_t iteration = 0;
-  // Control messages (pb::Control, carried in Heartbeat frames) from a connected neighbour, called
-  // on the io thread in arrival order; must not block. Unset: they are ignored.
-  std::function<void(int peer, const pb::Control& control)> on_control;
 };
+
+// Where control messages from neighbours go (Transport::set_control_handler). A control message is
+// opaque bytes of the caller's own protocol (gossipd's: daemon/control.proto), carried in a
+// Heartbeat frame; net never reads it. Called on the io thread, in arrival order, for each
+// non-empty message from a connected neighbour; must not block. Returns Corruption (or any error)
+// for bytes that are not a message of the caller's protocol: the frame then counts as a bad frame
+// and its link is closed, as for any malformed frame.
+using ControlHandler = std::function<Status(int peer, std::string_view control)>;
 
 struct PeerFailure {
   int peer = -1;
@@ -138,6 +144,8 @@ struct TransportStats {
   std::uint64_t bytes_received = 0;       // payload bytes delivered or staged
   // Params chunks that arrived without a CRC32C (TLS links only: AES-GCM authenticated them).
   std::uint64_t unchecksummed_chunks = 0;
+  // Control messages dropped because kMaxHeldControl were already held for a handler not yet set.
+  std::uint64_t control_dropped = 0;
 };
 
 class Transport {
@@ -174,9 +182,18 @@ class Transport {
   // in every Heartbeat).
   void set_local_state(std::uint32_t degree, std::uint64_t iteration);
 
-  // Sends one control message to `peer` after what is already queued on the link. Dropped when
-  // there is no established link (control messages are only meaningful on a live one).
-  void send_control(int peer, const pb::Control& control);
+  // Sends one control message (opaque bytes, see ControlHandler; with its Heartbeat at most the 1
+  // KiB a session frame's message may have, net/frame.h) to `peer` after what is already queued on
+  // the link. Dropped when there is no established link (control messages are only meaningful on a
+  // live one).
+  void send_control(int peer, std::string control);
+  // Control messages from now on go to `handler` (replacing the previous one). Those that arrived
+  // while no handler was set are held, in arrival order, and handed to the first handler set (at
+  // most kMaxHeldControl of them; later ones are dropped, counted in
+  // TransportStats::control_dropped); a held message the handler refuses counts as a bad frame.
+  // So a consumer made after start() misses nothing.
+  void set_control_handler(ControlHandler handler);
+  static constexpr std::size_t kMaxHeldControl = 4096;
   // The latest iteration `peer` announced on its current link (Hello, then Heartbeats), if
   // connected.
   std::optional<std::uint64_t> peer_iteration(int peer) const;

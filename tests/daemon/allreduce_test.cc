@@ -40,9 +40,10 @@ struct StarCluster {
         o.neighbours.push_back({j, "127.0.0.1", static_cast<std::uint16_t>(base + j)});
       }
       TransportStore* store = stores[i].get();
-      o.on_control = [store](int peer, const net::pb::Control& c) { store->on_control(peer, c); };
       auto t = net::Transport::start(o);
       REQUIRE_MESSAGE(t.is_ok(), t.status().to_string());
+      (*t)->set_control_handler(
+          [store](int peer, std::string_view c) { return store->on_control(peer, c); });
       transports.push_back(std::move(*t));
     }
   }

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <mutex>
 #include <thread>
 
 #include "net/checksum.h"
@@ -633,6 +634,51 @@ TEST_CASE(
     ExchangeResult next = p.n6->exchange(2, {}, {}, spec)->wait(deadline_in_ms(200));
     CHECK(next.failures.size() == 1);
   }
+}
+
+TEST_CASE("control messages: opaque bytes in order, held until a handler is set, bounded") {
+  std::mutex mu;  // before the pair: the handler may run until the transports are shut down
+  std::vector<std::pair<int, std::string>> got;
+  HonestPair p(/*insecure=*/true);
+  // Before node 6 has a handler: more than it holds; the first is not text at all.
+  const std::size_t sent = Transport::kMaxHeldControl + 3;
+  const std::string binary("\0\xff\xfe\n", 4);
+  for (std::size_t k = 0; k < sent; ++k) p.n5->send_control(6, k == 0 ? binary : std::to_string(k));
+  // Frames on a link arrive in order: once iteration 0's data is in, so are the control messages.
+  REQUIRE(p.exchange_ok(0));
+  CHECK(p.n6->stats().control_dropped == 3);
+
+  p.n6->set_control_handler([&](int peer, std::string_view control) {
+    std::lock_guard l(mu);
+    got.emplace_back(peer, std::string(control));
+    return control == "refuse" ? corruption("not ours") : Status::ok();
+  });
+  auto count = [&] {
+    std::lock_guard l(mu);
+    return got.size();
+  };
+  REQUIRE(eventually([&] { return count() == Transport::kMaxHeldControl; }));
+  {
+    std::lock_guard l(mu);
+    CHECK(got[0] == std::pair<int, std::string>(5, binary));
+    bool in_order = true;
+    for (std::size_t k = 1; k < got.size(); ++k) in_order &= got[k].second == std::to_string(k);
+    CHECK(in_order);
+  }
+  // With a handler set, a message goes to it directly.
+  p.n5->send_control(6, "after");
+  REQUIRE(eventually([&] { return count() == Transport::kMaxHeldControl + 1; }));
+  {
+    std::lock_guard l(mu);
+    CHECK(got.back().second == "after");
+  }
+  // A message the handler refuses is a bad frame: the link is closed (and dialed again).
+  const std::uint64_t bad_before = p.n6->stats().bad_frames;
+  const std::uint64_t links_before = p.n5->stats().connections_established;
+  p.n5->send_control(6, "refuse");
+  CHECK(eventually([&] { return p.n6->stats().bad_frames == bad_before + 1; }));
+  CHECK(eventually([&] { return p.n5->stats().connections_established > links_before; }));
+  CHECK(p.n6->stats().control_dropped == 3);
 }
 
 TEST_CASE("start() refuses bad options with a clear message") {
