@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/enum_names.h"
 #include "common/status.h"
 #include "sgd/dataset.h"
 #include "sgd/model_spec.h"
@@ -30,10 +31,10 @@
 namespace gossip::sgd {
 
 enum class Device { kAuto, kCpu, kCuda };
-
-std::string_view device_name(Device device);
-// Accepts "auto", "cpu", "cuda".
-Result<Device> parse_device(std::string_view name);
+inline constexpr EnumTable<Device, 3> kDevices{
+    "device", {{Device::kAuto, "auto"}, {Device::kCpu, "cpu"}, {Device::kCuda, "cuda"}}};
+// kDevices.parse, by the name callers outside sgd/ know it by.
+inline Result<Device> parse_device(std::string_view name) { return kDevices.parse(name); }
 
 // One term w_j · x_j of the mixing sum.
 struct MixTerm {
