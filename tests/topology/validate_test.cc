@@ -157,7 +157,6 @@ TEST_CASE("time-varying schedules are validated at every iteration and by their 
   CHECK(rep.period == 4);
 }
 
-
 // rho(W - J/n) of a symmetric W by a dense eigensolver: the independent reference.
 double dense_rho(const Eigen::MatrixXd& w) {
   const int n = static_cast<int>(w.rows());
