@@ -15,6 +15,7 @@
 // synchronize() waits for everything.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -46,6 +47,18 @@ struct EvalResult {
   double loss = 0;      // mean data loss (without the l2 term)
   double accuracy = 0;  // fraction correct in [0, 1]; NaN for least_squares
   std::int64_t examples = 0;
+
+  // From the sums over `examples` examples (every backend's evaluate() ends here): the means, and
+  // NaN accuracy for `regression`. Zero examples: all zero.
+  static EvalResult from_sums(double loss_sum, std::int64_t correct, std::int64_t examples,
+                              bool regression) {
+    EvalResult r;
+    r.examples = examples;
+    if (examples == 0) return r;
+    r.loss = loss_sum / examples;
+    r.accuracy = regression ? std::nan("") : static_cast<double>(correct) / examples;
+    return r;
+  }
 };
 
 // A model bound to a backend; owns that backend's scratch memory for activations. Create with
