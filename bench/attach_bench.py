@@ -57,6 +57,16 @@ def median_ms(samples):
     return statistics.median(samples) * 1e3
 
 
+def timed(step, iterations):
+    """Seconds each of `iterations` calls of step() took."""
+    seconds = []
+    for _ in range(iterations):
+        begin = time.perf_counter()
+        step()
+        seconds.append(time.perf_counter() - begin)
+    return seconds
+
+
 def bench_size(peer, n, iterations):
     import torch
     from gossip_sgd.torch_optim import GossipOptimizer
@@ -67,11 +77,7 @@ def bench_size(peer, n, iterations):
         proc = start_peer(peer, sock, iterations)
         client = Client(sock, n, timeout=120)
         client.params[:] = 1.0
-        trips = []
-        for _ in range(iterations):
-            begin = time.perf_counter()
-            client.post_and_get()
-            trips.append(time.perf_counter() - begin)
+        trips = timed(client.post_and_get, iterations)
         client.close()
         proc.wait()
 
@@ -81,22 +87,17 @@ def bench_size(peer, n, iterations):
         proc = start_peer(peer, sock, iterations + 1)
         opt = GossipOptimizer(torch.optim.SGD(params, lr=0.1), socket_path=sock, timeout=120)
         opt.gossip()  # first touch of the buffer's pages
-        gossips = []
-        for _ in range(iterations):
-            begin = time.perf_counter()
-            opt.gossip()
-            gossips.append(time.perf_counter() - begin)
+        gossips = timed(opt.gossip, iterations)
         opt.close()
         proc.wait()
 
     a = np.ones(n, np.float32)
     b = np.empty_like(a)
-    copies = []
-    for _ in range(iterations):
-        begin = time.perf_counter()
+    def copy_both_ways():
         np.copyto(b, a)
         np.copyto(a, b)
-        copies.append(time.perf_counter() - begin)
+
+    copies = timed(copy_both_ways, iterations)
     return median_ms(trips), median_ms(gossips), median_ms(copies)
 
 

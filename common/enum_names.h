@@ -26,13 +26,14 @@ struct EnumName {
   std::string_view name;
 };
 
-// The name of `value`: its first entry in `names`, or "?" when it has none.
+// The name of `value`: its first entry in `names`, or `unnamed` when it has none.
 template <typename E, std::size_t N>
-constexpr std::string_view enum_name(const EnumName<E> (&names)[N], E value) {
+constexpr std::string_view enum_name(const EnumName<E> (&names)[N], E value,
+                                     std::string_view unnamed = "?") {
   for (const EnumName<E>& n : names) {
     if (n.value == value) return n.name;
   }
-  return "?";
+  return unnamed;
 }
 
 // "a, b or c": the name of every value, in table order (aliases left out).
@@ -60,5 +61,22 @@ Result<E> parse_enum(const EnumName<E> (&names)[N], std::string_view text, std::
   return invalid_argument(std::string(what) + " '" + std::string(text) + "': expected " +
                           enum_choices(names));
 }
+
+// An enum's table together with what a user calls the enum, so that one object (declared next to
+// the enum, in its header) names, parses and lists its values:
+//
+//   inline constexpr EnumTable<Color, 3> kColors{
+//       "color", {{Color::kRed, "red"}, {Color::kGreen, "green"}, {Color::kRed, "crimson"}}};
+//   kColors.name(Color::kRed) -> "red";  kColors.parse("blue") -> InvalidArgument
+//                                        "color 'blue': expected red or green"
+template <typename E, std::size_t N>
+struct EnumTable {
+  std::string_view what;
+  EnumName<E> names[N];
+
+  constexpr std::string_view name(E value) const { return enum_name(names, value); }
+  Result<E> parse(std::string_view text) const { return parse_enum(names, text, what); }
+  std::string choices() const { return enum_choices(names); }
+};
 
 }  // namespace gossip

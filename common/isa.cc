@@ -4,8 +4,13 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "common/enum_names.h"
+
 namespace gossip {
 namespace {
+
+constexpr EnumName<Isa> kIsaNames[] = {
+    {Isa::kAvx512, "avx512"}, {Isa::kAvx2, "avx2"}, {Isa::kPortable, "portable"}};
 
 // -1: not chosen yet.
 std::atomic<int> g_active{-1};
@@ -22,25 +27,15 @@ std::string supported_list() {
 
 }  // namespace
 
-std::string_view isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512:
-      return "avx512";
-    case Isa::kAvx2:
-      return "avx2";
-    case Isa::kPortable:
-      return "portable";
-  }
-  return "?";
-}
+std::string_view isa_name(Isa isa) { return enum_name(kIsaNames, isa); }
 
 Result<Isa> parse_isa(std::string_view name) {
-  for (Isa isa : {Isa::kAvx512, Isa::kAvx2, Isa::kPortable}) {
-    if (name == isa_name(isa)) return isa;
+  for (const EnumName<Isa>& n : kIsaNames) {
+    if (name == n.name) return n.value;
   }
   std::string m = "unknown CPU path '";
   m.append(name);
-  m += "' (expected avx512, avx2 or portable)";
+  m += "' (expected " + enum_choices(kIsaNames) + ")";
   return invalid_argument(m);
 }
 

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "common/clock.h"
+#include "common/enum_names.h"
 #include "common/escape.h"
 
 namespace gossip {
@@ -16,19 +17,10 @@ std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
 std::mutex g_prefix_mutex;
 std::string g_prefix;  // guarded by g_prefix_mutex
 
-const char* level_tag(LogLevel level) {
-  switch (level) {
-    case LogLevel::kDebug:
-      return "D";
-    case LogLevel::kInfo:
-      return "I";
-    case LogLevel::kWarning:
-      return "W";
-    case LogLevel::kError:
-      return "E";
-  }
-  return "?";
-}
+constexpr EnumName<LogLevel> kLevelTags[] = {{LogLevel::kDebug, "D"},
+                                             {LogLevel::kInfo, "I"},
+                                             {LogLevel::kWarning, "W"},
+                                             {LogLevel::kError, "E"}};
 
 }  // namespace
 
@@ -57,7 +49,7 @@ LogMessage::LogMessage(LogLevel level, const char* file, int line) : level_(leve
   const char* base = file;
   for (const char* p = file; *p; ++p)
     if (*p == '/') base = p + 1;
-  stream_ << level_tag(level_) << " " << stamp << " ";
+  stream_ << enum_name(kLevelTags, level_) << " " << stamp << " ";
   if (!prefix.empty()) stream_ << "[" << prefix << "] ";
   if (level_ >= LogLevel::kWarning) stream_ << base << ":" << line << ": ";
   header_bytes_ = static_cast<std::size_t>(stream_.tellp());

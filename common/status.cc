@@ -1,38 +1,30 @@
 // Status formatting. Kept out of the header so the names table exists once.
 #include "common/status.h"
 
+#include "common/enum_names.h"
+
 namespace gossip {
 
+namespace {
+constexpr EnumName<StatusCode> kStatusCodeNames[] = {
+    {StatusCode::kOk, "OK"},
+    {StatusCode::kInvalidArgument, "InvalidArgument"},
+    {StatusCode::kNotFound, "NotFound"},
+    {StatusCode::kCorruption, "Corruption"},
+    {StatusCode::kIoError, "IoError"},
+    {StatusCode::kUnavailable, "Unavailable"},
+    {StatusCode::kDeadlineExceeded, "DeadlineExceeded"},
+    {StatusCode::kFailedPrecondition, "FailedPrecondition"},
+    {StatusCode::kPermissionDenied, "PermissionDenied"},
+    {StatusCode::kOutOfRange, "OutOfRange"},
+    {StatusCode::kUnimplemented, "Unimplemented"},
+    {StatusCode::kInternal, "Internal"},
+    {StatusCode::kAborted, "Aborted"},
+};
+}  // namespace
+
 std::string_view status_code_name(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk:
-      return "OK";
-    case StatusCode::kInvalidArgument:
-      return "InvalidArgument";
-    case StatusCode::kNotFound:
-      return "NotFound";
-    case StatusCode::kCorruption:
-      return "Corruption";
-    case StatusCode::kIoError:
-      return "IoError";
-    case StatusCode::kUnavailable:
-      return "Unavailable";
-    case StatusCode::kDeadlineExceeded:
-      return "DeadlineExceeded";
-    case StatusCode::kFailedPrecondition:
-      return "FailedPrecondition";
-    case StatusCode::kPermissionDenied:
-      return "PermissionDenied";
-    case StatusCode::kOutOfRange:
-      return "OutOfRange";
-    case StatusCode::kUnimplemented:
-      return "Unimplemented";
-    case StatusCode::kInternal:
-      return "Internal";
-    case StatusCode::kAborted:
-      return "Aborted";
-  }
-  return "Unknown";
+  return enum_name(kStatusCodeNames, code, "Unknown");
 }
 
 std::string Status::to_string() const {

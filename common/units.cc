@@ -75,6 +75,20 @@ const Unit* find(const Unit (&table)[N], std::string_view name) {
   return nullptr;
 }
 
+// The number in `text` times the scale of its unit from `table` (matched exactly, or without
+// regard to case); InvalidArgument "<what> '<text>': <unknown>" for a unit not in the table.
+template <std::size_t N>
+Result<double> scaled(std::string_view text, const Unit (&table)[N], bool ignore_case,
+                      std::string_view what, std::string_view unknown) {
+  GOSSIP_ASSIGN_OR_RETURN(const auto nu, number_and_unit(text));
+  const Unit* u = find(table, ignore_case ? lower(nu.second) : std::string(nu.second));
+  if (u == nullptr) {
+    return invalid_argument(std::string(what) + " '" + std::string(text) +
+                            "': " + std::string(unknown));
+  }
+  return nu.first * u->scale;
+}
+
 }  // namespace
 
 Result<double> parse_bandwidth_bps(std::string_view text) {
@@ -96,32 +110,16 @@ Result<double> parse_bandwidth_bps(std::string_view text) {
 }
 
 Result<double> parse_duration_s(std::string_view text) {
-  GOSSIP_ASSIGN_OR_RETURN(const auto nu, number_and_unit(text));
-  const Unit* u = find(kDurations, nu.second);
-  if (u == nullptr) {
-    return invalid_argument("duration '" + std::string(text) +
-                            "': unknown unit; use s, ms, us or ns");
-  }
-  return nu.first * u->scale;
+  return scaled(text, kDurations, false, "duration", "unknown unit; use s, ms, us or ns");
 }
 
 Result<double> parse_size_bytes(std::string_view text) {
-  GOSSIP_ASSIGN_OR_RETURN(const auto nu, number_and_unit(text));
-  const Unit* u = find(kSizes, nu.second);
-  if (u == nullptr) {
-    return invalid_argument("size '" + std::string(text) +
-                            "': unknown unit; use B, KB, MB, GB, TB, KiB, MiB or GiB (bytes)");
-  }
-  return nu.first * u->scale;
+  return scaled(text, kSizes, false, "size",
+                "unknown unit; use B, KB, MB, GB, TB, KiB, MiB or GiB (bytes)");
 }
 
 Result<double> parse_count(std::string_view text) {
-  GOSSIP_ASSIGN_OR_RETURN(const auto nu, number_and_unit(text));
-  const Unit* u = find(kCounts, lower(nu.second));
-  if (u == nullptr) {
-    return invalid_argument("count '" + std::string(text) + "': unknown suffix; use k, M or G");
-  }
-  return nu.first * u->scale;
+  return scaled(text, kCounts, true, "count", "unknown suffix; use k, M or G");
 }
 
 Result<double> parse_number(std::string_view text) {

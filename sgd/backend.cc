@@ -5,24 +5,12 @@
 
 #include <algorithm>
 
-#include "common/enum_names.h"
 #include "sgd/cpu/cpu_backend.h"
 #if GOSSIP_SGD_CUDA
 #include "sgd/cuda/cuda_backend.h"
 #endif
 
 namespace gossip::sgd {
-
-namespace {
-constexpr EnumName<Device> kDeviceNames[] = {
-    {Device::kAuto, "auto"}, {Device::kCpu, "cpu"}, {Device::kCuda, "cuda"}};
-}  // namespace
-
-std::string_view device_name(Device device) { return enum_name(kDeviceNames, device); }
-
-Result<Device> parse_device(std::string_view name) {
-  return parse_enum(kDeviceNames, name, "device");
-}
 
 double Model::loss_and_grad_rows(const float* params, const Dataset& data,
                                  const AlignedRows* /*aligned*/,

@@ -15,6 +15,7 @@
 // synchronize() waits for everything.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -23,6 +24,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/enum_names.h"
 #include "common/status.h"
 #include "sgd/dataset.h"
 #include "sgd/model_spec.h"
@@ -30,10 +32,10 @@
 namespace gossip::sgd {
 
 enum class Device { kAuto, kCpu, kCuda };
-
-std::string_view device_name(Device device);
-// Accepts "auto", "cpu", "cuda".
-Result<Device> parse_device(std::string_view name);
+inline constexpr EnumTable<Device, 3> kDevices{
+    "device", {{Device::kAuto, "auto"}, {Device::kCpu, "cpu"}, {Device::kCuda, "cuda"}}};
+// kDevices.parse, by the name callers outside sgd/ know it by.
+inline Result<Device> parse_device(std::string_view name) { return kDevices.parse(name); }
 
 // One term w_j · x_j of the mixing sum.
 struct MixTerm {
@@ -45,6 +47,18 @@ struct EvalResult {
   double loss = 0;      // mean data loss (without the l2 term)
   double accuracy = 0;  // fraction correct in [0, 1]; NaN for least_squares
   std::int64_t examples = 0;
+
+  // From the sums over `examples` examples (every backend's evaluate() ends here): the means, and
+  // NaN accuracy for `regression`. Zero examples: all zero.
+  static EvalResult from_sums(double loss_sum, std::int64_t correct, std::int64_t examples,
+                              bool regression) {
+    EvalResult r;
+    r.examples = examples;
+    if (examples == 0) return r;
+    r.loss = loss_sum / examples;
+    r.accuracy = regression ? std::nan("") : static_cast<double>(correct) / examples;
+    return r;
+  }
 };
 
 // A model bound to a backend; owns that backend's scratch memory for activations. Create with

@@ -6,29 +6,15 @@
 #include <sstream>
 
 #include "common/check.h"
-#include "common/enum_names.h"
 #include "common/random.h"
 
 namespace gossip::sgd {
-
-namespace {
-constexpr EnumName<ModelKind> kModelNames[] = {{ModelKind::kLeastSquares, "least_squares"},
-                                               {ModelKind::kLogistic, "logistic"},
-                                               {ModelKind::kSoftmax, "softmax"},
-                                               {ModelKind::kMlp, "mlp"}};
-}  // namespace
-
-std::string_view model_kind_name(ModelKind kind) { return enum_name(kModelNames, kind); }
-
-Result<ModelKind> parse_model_kind(std::string_view name) {
-  return parse_enum(kModelNames, name, "model kind");
-}
 
 Status ModelSpec::validate() const {
   if (input_dim <= 0) return invalid_argument("model: input_dim must be > 0");
   if (kind != ModelKind::kMlp && !hidden.empty()) {
     return invalid_argument("model: hidden layers are only allowed for kind mlp, not " +
-                            std::string(model_kind_name(kind)));
+                            std::string(kModelKinds.name(kind)));
   }
   if (kind == ModelKind::kMlp && hidden.empty()) {
     return invalid_argument("model: kind mlp needs at least one hidden layer");
@@ -97,7 +83,7 @@ std::size_t ModelSpec::num_params() const {
 
 std::string ModelSpec::to_string() const {
   std::ostringstream os;
-  os << model_kind_name(kind) << ' ';
+  os << kModelKinds.name(kind) << ' ';
   std::vector<int> s = layer_sizes();
   for (std::size_t i = 0; i < s.size(); ++i) os << (i ? "-" : "") << s[i];
   if (l2 > 0) os << " l2=" << l2;

@@ -23,15 +23,17 @@
 #include <string_view>
 #include <vector>
 
+#include "common/enum_names.h"
 #include "common/status.h"
 
 namespace gossip::sgd {
 
 enum class ModelKind { kLeastSquares, kLogistic, kSoftmax, kMlp };
-
-std::string_view model_kind_name(ModelKind kind);
-// Accepts "least_squares", "logistic", "softmax", "mlp".
-Result<ModelKind> parse_model_kind(std::string_view name);
+inline constexpr EnumTable<ModelKind, 4> kModelKinds{"model kind",
+                                                     {{ModelKind::kLeastSquares, "least_squares"},
+                                                      {ModelKind::kLogistic, "logistic"},
+                                                      {ModelKind::kSoftmax, "softmax"},
+                                                      {ModelKind::kMlp, "mlp"}}};
 
 // The loss attached to the output layer.
 enum class OutputLoss { kSquared, kBinaryLogistic, kSoftmaxCrossEntropy };

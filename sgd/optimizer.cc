@@ -6,21 +6,8 @@
 #include <numbers>
 
 #include "common/check.h"
-#include "common/enum_names.h"
 
 namespace gossip::sgd {
-
-namespace {
-constexpr EnumName<ScheduleKind> kScheduleNames[] = {{ScheduleKind::kConstant, "constant"},
-                                                     {ScheduleKind::kStep, "step"},
-                                                     {ScheduleKind::kCosine, "cosine"}};
-}  // namespace
-
-std::string_view schedule_kind_name(ScheduleKind kind) { return enum_name(kScheduleNames, kind); }
-
-Result<ScheduleKind> parse_schedule_kind(std::string_view name) {
-  return parse_enum(kScheduleNames, name, "lr schedule");
-}
 
 Status LrSchedule::validate() const {
   // lr = 0 is pure gossip (no gradient step), what the consensus experiments run.

@@ -18,16 +18,17 @@
 #include <cstdint>
 #include <string_view>
 
+#include "common/enum_names.h"
 #include "common/status.h"
 #include "sgd/backend.h"
 
 namespace gossip::sgd {
 
 enum class ScheduleKind { kConstant, kStep, kCosine };
-
-std::string_view schedule_kind_name(ScheduleKind kind);
-// Accepts "constant", "step", "cosine".
-Result<ScheduleKind> parse_schedule_kind(std::string_view name);
+inline constexpr EnumTable<ScheduleKind, 3> kScheduleKinds{"lr schedule",
+                                                           {{ScheduleKind::kConstant, "constant"},
+                                                            {ScheduleKind::kStep, "step"},
+                                                            {ScheduleKind::kCosine, "cosine"}}};
 
 struct LrSchedule {
   ScheduleKind kind = ScheduleKind::kConstant;

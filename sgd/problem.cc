@@ -3,26 +3,16 @@
 
 #include <string>
 
-#include "common/enum_names.h"
 #include "common/random.h"
 
 namespace gossip::sgd {
 namespace {
 constexpr std::uint64_t kSaltData = 1, kSaltShards = 2, kSaltInit = 3, kSaltSampler = 4;
-constexpr EnumName<DataKind> kDataNames[] = {{DataKind::kLeastSquares, "least_squares"},
-                                             {DataKind::kLogistic, "logistic"},
-                                             {DataKind::kFashionMnist, "fashion_mnist"}};
 }  // namespace
-
-std::string_view data_kind_name(DataKind kind) { return enum_name(kDataNames, kind); }
-
-Result<DataKind> parse_data_kind(std::string_view name) {
-  return parse_enum(kDataNames, name, "data kind");
-}
 
 Status ProblemConfig::validate() const {
   if (num_nodes < 1) return invalid_argument("num_nodes: must be >= 1");
-  const std::string m(model_kind_name(model)), d(data_kind_name(data));
+  const std::string m(kModelKinds.name(model)), d(kDataKinds.name(data));
   switch (data) {
     case DataKind::kLeastSquares:
       if (model != ModelKind::kLeastSquares) {

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/enum_names.h"
 #include "common/env.h"
 #include "common/status.h"
 #include "sgd/dataset.h"
@@ -24,10 +25,10 @@
 namespace gossip::sgd {
 
 enum class DataKind { kLeastSquares, kLogistic, kFashionMnist };
-
-std::string_view data_kind_name(DataKind kind);
-// Accepts "least_squares", "logistic", "fashion_mnist".
-Result<DataKind> parse_data_kind(std::string_view name);
+inline constexpr EnumTable<DataKind, 3> kDataKinds{"data kind",
+                                                   {{DataKind::kLeastSquares, "least_squares"},
+                                                    {DataKind::kLogistic, "logistic"},
+                                                    {DataKind::kFashionMnist, "fashion_mnist"}}};
 
 struct ProblemConfig {
   ModelKind model = ModelKind::kSoftmax;

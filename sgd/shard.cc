@@ -5,22 +5,9 @@
 #include <algorithm>
 #include <string>
 
-#include "common/enum_names.h"
 #include "common/random.h"
 
 namespace gossip::sgd {
-
-namespace {
-constexpr EnumName<ShardScheme> kShardNames[] = {{ShardScheme::kIid, "iid"},
-                                                 {ShardScheme::kByLabel, "by_label"},
-                                                 {ShardScheme::kDirichlet, "dirichlet"}};
-}  // namespace
-
-std::string_view shard_scheme_name(ShardScheme scheme) { return enum_name(kShardNames, scheme); }
-
-Result<ShardScheme> parse_shard_scheme(std::string_view name) {
-  return parse_enum(kShardNames, name, "shard scheme");
-}
 
 namespace {
 
@@ -48,7 +35,7 @@ Result<std::vector<std::vector<std::int64_t>>> all_shards(const Dataset& data,
                             " nodes");
   }
   if (config.scheme != ShardScheme::kIid && !data.is_classification()) {
-    return invalid_argument("shard: scheme " + std::string(shard_scheme_name(config.scheme)) +
+    return invalid_argument("shard: scheme " + std::string(kShardSchemes.name(config.scheme)) +
                             " needs a labelled data set; use iid");
   }
   Rng rng(seed);

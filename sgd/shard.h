@@ -18,16 +18,17 @@
 #include <string_view>
 #include <vector>
 
+#include "common/enum_names.h"
 #include "common/status.h"
 #include "sgd/dataset.h"
 
 namespace gossip::sgd {
 
 enum class ShardScheme { kIid, kByLabel, kDirichlet };
-
-std::string_view shard_scheme_name(ShardScheme scheme);
-// Accepts "iid", "by_label", "dirichlet".
-Result<ShardScheme> parse_shard_scheme(std::string_view name);
+inline constexpr EnumTable<ShardScheme, 3> kShardSchemes{"shard scheme",
+                                                         {{ShardScheme::kIid, "iid"},
+                                                          {ShardScheme::kByLabel, "by_label"},
+                                                          {ShardScheme::kDirichlet, "dirichlet"}}};
 
 struct ShardConfig {
   ShardScheme scheme = ShardScheme::kIid;

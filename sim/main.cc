@@ -216,8 +216,8 @@ Result<ExperimentConfig> build_config(const Options& o) {
   }
   if (!o.model.empty()) model = o.model;
   if (!o.data.empty()) data = o.data;
-  GOSSIP_ASSIGN_OR_RETURN(p.model, sgd::parse_model_kind(model));
-  GOSSIP_ASSIGN_OR_RETURN(p.data, sgd::parse_data_kind(data));
+  GOSSIP_ASSIGN_OR_RETURN(p.model, sgd::kModelKinds.parse(model));
+  GOSSIP_ASSIGN_OR_RETURN(p.data, sgd::kDataKinds.parse(data));
   if (!o.hidden.empty()) {
     GOSSIP_ASSIGN_OR_RETURN(p.hidden, parse_int_list(o.hidden, "--hidden"));
   }
@@ -228,7 +228,7 @@ Result<ExperimentConfig> build_config(const Options& o) {
   p.synthetic_test = o.test_examples;
   p.synthetic_dim = o.dim;
   p.synthetic_noise = o.noise;
-  GOSSIP_ASSIGN_OR_RETURN(p.shard.scheme, sgd::parse_shard_scheme(o.shard));
+  GOSSIP_ASSIGN_OR_RETURN(p.shard.scheme, sgd::kShardSchemes.parse(o.shard));
   p.shard.dirichlet_alpha = o.dirichlet_alpha;
   p.seed = o.seed;
 
@@ -243,7 +243,7 @@ Result<ExperimentConfig> build_config(const Options& o) {
   r.optimizer.momentum = o.momentum;
   r.optimizer.nesterov = o.nesterov;
   r.optimizer.weight_decay = o.weight_decay;
-  GOSSIP_ASSIGN_OR_RETURN(r.optimizer.schedule.kind, sgd::parse_schedule_kind(o.schedule));
+  GOSSIP_ASSIGN_OR_RETURN(r.optimizer.schedule.kind, sgd::kScheduleKinds.parse(o.schedule));
   r.optimizer.schedule.lr = o.lr;
   r.optimizer.schedule.warmup_steps = o.warmup;
   r.optimizer.schedule.step_size = o.lr_step;

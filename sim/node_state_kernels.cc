@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "common/check.h"
 #include "common/isa_kernel_begin.h"
@@ -136,55 +137,47 @@ void mix_band_tail(float* o, const float* x, Eigen::Index d, Eigen::Index full, 
   }
 }
 
+// Calls f(std::integral_constant<int, K>{}) with K = terms, for 2 <= terms <= kMaxBandTerms: the
+// band kernels' term count fixed at compile time.
+template <int K = 2, typename F>
+void with_band_terms(int terms, const F& f) {
+  if constexpr (K > MixingPlan::kMaxBandTerms) {
+    GOSSIP_CHECK(false) << "band of " << terms << " terms";
+  } else if (terms == K) {
+    f(std::integral_constant<int, K>{});
+  } else {
+    with_band_terms<K + 1>(terms, f);
+  }
+}
+
 template <bool kUpdate>
 void mix_band_tail_dispatch(float* o, const float* x, Eigen::Index d, Eigen::Index full,
                             Eigen::Index len, const MixingPlan::Band& band, const float* w,
                             float neg_gamma, const float* u) {
   const int col0 = band.first + band.offset;
-  switch (band.terms) {
-    case 2:
-      return mix_band_tail<2, kUpdate>(o, x, d, full, len, band.first, band.count, col0, w,
-                                       neg_gamma, u);
-    case 3:
-      return mix_band_tail<3, kUpdate>(o, x, d, full, len, band.first, band.count, col0, w,
-                                       neg_gamma, u);
-    case 4:
-      return mix_band_tail<4, kUpdate>(o, x, d, full, len, band.first, band.count, col0, w,
-                                       neg_gamma, u);
-    case 5:
-      return mix_band_tail<5, kUpdate>(o, x, d, full, len, band.first, band.count, col0, w,
-                                       neg_gamma, u);
-    default:
-      GOSSIP_CHECK(false) << "band of " << band.terms << " terms";
-  }
+  with_band_terms(band.terms, [&](auto terms) {
+    mix_band_tail<decltype(terms)::value, kUpdate>(o, x, d, full, len, band.first, band.count, col0,
+                                                   w, neg_gamma, u);
+  });
 }
 
 template <bool kUpdate>
 void mix_band_dispatch(float* o, const float* x, Eigen::Index d, Eigen::Index full,
                        const MixingPlan::Band& band, const float* w, float neg_gamma,
                        const float* u) {
-  // Up to 3 terms: 128 rows per column and step (window, new column and accumulator: 25 of the
-  // 32 vector registers), fewer column (page) switches per byte; 4 and 5 terms: 64 rows.
   const int col0 = band.first + band.offset;
-  const Eigen::Index wide = band.terms <= 3 ? full / (2 * kTile) * (2 * kTile) : 0;
-  switch (band.terms) {
-    case 2:
-      mix_band<2, kUpdate, 8>(o, x, d, 0, wide, band.first, band.count, col0, w, neg_gamma, u);
-      return mix_band<2, kUpdate, 4>(o, x, d, wide, full, band.first, band.count, col0, w,
-                                     neg_gamma, u);
-    case 3:
-      mix_band<3, kUpdate, 8>(o, x, d, 0, wide, band.first, band.count, col0, w, neg_gamma, u);
-      return mix_band<3, kUpdate, 4>(o, x, d, wide, full, band.first, band.count, col0, w,
-                                     neg_gamma, u);
-    case 4:
-      return mix_band<4, kUpdate, 4>(o, x, d, 0, full, band.first, band.count, col0, w, neg_gamma,
-                                     u);
-    case 5:
-      return mix_band<5, kUpdate, 4>(o, x, d, 0, full, band.first, band.count, col0, w, neg_gamma,
-                                     u);
-    default:
-      GOSSIP_CHECK(false) << "band of " << band.terms << " terms";
-  }
+  with_band_terms(band.terms, [&](auto terms) {
+    constexpr int K = decltype(terms)::value;
+    // Up to 3 terms: 128 rows per column and step (window, new column and accumulator: 25 of the
+    // 32 vector registers) up to the last whole 128 rows, fewer column (page) switches per byte;
+    // the rest, and 4 and 5 terms throughout: 64 rows.
+    Eigen::Index wide = 0;
+    if constexpr (K <= 3) {
+      wide = full / (2 * kTile) * (2 * kTile);
+      mix_band<K, kUpdate, 8>(o, x, d, 0, wide, band.first, band.count, col0, w, neg_gamma, u);
+    }
+    mix_band<K, kUpdate, 4>(o, x, d, wide, full, band.first, band.count, col0, w, neg_gamma, u);
+  });
 }
 
 // One node's rows [0, len) with the node's K terms fixed at compile time: the K source pointers

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <unordered_set>
 
 #include "common/enum_names.h"
 #include "common/memory.h"
@@ -38,11 +37,6 @@ Status need(bool ok, std::string_view kind, const std::string& what) {
   return invalid_argument(std::string(kind) + " generator: " + what);
 }
 
-std::uint64_t edge_key(int i, int j) {
-  if (i > j) std::swap(i, j);
-  return (static_cast<std::uint64_t>(i) << 32) | static_cast<std::uint32_t>(j);
-}
-
 // Steger & Wormald (1999): pair random free stubs, refusing loops and repeated edges; restart on a
 // dead end. Nearly uniform for d = o(n^{1/28}) and fast for all small d.
 Result<Graph> random_regular(int n, int d, std::uint64_t seed) {
@@ -52,8 +46,18 @@ Result<Graph> random_regular(int n, int d, std::uint64_t seed) {
     stubs.reserve(static_cast<std::size_t>(n) * d);
     for (int i = 0; i < n; ++i)
       for (int s = 0; s < d; ++s) stubs.push_back(i);
-    std::unordered_set<std::uint64_t> seen;
-    seen.reserve(stubs.size());
+    // Node i's partners so far: partners[i·d, i·d + paired[i]). A scan of at most d ints decides
+    // "edge already there" exactly as a hash set of edges would, in a fraction of its memory and
+    // time (one cache line for small d instead of a node allocation per edge).
+    std::vector<int> partners(stubs.size()), paired(static_cast<std::size_t>(n), 0);
+    auto linked = [&](int i, int j) {
+      const int* first = partners.data() + static_cast<std::size_t>(i) * d;
+      const int* last = first + paired[static_cast<std::size_t>(i)];
+      return std::find(first, last, j) != last;
+    };
+    auto link = [&](int i, int j) {
+      partners[static_cast<std::size_t>(i) * d + paired[static_cast<std::size_t>(i)]++] = j;
+    };
     std::vector<std::pair<int, int>> edges;
     edges.reserve(stubs.size() / 2);
     bool dead_end = false;
@@ -63,8 +67,9 @@ Result<Graph> random_regular(int n, int d, std::uint64_t seed) {
         const std::size_t a = rng.uniform_int(stubs.size());
         const std::size_t b = rng.uniform_int(stubs.size());
         const int i = stubs[a], j = stubs[b];
-        if (a != b && i != j && !seen.count(edge_key(i, j))) {
-          seen.insert(edge_key(i, j));
+        if (a != b && i != j && !linked(i, j)) {
+          link(i, j);
+          link(j, i);
           edges.emplace_back(i, j);
           // Remove both stubs (larger index first so the smaller stays valid).
           for (std::size_t idx : {std::max(a, b), std::min(a, b)}) {

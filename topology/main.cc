@@ -88,6 +88,11 @@ struct Source {
   std::string weights = "default";
   std::string hosts, hostfile;  // generate: a host list instead of --host
 
+  // A subcommand that reads the topology `file` or, given --kind ..., generates one.
+  void add(std::string& file, CLI::App* app) {
+    app->add_option("file", file, "topology file (or use --kind ...)");
+    add(app);
+  }
   void add(CLI::App* app) {
     app->add_option("--kind", kind,
                     "generate instead of reading a file: ring, k_ring, torus, grid, hypercube, "
@@ -111,16 +116,15 @@ struct Source {
   }
 
   Result<GeneratorSpec> spec() const {
-    GeneratorSpec s;
-    GOSSIP_ASSIGN_OR_RETURN(s.kind, parse_generator_kind(kind));
-    s.nodes = nodes;
-    s.rows = rows;
-    s.cols = cols;
-    s.k = k;
-    s.degree = degree;
-    s.p = p;
-    s.seed = seed;
-    return s;
+    GOSSIP_ASSIGN_OR_RETURN(const GeneratorKind parsed, parse_generator_kind(kind));
+    return GeneratorSpec{.kind = parsed,
+                         .nodes = nodes,
+                         .rows = rows,
+                         .cols = cols,
+                         .k = k,
+                         .degree = degree,
+                         .p = p,
+                         .seed = seed};
   }
 
   // Where the nodes live: --host, or the host list of --hosts / --hostfile. Errors name the flag
@@ -608,25 +612,26 @@ int topo_main(int argc, char** argv) {
   val->add_option("files", files, "topology files")->required();
   val->add_flag("--json", json, "one JSON object per file");
 
+  // analyze, compare: how to compute the spectrum, and the cost model's parameters.
+  auto add_spectrum_options = [&](CLI::App* cmd) {
+    cmd->add_option("-m,--method", method, "auto, exact, dense or lanczos")->capture_default_str();
+    model.add(cmd);
+  };
   auto* ana = app.add_subcommand(
       "analyze", "rho, gap, lambda_2, lambda_n, method and accuracy, mixing time and cost model");
-  ana->add_option("file", file, "topology file (or use --kind ...)");
-  src.add(ana);
-  ana->add_option("-m,--method", method, "auto, exact, dense or lanczos")->capture_default_str();
-  model.add(ana);
+  src.add(file, ana);
+  add_spectrum_options(ana);
   ana->add_flag("--json", json, "machine-readable output");
 
   auto* wts = app.add_subcommand("weights", "print W (row i = weights node i applies)");
-  wts->add_option("file", file, "topology file (or use --kind ...)");
-  src.add(wts);
+  src.add(file, wts);
   wts->add_option("-t,--iteration", iteration, "iteration t for time-varying W(t)");
   wts->add_option("-f,--format", format, "triplets, dense (n <= 200) or json")
       ->capture_default_str();
 
   auto* opt = app.add_subcommand(
       "optimize", "FDLA weights by projected subgradient (never worse than Metropolis–Hastings)");
-  opt->add_option("file", file, "topology file (or use --kind ...)");
-  src.add(opt);
+  src.add(file, opt);
   opt->add_option("--iterations", iterations, "subgradient iterations")->capture_default_str();
   opt->add_option("--time-limit", time_limit, "seconds")->capture_default_str();
   opt->add_option("-o,--output", output, "write the optimized topology (explicit weights) here");
@@ -636,13 +641,11 @@ int topo_main(int argc, char** argv) {
   cmp->add_option("files", files, "topology files");
   cmp->add_option("--kinds", kinds, "generators to add, e.g. ring,torus,hypercube")->delimiter(',');
   cmp->add_option("-n,--nodes", src.nodes, "nodes for --kinds")->capture_default_str();
-  cmp->add_option("-m,--method", method, "auto, exact, dense or lanczos")->capture_default_str();
-  model.add(cmp);
+  add_spectrum_options(cmp);
   cmp->add_flag("--json", json, "one JSON object per topology");
 
   auto* exp = app.add_subcommand("export", "write a topology as Graphviz, JSON, edge list or text");
-  exp->add_option("file", file, "topology file (or use --kind ...)");
-  src.add(exp);
+  src.add(file, exp);
   exp->add_flag("--dot", dot, "Graphviz (edge labels are weights)");
   exp->add_flag("--json", json, "explicit topology, Protobuf JSON mapping");
   exp->add_flag("--edges", edges, "plain edge list 'i j weight'");

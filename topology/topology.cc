@@ -193,14 +193,31 @@ std::string Topology::fingerprint() const {
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   GOSSIP_CHECK(ctx != nullptr);
   GOSSIP_CHECK(EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) == 1);
-  auto put_u64 = [ctx](std::uint64_t v) {
+  // The bytes go through a buffer: one EVP_DigestUpdate per 8-byte value was most of the time of
+  // a large topology's fingerprint. The digest is of the same byte stream either way.
+  std::vector<unsigned char> buffer;
+  buffer.reserve(1 << 16);
+  auto flush = [&] {
+    EVP_DigestUpdate(ctx, buffer.data(), buffer.size());
+    buffer.clear();
+  };
+  auto put_bytes = [&](const void* data, std::size_t size) {
+    if (buffer.size() + size > buffer.capacity()) flush();
+    if (size > buffer.capacity()) {
+      EVP_DigestUpdate(ctx, data, size);
+      return;
+    }
+    const auto* bytes = static_cast<const unsigned char*>(data);
+    buffer.insert(buffer.end(), bytes, bytes + size);
+  };
+  auto put_u64 = [&](std::uint64_t v) {
     unsigned char b[8];
     for (int k = 0; k < 8; ++k) b[k] = static_cast<unsigned char>(v >> (8 * k));  // little endian
-    EVP_DigestUpdate(ctx, b, 8);
+    put_bytes(b, 8);
   };
   auto put_str = [&](const std::string& s) {
     put_u64(s.size());
-    EVP_DigestUpdate(ctx, s.data(), s.size());
+    put_bytes(s.data(), s.size());
   };
   put_str("gossip-topology-v1");
   put_u64(static_cast<std::uint64_t>(num_nodes()));
@@ -217,6 +234,7 @@ std::string Topology::fingerprint() const {
         put_u64(std::bit_cast<std::uint64_t>(it.value()));
       }
   }
+  flush();
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   GOSSIP_CHECK(EVP_DigestFinal_ex(ctx, digest, &len) == 1);

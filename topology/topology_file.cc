@@ -435,112 +435,71 @@ Status check_strings(const pb::TopologyFile& file, const Locator& loc) {
   return Status::ok();
 }
 
-Result<GeneratorKind> kind_from_pb(pb::GeneratorKind k) {
-  switch (k) {
-    case pb::RING:
-      return GeneratorKind::kRing;
-    case pb::K_RING:
-      return GeneratorKind::kKRing;
-    case pb::TORUS:
-      return GeneratorKind::kTorus;
-    case pb::GRID:
-      return GeneratorKind::kGrid;
-    case pb::HYPERCUBE:
-      return GeneratorKind::kHypercube;
-    case pb::COMPLETE:
-      return GeneratorKind::kComplete;
-    case pb::STAR:
-      return GeneratorKind::kStar;
-    case pb::EXPONENTIAL:
-      return GeneratorKind::kExponential;
-    case pb::ONE_PEER_EXPONENTIAL:
-      return GeneratorKind::kOnePeerExponential;
-    case pb::RANDOM_REGULAR:
-      return GeneratorKind::kRandomRegular;
-    case pb::ERDOS_RENYI:
-      return GeneratorKind::kErdosRenyi;
-    case pb::EDGE_LIST:
-      return GeneratorKind::kEdgeList;
-    default:
-      return invalid_argument("generator kind missing");
+// Our enums and the .proto's: one table per pair, read in both directions.
+template <typename Ours, typename Wire>
+struct WireName {
+  Ours ours;
+  Wire wire;
+};
+
+constexpr WireName<GeneratorKind, pb::GeneratorKind> kKindsOnWire[] = {
+    {GeneratorKind::kRing, pb::RING},
+    {GeneratorKind::kKRing, pb::K_RING},
+    {GeneratorKind::kTorus, pb::TORUS},
+    {GeneratorKind::kGrid, pb::GRID},
+    {GeneratorKind::kHypercube, pb::HYPERCUBE},
+    {GeneratorKind::kComplete, pb::COMPLETE},
+    {GeneratorKind::kStar, pb::STAR},
+    {GeneratorKind::kExponential, pb::EXPONENTIAL},
+    {GeneratorKind::kOnePeerExponential, pb::ONE_PEER_EXPONENTIAL},
+    {GeneratorKind::kRandomRegular, pb::RANDOM_REGULAR},
+    {GeneratorKind::kErdosRenyi, pb::ERDOS_RENYI},
+    {GeneratorKind::kEdgeList, pb::EDGE_LIST},
+};
+constexpr WireName<WeightScheme, pb::WeightScheme> kSchemesOnWire[] = {
+    {WeightScheme::kMetropolisHastings, pb::METROPOLIS_HASTINGS},
+    {WeightScheme::kMaxDegree, pb::MAX_DEGREE},
+    {WeightScheme::kUniform, pb::UNIFORM},
+    {WeightScheme::kLazyMetropolisHastings, pb::LAZY_METROPOLIS_HASTINGS},
+    {WeightScheme::kLazyUniform, pb::LAZY_UNIFORM},
+    {WeightScheme::kBestConstant, pb::BEST_CONSTANT},
+    {WeightScheme::kExplicit, pb::EXPLICIT},
+    {WeightScheme::kOptimized, pb::OPTIMIZED},
+    {WeightScheme::kDefault, pb::WEIGHTS_DEFAULT},
+};
+
+template <typename Ours, typename Wire, std::size_t N>
+std::optional<Ours> from_wire(const WireName<Ours, Wire> (&table)[N], Wire wire) {
+  for (const auto& e : table) {
+    if (e.wire == wire) return e.ours;
   }
+  return std::nullopt;
+}
+
+template <typename Ours, typename Wire, std::size_t N>
+std::optional<Wire> to_wire(const WireName<Ours, Wire> (&table)[N], Ours ours) {
+  for (const auto& e : table) {
+    if (e.ours == ours) return e.wire;
+  }
+  return std::nullopt;
+}
+
+Result<GeneratorKind> kind_from_pb(pb::GeneratorKind k) {
+  if (const auto kind = from_wire(kKindsOnWire, k)) return *kind;
+  return invalid_argument("generator kind missing");
 }
 
 pb::GeneratorKind kind_to_pb(GeneratorKind k) {
-  switch (k) {
-    case GeneratorKind::kRing:
-      return pb::RING;
-    case GeneratorKind::kKRing:
-      return pb::K_RING;
-    case GeneratorKind::kTorus:
-      return pb::TORUS;
-    case GeneratorKind::kGrid:
-      return pb::GRID;
-    case GeneratorKind::kHypercube:
-      return pb::HYPERCUBE;
-    case GeneratorKind::kComplete:
-      return pb::COMPLETE;
-    case GeneratorKind::kStar:
-      return pb::STAR;
-    case GeneratorKind::kExponential:
-      return pb::EXPONENTIAL;
-    case GeneratorKind::kOnePeerExponential:
-      return pb::ONE_PEER_EXPONENTIAL;
-    case GeneratorKind::kRandomRegular:
-      return pb::RANDOM_REGULAR;
-    case GeneratorKind::kErdosRenyi:
-      return pb::ERDOS_RENYI;
-    case GeneratorKind::kEdgeList:
-      return pb::EDGE_LIST;
-  }
-  return pb::GENERATOR_UNSPECIFIED;
+  return to_wire(kKindsOnWire, k).value_or(pb::GENERATOR_UNSPECIFIED);
 }
 
+// WEIGHTS_DEFAULT, and any value this build does not know, is the default scheme.
 WeightScheme scheme_from_pb(pb::WeightScheme s) {
-  switch (s) {
-    case pb::METROPOLIS_HASTINGS:
-      return WeightScheme::kMetropolisHastings;
-    case pb::MAX_DEGREE:
-      return WeightScheme::kMaxDegree;
-    case pb::UNIFORM:
-      return WeightScheme::kUniform;
-    case pb::LAZY_METROPOLIS_HASTINGS:
-      return WeightScheme::kLazyMetropolisHastings;
-    case pb::LAZY_UNIFORM:
-      return WeightScheme::kLazyUniform;
-    case pb::BEST_CONSTANT:
-      return WeightScheme::kBestConstant;
-    case pb::EXPLICIT:
-      return WeightScheme::kExplicit;
-    case pb::OPTIMIZED:
-      return WeightScheme::kOptimized;
-    default:
-      return WeightScheme::kDefault;
-  }
+  return from_wire(kSchemesOnWire, s).value_or(WeightScheme::kDefault);
 }
 
 pb::WeightScheme scheme_to_pb(WeightScheme s) {
-  switch (s) {
-    case WeightScheme::kMetropolisHastings:
-      return pb::METROPOLIS_HASTINGS;
-    case WeightScheme::kMaxDegree:
-      return pb::MAX_DEGREE;
-    case WeightScheme::kUniform:
-      return pb::UNIFORM;
-    case WeightScheme::kLazyMetropolisHastings:
-      return pb::LAZY_METROPOLIS_HASTINGS;
-    case WeightScheme::kLazyUniform:
-      return pb::LAZY_UNIFORM;
-    case WeightScheme::kBestConstant:
-      return pb::BEST_CONSTANT;
-    case WeightScheme::kExplicit:
-      return pb::EXPLICIT;
-    case WeightScheme::kOptimized:
-      return pb::OPTIMIZED;
-    case WeightScheme::kDefault:
-      return pb::WEIGHTS_DEFAULT;
-  }
-  return pb::WEIGHTS_DEFAULT;
+  return to_wire(kSchemesOnWire, s).value_or(pb::WEIGHTS_DEFAULT);
 }
 
 std::string dir_of(const std::string& path) {

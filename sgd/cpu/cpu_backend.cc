@@ -100,12 +100,7 @@ class CpuModel final : public Model {
       loss += chunk_loss;
       correct += chunk_correct;
     }
-    EvalResult r;
-    r.examples = data.num_examples;
-    if (r.examples == 0) return r;
-    r.loss = loss / r.examples;
-    r.accuracy = regression ? std::nan("") : static_cast<double>(correct) / r.examples;
-    return r;
+    return EvalResult::from_sums(loss, correct, data.num_examples, regression);
   }
 
  private:

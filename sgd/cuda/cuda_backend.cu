@@ -564,12 +564,7 @@ EvalResult CudaModel::evaluate(const float* params, const Dataset& data) {
     loss += l;
     correct += c;
   }
-  EvalResult r;
-  r.examples = data.num_examples;
-  if (r.examples == 0) return r;
-  r.loss = loss / r.examples;
-  r.accuracy = regression ? std::nan("") : static_cast<double>(correct) / r.examples;
-  return r;
+  return EvalResult::from_sums(loss, correct, data.num_examples, regression);
 }
 
 }  // namespace

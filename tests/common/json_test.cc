@@ -87,14 +87,20 @@ TEST_CASE("json_quote keeps valid UTF-8 and replaces each invalid byte with \\uf
   CHECK(json_quote("\xE2\x82\xAC") == "\"\xE2\x82\xAC\"");           // the whole euro sign stays
 }
 
+// Up to 39 bytes, each any of the 256 values (rng's draws: the length, then each byte).
+std::string random_bytes(Rng& rng) {
+  std::string s(rng.uniform_int(40), '\0');
+  for (char& c : s) c = static_cast<char>(rng.uniform_int(256));
+  return s;
+}
+
 TEST_CASE(
     "json_quote of random bytes is valid UTF-8 without raw control bytes, and python "
     "reads it back") {
   Rng rng(7, 1);
   std::string lines;
   for (int k = 0; k < 300; ++k) {
-    std::string s(rng.uniform_int(40), '\0');
-    for (char& c : s) c = static_cast<char>(rng.uniform_int(256));
+    const std::string s = random_bytes(rng);
     const std::string q = json_quote(s);
     CAPTURE(k);
     CHECK(valid_utf8(q));
@@ -141,8 +147,7 @@ TEST_CASE("log_escape leaves no control byte, no C1 control and no invalid UTF-8
   CHECK(log_escape("\x7f") == "\\x7f");
   Rng rng(11, 2);
   for (int k = 0; k < 500; ++k) {
-    std::string s(rng.uniform_int(40), '\0');
-    for (char& c : s) c = static_cast<char>(rng.uniform_int(256));
+    const std::string s = random_bytes(rng);
     const std::string e = log_escape(s);
     CAPTURE(k);
     CHECK(valid_utf8(e));

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "daemon/attach.h"
+#include "tests/daemon/attach_test_support.h"
 
 namespace gossip::daemon {
 namespace {
@@ -19,26 +20,9 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-struct SocketDir {
-  SocketDir() {
-    char tmpl[] = "/tmp/attach_client_test_XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~SocketDir() { std::system(("rm -rf '" + path + "'").c_str()); }
-  std::string socket() const { return path + "/s"; }
-  std::string path;
-};
-
-std::unique_ptr<AttachServer> listen_on(const std::string& path) {
-  auto server = AttachServer::listen(path);
-  REQUIRE_MESSAGE(server.is_ok(), server.status().to_string());
-  return std::move(server).value();
-}
-
 TEST_CASE("AttachClient: values round trip, then BYE ends training with OutOfRange") {
   SocketDir dir;
-  auto server = listen_on(dir.socket());
+  auto server = listen_or_fail(dir.socket());
   const std::uint64_t n = 3000;
   Status end;
   int wrong = 0;
@@ -78,7 +62,7 @@ TEST_CASE("AttachClient: values round trip, then BYE ends training with OutOfRan
 
 TEST_CASE("AttachClient: a refused count is InvalidArgument with the daemon's text") {
   SocketDir dir;
-  auto server = listen_on(dir.socket());
+  auto server = listen_or_fail(dir.socket());
   Status got;
   std::thread trainer(
       [&] { got = AttachClient::connect(dir.socket(), 7, Clock::now() + 10s).status(); });
@@ -97,7 +81,7 @@ TEST_CASE(
   for (const bool with_error : {true, false}) {
     CAPTURE(with_error);
     SocketDir dir;
-    auto server = listen_on(dir.socket());
+    auto server = listen_or_fail(dir.socket());
     Status got;
     std::thread trainer([&] {
       auto client = AttachClient::connect(dir.socket(), 16, Clock::now() + 10s);

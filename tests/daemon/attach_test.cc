@@ -19,24 +19,14 @@
 #include <thread>
 #include <vector>
 
+#include "tests/daemon/attach_test_support.h"
+
 namespace gossip::daemon {
 namespace {
 
 using namespace std::chrono_literals;
 using attach::MessageType;
 using Clock = std::chrono::steady_clock;
-
-// A fresh directory under /tmp (socket paths must stay under 108 bytes), removed at the end.
-struct TempDir {
-  TempDir() {
-    char tmpl[] = "/tmp/attach_test_XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
-  std::string socket() const { return path + "/gossipd.sock"; }
-  std::string path;
-};
 
 sockaddr_un address(const std::string& path) {
   sockaddr_un addr{};
@@ -140,10 +130,16 @@ class TestTrainer {
   std::span<float> params_;
 };
 
-std::unique_ptr<AttachServer> listen_or_fail(const std::string& path) {
-  auto server = AttachServer::listen(path);
-  REQUIRE_MESSAGE(server.is_ok(), server.status().to_string());
-  return std::move(server).value();
+// `trainer` connects to `server` at `socket` and says HELLO (8 floats) from a thread while the
+// server accepts it; both sides' steps must succeed.
+void handshake(AttachServer& server, TestTrainer& trainer, const std::string& socket) {
+  std::thread t([&] {
+    REQUIRE(trainer.connect(socket));
+    trainer.hello(8);
+    REQUIRE(trainer.welcome());
+  });
+  REQUIRE(server.accept(Clock::now() + 10s, {}).is_ok());
+  t.join();
 }
 
 TEST_CASE("the HELLO bytes are the documented layout (docs/attach.md)") {
@@ -155,7 +151,7 @@ TEST_CASE("the HELLO bytes are the documented layout (docs/attach.md)") {
 }
 
 TEST_CASE("handshake: WELCOME carries the agreed fields and a memfd shared with the server") {
-  TempDir dir;
+  SocketDir dir;
   auto server = listen_or_fail(dir.socket());
   struct stat st {};
   REQUIRE(::lstat(dir.socket().c_str(), &st) == 0);
@@ -202,7 +198,7 @@ TEST_CASE("handshake: WELCOME carries the agreed fields and a memfd shared with 
 }
 
 TEST_CASE("POST/MIXED round trip: the server reads x_t and the trainer reads what it wrote") {
-  TempDir dir;
+  SocketDir dir;
   auto server = listen_or_fail(dir.socket());
   const std::uint64_t n = 4097;
   const std::uint64_t start = 5;
@@ -262,7 +258,7 @@ struct Refusal {
   std::string text;
 };
 Refusal handshake_with(const std::string& hello_bytes, const AttachOptions& options) {
-  TempDir dir;
+  SocketDir dir;
   auto server = listen_or_fail(dir.socket());
   Refusal r;
   std::thread t([&] {
@@ -323,7 +319,7 @@ TEST_CASE("a dtype other than float32 is refused by name, as are 0 parameters an
 }
 
 TEST_CASE("initial parameters are copied into the buffer and flagged") {
-  TempDir dir;
+  SocketDir dir;
   auto server = listen_or_fail(dir.socket());
   std::vector<float> initial = {1, 2, 3, 4, 5};
   TestTrainer trainer;
@@ -363,7 +359,7 @@ pid_t fork_trainer(const std::string& path, int posts) {
 }
 
 TEST_CASE("a trainer killed mid-iteration is reported as Unavailable, long before the deadline") {
-  TempDir dir;
+  SocketDir dir;
   auto server = listen_or_fail(dir.socket());
   const pid_t pid = fork_trainer(dir.socket(), 2);
   REQUIRE(server->accept(Clock::now() + 10s, {}).is_ok());
@@ -385,7 +381,7 @@ TEST_CASE("a trainer killed mid-iteration is reported as Unavailable, long befor
 }
 
 TEST_CASE("a trainer killed while the server waits for its POST ends the wait at once") {
-  TempDir dir;
+  SocketDir dir;
   auto server = listen_or_fail(dir.socket());
   const pid_t pid = fork_trainer(dir.socket(), 1);
   REQUIRE(server->accept(Clock::now() + 10s, {}).is_ok());
@@ -407,19 +403,13 @@ TEST_CASE("a trainer killed while the server waits for its POST ends the wait at
 }
 
 TEST_CASE("a silent trainer: wait_post and accept return at their deadline") {
-  TempDir dir;
+  SocketDir dir;
   auto server = listen_or_fail(dir.socket());
   auto early = server->accept(Clock::now() + 100ms, {});
   CHECK(early.status().code() == StatusCode::kDeadlineExceeded);
   // Nobody connected, so the server still listens and accept may be called again.
   TestTrainer trainer;
-  std::thread t([&] {
-    REQUIRE(trainer.connect(dir.socket()));
-    trainer.hello(8);
-    REQUIRE(trainer.welcome());
-  });
-  REQUIRE(server->accept(Clock::now() + 10s, {}).is_ok());
-  t.join();
+  handshake(*server, trainer, dir.socket());
   const auto begin = Clock::now();
   auto posted = server->wait_post(0, begin + 300ms);
   const auto waited = Clock::now() - begin;
@@ -435,7 +425,7 @@ TEST_CASE("a silent trainer: wait_post and accept return at their deadline") {
 TEST_CASE("protocol violations after the handshake: wrong iteration, BYE, ERROR") {
   for (int variant = 0; variant < 3; ++variant) {
     CAPTURE(variant);
-    TempDir dir;
+    SocketDir dir;
     auto server = listen_or_fail(dir.socket());
     TestTrainer trainer;
     std::thread t([&] {
@@ -459,16 +449,10 @@ TEST_CASE("protocol violations after the handshake: wrong iteration, BYE, ERROR"
 }
 
 TEST_CASE("fail() tells the trainer why with an ERROR") {
-  TempDir dir;
+  SocketDir dir;
   auto server = listen_or_fail(dir.socket());
   TestTrainer trainer;
-  std::thread t([&] {
-    REQUIRE(trainer.connect(dir.socket()));
-    trainer.hello(8);
-    REQUIRE(trainer.welcome());
-  });
-  REQUIRE(server->accept(Clock::now() + 10s, {}).is_ok());
-  t.join();
+  handshake(*server, trainer, dir.socket());
   server->fail("neighbour 2 missed its deadline; leaving the group");
   std::string text;
   std::uint32_t code = 0;
@@ -479,7 +463,7 @@ TEST_CASE("fail() tells the trainer why with an ERROR") {
 }
 
 TEST_CASE("socket path rules: not a socket, stale socket, socket in use, too long") {
-  TempDir dir;
+  SocketDir dir;
   const std::string path = dir.socket();
   {
     std::ofstream(path) << "keep me";

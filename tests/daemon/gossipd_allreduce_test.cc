@@ -47,17 +47,6 @@ std::string allreduce_config(const Job& job, int deadline_ms, int iterations) {
   return j.config_text() + "algorithm: ALLREDUCE\n";
 }
 
-// The newest iteration in a node's metrics file.
-double newest_iteration(const std::string& path) {
-  std::ifstream in(path);
-  double it = 0;
-  for (std::string line; std::getline(in, line);) {
-    auto m = parse_flat_json(line);
-    if (m.is_ok() && (*m)["type"].text == "iter") it = (*m)["iteration"].number;
-  }
-  return it;
-}
-
 TEST_CASE(
     "ALLREDUCE: 4 gossipd processes agree bit for bit and equal gossip-sim's C-PSGD within "
     "the float summation tolerance") {
@@ -67,22 +56,10 @@ TEST_CASE(
   std::string cfg = dir.path + "/train.pbtxt";
   std::ofstream(cfg) << allreduce_config(job, 20000, job.iterations);
   std::string work = dir.path + "/run", topo;
-  int rc = -1;
-  for (int attempt = 0; attempt < 3; ++attempt) {  // ports taken meanwhile: retry elsewhere
-    topo = write_topology(dir.path, "RING", n);
-    rc = run_shell("cd " + dir.path + " && timeout 120 " + bin("daemon/gossipd") + " launch " +
-                   topo + " --config " + cfg + " --workdir " + work +
-                   " --insecure --set checkpoint.dir=" + dir.path + "/ckpt > " + dir.path +
-                   "/launch.out 2>&1");
-    bool port_taken = false;
-    for (int i = 0; i < n; ++i) {
-      port_taken |= read_text(work + "/node-" + std::to_string(i) + "/log.txt").find("in use") !=
-                    std::string::npos;
-    }
-    if (rc == kExitOk || !port_taken) break;
-    fs::remove_all(work);
-    fs::remove_all(dir.path + "/ckpt");
-  }
+  const int rc = launch_retrying_ports(dir.path, "RING", n, work, &topo, [&](const std::string& t) {
+    return launch_command(dir.path, t, cfg, work, dir.path + "/ckpt") + " > " + dir.path +
+           "/launch.out 2>&1";
+  });
   INFO(read_text(dir.path + "/launch.out"));
   REQUIRE(rc == kExitOk);
   CHECK(read_text(work + "/node-0/log.txt").find("Gloo connected 4 nodes") != std::string::npos);
@@ -105,7 +82,7 @@ TEST_CASE(
   // The tolerance separates C-PSGD from D-PSGD on the same files by a wide margin.
   CHECK(dpsgd_diff > 100 * kTolerance);
   // Metrics as D-PSGD's: iteration lines up to the last iteration and a final evaluation.
-  CHECK(newest_iteration(work + "/node-2/metrics.jsonl") == job.iterations);
+  CHECK(metrics_iteration(work + "/node-2/metrics.jsonl") == job.iterations);
   CHECK(read_text(work + "/node-2/metrics.jsonl").find("\"type\":\"eval\"") != std::string::npos);
 }
 
@@ -115,21 +92,9 @@ pid_t start_long_run(const TempDir& dir, const std::string& work, int n, int dea
   std::string topo = write_topology(dir.path, "RING", n);
   std::string cfg = dir.path + "/train.pbtxt";
   std::ofstream(cfg) << allreduce_config(Job{}, deadline_ms, 100000000);
-  pid_t launcher = spawn_shell("cd " + dir.path + " && exec timeout 120 " + bin("daemon/gossipd") +
-                               " launch " + topo + " --config " + cfg + " --workdir " + work +
-                               " --insecure --set checkpoint.dir=" + dir.path + "/ckpt > " +
-                               dir.path + "/launch.out 2>&1");
-  auto t0 = std::chrono::steady_clock::now();
-  while (true) {
-    double low = 1e18;
-    for (int i = 0; i < n; ++i) {
-      low = std::min(low, newest_iteration(work + "/node-" + std::to_string(i) + "/metrics.jsonl"));
-    }
-    if (low >= 50) break;
-    REQUIRE_MESSAGE(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60),
-                    read_text(dir.path + "/launch.out"));
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  pid_t launcher = spawn_shell(launch_command(dir.path, topo, cfg, work, dir.path + "/ckpt") +
+                               " > " + dir.path + "/launch.out 2>&1");
+  wait_all_reach(work, n, 50, dir.path + "/launch.out");
   return launcher;
 }
 

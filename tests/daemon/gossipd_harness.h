@@ -1,6 +1,7 @@
-// Helpers of the gossipd process tests (gossipd_test.cc, gossipd_gpu_test.cc): built executables,
-// free loopback ports, topology and training files, a launch of n gossipd processes compared with
-// gossip-sim's D-PSGD on the same files.
+// Helpers of the gossipd process tests (gossipd_test.cc, gossipd_allreduce_test.cc,
+// gossipd_gpu_test.cc): built executables, free loopback ports, topology and training files, a
+// launch of n gossipd processes (retried on other ports when one was taken) compared with
+// gossip-sim's D-PSGD on the same files, and progress read from the nodes' metrics files.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -9,16 +10,20 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "daemon/exit_codes.h"
+#include "daemon/metrics.h"
 #include "tests/support/ports.h"
 #include "tests/test_util.h"
 
@@ -127,6 +132,66 @@ inline std::string read_text(const std::string& path) {
   return s.str();
 }
 
+// `gossipd launch` of the job in dir (insecure, checkpoints in ckpt), as a shell command.
+inline std::string launch_command(const std::string& dir, const std::string& topo,
+                                  const std::string& cfg, const std::string& work,
+                                  const std::string& ckpt) {
+  return "cd " + dir + " && exec timeout 120 " + bin("daemon/gossipd") + " launch " + topo +
+         " --config " + cfg + " --workdir " + work + " --insecure --set checkpoint.dir=" + ckpt;
+}
+
+// Runs the launch `command(topo)` of n nodes (workdir `work`, checkpoints in dir/ckpt) on a fresh
+// `kind` topology file in dir, whose path it leaves in *topo; returns the launch's exit code.
+// Ports are probed free, but another test may take one before the nodes bind it: then (and only
+// then, a node's log says "in use") the launch is repeated on other ports, at most three times.
+inline int launch_retrying_ports(const std::string& dir, const std::string& kind, int n,
+                                 const std::string& work, std::string* topo,
+                                 const std::function<std::string(const std::string&)>& command) {
+  int rc = -1;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    *topo = write_topology(dir, kind, n);
+    rc = run_shell(command(*topo));
+    bool port_taken = false;
+    for (int i = 0; i < n; ++i) {
+      port_taken |= read_text(work + "/node-" + std::to_string(i) + "/log.txt").find("in use") !=
+                    std::string::npos;
+    }
+    if (rc == kExitOk || !port_taken) break;
+    fs::remove_all(work);
+    fs::remove_all(dir + "/ckpt");
+  }
+  return rc;
+}
+
+// The newest iteration in a node's metrics file (0 before the first iteration line).
+inline double metrics_iteration(const std::string& path) {
+  std::ifstream in(path);
+  double it = 0;
+  for (std::string line; std::getline(in, line);) {
+    auto m = parse_flat_json(line);
+    if (m.is_ok() && (*m)["type"].text == "iter") it = (*m)["iteration"].number;
+  }
+  return it;
+}
+
+// Waits until each of the n nodes under `work` has reached `iteration` in its metrics file; fails
+// the test (with the launcher's output, `launch_out`) after 60 s.
+inline void wait_all_reach(const std::string& work, int n, double iteration,
+                           const std::string& launch_out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (true) {
+    double low = 1e18;
+    for (int i = 0; i < n; ++i) {
+      low =
+          std::min(low, metrics_iteration(work + "/node-" + std::to_string(i) + "/metrics.jsonl"));
+    }
+    if (low >= iteration) break;
+    REQUIRE_MESSAGE(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60),
+                    read_text(launch_out));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 // Max |daemon − sim| over every node and coordinate.
 inline double compare_with_sim(const std::string& final_dir, const std::string& sim_dir, int n) {
   double max_diff = 0;
@@ -152,26 +217,12 @@ inline void exactness(const std::string& kind, int n, bool tls, const std::strin
   std::ofstream(cfg) << job.config_text();
   std::string work = dir.path + "/run";
   std::string topo;
-  int rc = -1;
-  // Ports are probed free, but another test may take one before the nodes bind it: then (and
-  // only then) the launch is repeated on other ports.
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    topo = write_topology(dir.path, kind, n);
-    std::string cmd =
-        "cd " + dir.path + " && timeout 120 " + bin("daemon/gossipd") + " launch " + topo +
-        " --config " + cfg + " --workdir " + work + " --set checkpoint.dir=" + dir.path +
-        "/ckpt --set final_params_path=" + dir.path + "/fp/x-{node}.bin" +
-        (tls ? "" : " --insecure") + " " + extra + " > " + dir.path + "/launch.out 2>&1";
-    rc = run_shell(cmd);
-    bool port_taken = false;
-    for (int i = 0; i < n; ++i) {
-      port_taken |= read_text(work + "/node-" + std::to_string(i) + "/log.txt").find("in use") !=
-                    std::string::npos;
-    }
-    if (rc == kExitOk || !port_taken) break;
-    fs::remove_all(work);
-    fs::remove_all(dir.path + "/ckpt");
-  }
+  const int rc = launch_retrying_ports(dir.path, kind, n, work, &topo, [&](const std::string& t) {
+    return "cd " + dir.path + " && timeout 120 " + bin("daemon/gossipd") + " launch " + t +
+           " --config " + cfg + " --workdir " + work + " --set checkpoint.dir=" + dir.path +
+           "/ckpt --set final_params_path=" + dir.path + "/fp/x-{node}.bin" +
+           (tls ? "" : " --insecure") + " " + extra + " > " + dir.path + "/launch.out 2>&1";
+  });
   INFO(read_text(dir.path + "/launch.out"));
   REQUIRE(rc == kExitOk);
   if (tls) CHECK(read_text(dir.path + "/launch.out").find("TLS 1.3") != std::string::npos);

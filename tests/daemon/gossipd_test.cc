@@ -53,24 +53,6 @@ TEST_CASE("exactness: 8 gossipd processes on the one-peer exponential graph (tim
   exactness("ONE_PEER_EXPONENTIAL", 8, /*tls=*/false);
 }
 
-// `gossipd launch` of the job in dir (insecure, checkpoints in ckpt), as a shell command.
-std::string launch_command(const std::string& dir, const std::string& topo, const std::string& cfg,
-                           const std::string& work, const std::string& ckpt) {
-  return "cd " + dir + " && exec timeout 120 " + bin("daemon/gossipd") + " launch " + topo +
-         " --config " + cfg + " --workdir " + work + " --insecure --set checkpoint.dir=" + ckpt;
-}
-
-// The newest iteration in a node's metrics file.
-double metrics_iteration(const std::string& path) {
-  std::ifstream in(path);
-  double it = 0;
-  for (std::string line; std::getline(in, line);) {
-    auto m = parse_flat_json(line);
-    if (m.is_ok() && (*m)["type"].text == "iter") it = (*m)["iteration"].number;
-  }
-  return it;
-}
-
 TEST_CASE(
     "kill -9 one node under fault.policy FAIL_STOP: the others fail-stop with code 3 and a "
     "checkpoint, then --resume "
@@ -89,18 +71,7 @@ TEST_CASE(
   pid_t launcher = spawn_shell(launch + " > " + dir.path + "/launch1.out 2>&1");
 
   // Wait until every node is past iteration 150, then SIGKILL node 1.
-  auto t0 = std::chrono::steady_clock::now();
-  while (true) {
-    double low = 1e18;
-    for (int i = 0; i < n; ++i) {
-      low =
-          std::min(low, metrics_iteration(work + "/node-" + std::to_string(i) + "/metrics.jsonl"));
-    }
-    if (low >= 150) break;
-    REQUIRE_MESSAGE(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60),
-                    read_text(dir.path + "/launch1.out"));
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  wait_all_reach(work, n, 150, dir.path + "/launch1.out");
   pid_t victim = std::stoi(read_text(work + "/node-1/pid"));
   REQUIRE(::kill(victim, SIGKILL) == 0);
   auto killed_at = std::chrono::steady_clock::now();

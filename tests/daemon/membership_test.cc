@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -72,6 +73,19 @@ class Cluster {
     for (int j : a.admitted) admitted_at[{from, j}].push_back(t);
     for (const auto& [j, why] : a.dropped) dropped_at[{from, j}].push_back(t);
   }
+  // The link a–b is down at both ends' boundary at t (so both drop the edge there), then heals.
+  void drop_edge_at(int a, int b, std::uint64_t t) {
+    cut(a, b);
+    start(a, t);
+    start(b, t);
+    heal(a, b);
+  }
+  // Nodes `ids`, in that order, start every iteration in [from, to).
+  void run(std::initializer_list<int> ids, std::uint64_t from, std::uint64_t to) {
+    for (std::uint64_t t = from; t < to; ++t) {
+      for (int i : ids) start(i, t);
+    }
+  }
   // Messages waiting for node i (not yet handled).
   const std::vector<Admission>& inbox(int i) const { return inbox_[i]; }
   void lose_inbox(int i) { inbox_[i].clear(); }
@@ -104,6 +118,13 @@ class Cluster {
 };
 
 using Times = std::vector<std::uint64_t>;
+
+// Both ends of the edge a–b took it back at exactly the iterations `times`.
+void check_admitted_at(Cluster& c, int a, int b, const Times& times) {
+  INFO("edge ", a, "-", b);
+  CHECK(c.admitted_at[{a, b}] == times);
+  CHECK(c.admitted_at[{b, a}] == times);
+}
 
 // The verdict node `from` sends `to` at t: whether it has to's x^t, and its planned degree.
 Verdict verdict(std::uint64_t t, bool have, std::uint32_t degree) { return {t, have, degree}; }
@@ -247,10 +268,7 @@ TEST_CASE(
     CHECK(c.start(1, t).empty());
   }
   c.cut(0, 1);
-  for (std::uint64_t t = 10; t < 15; ++t) {
-    c.start(0, t);
-    c.start(1, t);
-  }
+  c.run({0, 1}, 10, 15);
   CHECK(c.dropped_at[{0, 1}] == Times{10});
   CHECK(c.dropped_at[{1, 0}] == Times{10});
   CHECK(c.inbox(0).empty());  // nobody proposes over a link that is down
@@ -273,18 +291,14 @@ TEST_CASE(
     CHECK(c.node(0).is_dropped(1) == (t < 19));
     CHECK(c.node(1).is_dropped(0) == (t < 19));
   }
-  CHECK(c.admitted_at[{0, 1}] == Times{19});
-  CHECK(c.admitted_at[{1, 0}] == Times{19});
+  check_admitted_at(c, 0, 1, Times{19});
 }
 
 TEST_CASE(
     "a refused proposal (the neighbour already passed t_a) is proposed again past the iteration it "
     "reported, with twice the margin, and then both ends agree") {
   Cluster c(2, {{0, 1}}, 4);
-  c.cut(0, 1);
-  c.start(0, 5);
-  c.start(1, 5);
-  c.heal(0, 1);
+  c.drop_edge_at(0, 1, 5);
   c.announce(1, 15);  // what 0 last heard; node 1 is really at 30 by the time the Admit arrives
   const MembershipActions p = c.start(0, 15);
   REQUIRE(p.send.size() == 1);
@@ -302,18 +316,14 @@ TEST_CASE(
     c.start(0, t);
     if (u <= 45) c.start(1, u);
   }
-  CHECK(c.admitted_at[{0, 1}] == Times{38});
-  CHECK(c.admitted_at[{1, 0}] == Times{38});
+  check_admitted_at(c, 0, 1, Times{38});
 }
 
 TEST_CASE(
     "a proposal unanswered for a deadline is withdrawn and made again further ahead, not before "
     "the deadline has passed on the clock") {
   Cluster c(2, {{0, 1}}, 4);
-  c.cut(0, 1);
-  c.start(0, 5);
-  c.start(1, 5);
-  c.heal(0, 1);
+  c.drop_edge_at(0, 1, 5);
   c.announce(1, 6);
   CHECK(c.start(0, 10).send.size() == 1);  // Admit{14}
   c.lose_inbox(1);                         // it never arrives
@@ -341,10 +351,7 @@ TEST_CASE(
     "a yes that arrives after the proposer gave its proposal up (its t_a came) is withdrawn: the "
     "other end cancels the agreement, and both use the edge from the renewed t_a") {
   Cluster c(2, {{0, 1}}, 2);
-  c.cut(0, 1);
-  c.start(0, 5);
-  c.start(1, 5);
-  c.heal(0, 1);
+  c.drop_edge_at(0, 1, 5);
   c.announce(1, 5);
   CHECK(c.start(0, 10).send[0].second.iteration == 12);
   c.start(1, 6);  // accepts 12 (it is behind)
@@ -370,20 +377,13 @@ TEST_CASE(
   CHECK(c.admitted_at[{1, 0}].empty());
   CHECK(c.node(1).is_dropped(0));
   c.carry_out(1, 13, c.node(1).receive(std::span(to1).subspan(1), 13));  // Admit{16}: accepted
-  for (std::uint64_t t = 13; t < 30; ++t) {
-    c.start(1, t);
-    c.start(0, t);
-  }
-  CHECK(c.admitted_at[{1, 0}] == Times{16});
-  CHECK(c.admitted_at[{0, 1}] == Times{16});
+  c.run({1, 0}, 13, 30);
+  check_admitted_at(c, 1, 0, Times{16});
 }
 
 TEST_CASE("crossing proposals: the later t_a wins at both ends") {
   Cluster c(2, {{0, 1}}, 4);
-  c.cut(0, 1);
-  c.start(0, 5);
-  c.start(1, 5);
-  c.heal(0, 1);
+  c.drop_edge_at(0, 1, 5);
   // 0 proposes 19 at its boundary while 1 (rejoining) proposes 25; both messages cross.
   c.announce(1, 15);
   c.start(0, 15);
@@ -406,8 +406,7 @@ TEST_CASE("crossing proposals: the later t_a wins at both ends") {
     c.start(0, t);
     if (t >= 25) c.start(1, t);
   }
-  CHECK(c.admitted_at[{0, 1}] == Times{25});
-  CHECK(c.admitted_at[{1, 0}] == Times{25});
+  check_admitted_at(c, 0, 1, Times{25});
 }
 
 TEST_CASE(
@@ -416,14 +415,10 @@ TEST_CASE(
   // Ring of 4; node 2 crashed at 20 and restarts from its checkpoint at 10 while the others are
   // at 50 (they dropped it at 20, "no link").
   Cluster c(4, {{0, 1}, {1, 2}, {2, 3}, {3, 0}}, 4);
-  for (std::uint64_t t = 0; t < 20; ++t) {
-    for (int i = 0; i < 4; ++i) c.start(i, t);
-  }
+  c.run({0, 1, 2, 3}, 0, 20);
   c.cut(1, 2);
   c.cut(2, 3);
-  for (std::uint64_t t = 20; t < 50; ++t) {
-    for (int i : {0, 1, 3}) c.start(i, t);
-  }
+  c.run({0, 1, 3}, 20, 50);
   CHECK(c.dropped_at[{1, 2}] == Times{20});
   CHECK(c.dropped_at[{3, 2}] == Times{20});
 

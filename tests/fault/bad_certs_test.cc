@@ -173,22 +173,17 @@ TEST_CASE("own certificate expired: refused at start naming the file and the dat
 
 // Re-signs node `id`'s certificate of the good set with CA 1, valid from tomorrow for a day.
 std::string not_yet_valid(const TempDir& into, int id) {
-  auto read_cert = [](const std::string& f) {
+  // One PEM object from file f with `read` (PEM_read_X509, PEM_read_PrivateKey); must succeed.
+  auto read_pem = [](const std::string& f, auto* read) {
     FILE* fp = std::fopen(f.c_str(), "r");
     REQUIRE(fp != nullptr);
-    X509* x = PEM_read_X509(fp, nullptr, nullptr, nullptr);
+    auto* object = read(fp, nullptr, nullptr, nullptr);
     std::fclose(fp);
-    REQUIRE(x != nullptr);
-    return x;
+    REQUIRE(object != nullptr);
+    return object;
   };
-  auto read_key = [](const std::string& f) {
-    FILE* fp = std::fopen(f.c_str(), "r");
-    REQUIRE(fp != nullptr);
-    EVP_PKEY* k = PEM_read_PrivateKey(fp, nullptr, nullptr, nullptr);
-    std::fclose(fp);
-    REQUIRE(k != nullptr);
-    return k;
-  };
+  auto read_cert = [&](const std::string& f) { return read_pem(f, &PEM_read_X509); };
+  auto read_key = [&](const std::string& f) { return read_pem(f, &PEM_read_PrivateKey); };
   const std::string n = certs().good + "/node-" + std::to_string(id);
   X509* orig = read_cert(n + ".pem");
   X509* ca = read_cert(certs().good + "/ca.pem");

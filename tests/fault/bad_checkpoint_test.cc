@@ -54,6 +54,8 @@ void reseal(std::string& b) {
   put_u32(b, b.size() - 4, static_cast<std::uint32_t>(crc));
 }
 
+const std::string kNewName = daemon::checkpoint_file_name(200);
+
 // A checkpoint directory with a good file at iteration 100 and `bad` written as iteration 200.
 struct Dir {
   TempDir tmp;
@@ -79,9 +81,16 @@ struct Dir {
     CHECK(contains(direct.status().message(), dir + "/" + name));
     return direct.status();
   }
+  // Writes `bytes` as the iteration-200 file; load_bad() on it, and its error has `code` and says
+  // `what`.
+  void expect_refused(const std::string& bytes, StatusCode code, const std::string& what) const {
+    put(kNewName, bytes);
+    const Status s = load_bad(kNewName);
+    INFO("message: ", s.message());
+    CHECK(s.code() == code);
+    CHECK(contains(s.message(), what));
+  }
 };
-
-const std::string kNewName = daemon::checkpoint_file_name(200);
 
 TEST_CASE("control: a good newer checkpoint is the one resume picks") {
   Dir d;
@@ -97,10 +106,7 @@ TEST_CASE("truncated at every length: refused as Corruption, resume falls back")
                           good.size() - 4, good.size() - 1}) {
     CAPTURE(len);
     Dir d;
-    d.put(kNewName, good.substr(0, len));
-    const Status s = d.load_bad(kNewName);
-    CHECK(s.code() == StatusCode::kCorruption);
-    CHECK(contains(s.message(), "truncated"));
+    d.expect_refused(good.substr(0, len), StatusCode::kCorruption, "truncated");
   }
   // Exhaustively through the decoder alone (cheap): no prefix ever decodes.
   for (std::size_t len = 0; len < good.size(); ++len)
@@ -112,28 +118,20 @@ TEST_CASE("wrong magic: refused as not a checkpoint") {
   std::string b = daemon::encode_checkpoint(make(200));
   b[0] = 'X';
   reseal(b);
-  d.put(kNewName, b);
-  const Status s = d.load_bad(kNewName);
-  CHECK(s.code() == StatusCode::kCorruption);
-  CHECK(contains(s.message(), "wrong magic"));
+  d.expect_refused(b, StatusCode::kCorruption, "wrong magic");
 }
 
 TEST_CASE("bad checksum: a flipped bit anywhere in the parameters is caught") {
   Dir d;
   std::string b = daemon::encode_checkpoint(make(200));
   b[b.size() - 40] ^= 0x10;
-  d.put(kNewName, b);
-  const Status s = d.load_bad(kNewName);
-  CHECK(s.code() == StatusCode::kCorruption);
-  CHECK(contains(s.message(), "checksum"));
+  d.expect_refused(b, StatusCode::kCorruption, "checksum");
 }
 
 TEST_CASE("wrong shape: another model's parameter or optimizer-state count is refused") {
   Dir d;
-  d.put(kNewName, daemon::encode_checkpoint(make(200, 64)));
-  const Status s = d.load_bad(kNewName);
-  CHECK(s.code() == StatusCode::kFailedPrecondition);
-  CHECK(contains(s.message(), "64 parameters, the model has 100"));
+  d.expect_refused(daemon::encode_checkpoint(make(200, 64)), StatusCode::kFailedPrecondition,
+                   "64 parameters, the model has 100");
 
   Dir e;
   Checkpoint c = make(200);
@@ -164,10 +162,8 @@ TEST_CASE("a future version is refused as unsupported, not misread") {
   std::string b = daemon::encode_checkpoint(make(200));
   put_u32(b, 8, daemon::kCheckpointVersion + 1);
   reseal(b);
-  d.put(kNewName, b);
-  const Status s = d.load_bad(kNewName);
-  CHECK(s.code() == StatusCode::kFailedPrecondition);
-  CHECK(contains(s.message(), "version " + std::to_string(daemon::kCheckpointVersion + 1)));
+  d.expect_refused(b, StatusCode::kFailedPrecondition,
+                   "version " + std::to_string(daemon::kCheckpointVersion + 1));
   put_u32(b, 8, 0xffffffffu);
   reseal(b);
   CHECK_FALSE(daemon::decode_checkpoint(b, "x").is_ok());

@@ -19,14 +19,6 @@ CliRun validate(const TempDir& d, const std::string& name, const std::string& te
   return run_cli({topo_bin(), "validate", d.write(name, text)}, timeout_s);
 }
 
-const std::string kTriangle =
-    "node { id: 0 address: \"127.0.0.1:7000\" }\n"
-    "node { id: 1 address: \"127.0.0.1:7001\" }\n"
-    "node { id: 2 address: \"127.0.0.1:7002\" }\n"
-    "edge { from: 0 to: 1 }\n"
-    "edge { from: 1 to: 2 }\n"
-    "edge { from: 2 to: 0 }\n";
-
 TEST_CASE("gossip-topo validate: every hostile topology file exits 1 naming file and line") {
   TempDir d;
   struct Case {
@@ -37,8 +29,8 @@ TEST_CASE("gossip-topo validate: every hostile topology file exits 1 naming file
   };
   const std::vector<Case> cases = {
       {"empty.pbtxt", "", "", "no nodes"},
-      {"selfloop.pbtxt", kTriangle + "edge { from: 1 to: 1 }\n", ":7:", "self loop"},
-      {"dupedge.pbtxt", kTriangle + "edge { from: 1 to: 0 }\n", ":7:", "repeated"},
+      {"selfloop.pbtxt", kTriangleTopology + "edge { from: 1 to: 1 }\n", ":7:", "self loop"},
+      {"dupedge.pbtxt", kTriangleTopology + "edge { from: 1 to: 0 }\n", ":7:", "repeated"},
       {"dupid.pbtxt",
        "node { id: 0 address: \"127.0.0.1:7000\" }\nnode { id: 0 address: \"127.0.0.1:7001\" }\n",
        ":2:", "repeated"},
@@ -50,7 +42,7 @@ TEST_CASE("gossip-topo validate: every hostile topology file exits 1 naming file
        "node { id: 0 address: \"127.0.0.1:7000\" }\nnode { id: 1 address: \"127.0.0.1:70000\" }\n"
        "edge { from: 0 to: 1 }\n",
        ":2:", "65535"},
-      {"bytes.pbtxt", kTriangle + "\xff\xfe\n", ":7:", ""},
+      {"bytes.pbtxt", kTriangleTopology + "\xff\xfe\n", ":7:", ""},
       {"nan.pbtxt",
        "weights: EXPLICIT\nnode { id: 0 address: \"127.0.0.1:7000\" }\n"
        "node { id: 1 address: \"127.0.0.1:7001\" }\nedge { from: 0 to: 1 weight: nan }\n",
@@ -78,7 +70,7 @@ TEST_CASE("gossip-topo validate: every hostile topology file exits 1 naming file
 TEST_CASE("gossip-topo validate: CRLF files and one node are accepted on purpose") {
   TempDir d;
   std::string dos;
-  for (char c : kTriangle) {
+  for (char c : kTriangleTopology) {
     if (c == '\n') dos += '\r';
     dos += c;
   }
@@ -123,14 +115,7 @@ TEST_CASE("gossip-topo validate: non-UTF-8 bytes inside strings are refused with
 
 // ---- gossipd run
 
-const std::string kConfig =
-    "seed: 5\n"
-    "model { kind: LOGISTIC }\n"
-    "data { dataset: SYNTHETIC_LOGISTIC num_examples: 256 dim: 8 test_examples: 64 }\n"
-    "optimizer { kind: SGD lr: 0.1 }\n"
-    "batch_size: 16\n"
-    "iterations: 5\n"
-    "timeouts { connect_ms: 2000 deadline_ms: 1000 heartbeat_ms: 200 }\n";
+const std::string kConfig = small_train_config(5);
 
 std::string replace(std::string text, const std::string& from, const std::string& to) {
   const auto at = text.find(from);
@@ -196,7 +181,8 @@ TEST_CASE("gossipd run: hostile configs exit 2 naming file, line and field (or t
 
 TEST_CASE("gossipd run: a hostile topology file exits 2 naming it") {
   TempDir d;
-  const CliRun r = gossipd(d, kTriangle + "edge { from: 2 to: 2 }\n", kConfig, {"--insecure"});
+  const CliRun r =
+      gossipd(d, kTriangleTopology + "edge { from: 2 to: 2 }\n", kConfig, {"--insecure"});
   INFO("stderr: ", r.err);
   CHECK(r.code == 2);
   CHECK(contains(r.err, d.file("topo.pbtxt") + ":7:"));

@@ -40,14 +40,7 @@ void expect_rejected(const Loaded& l, const std::string& what, const std::string
   CHECK(contains(l.message(), what));
 }
 
-const std::string kTriangle =
-    "name: \"tri\"\n"
-    "node { id: 0 address: \"127.0.0.1:7000\" }\n"
-    "node { id: 1 address: \"127.0.0.1:7001\" }\n"
-    "node { id: 2 address: \"127.0.0.1:7002\" }\n"
-    "edge { from: 0 to: 1 }\n"
-    "edge { from: 1 to: 2 }\n"
-    "edge { from: 2 to: 0 }\n";
+const std::string kTriangle = "name: \"tri\"\n" + kTriangleTopology;
 
 TEST_CASE("control: the well-formed triangle loads (so the cases below fail for their reason)") {
   auto l = load(kTriangle);

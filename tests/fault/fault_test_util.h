@@ -44,6 +44,29 @@ inline std::string source(const std::string& rel) {
 
 using gossip::testing::TempDir;
 
+// A valid three-node topology file (a triangle on loopback ports 7000-7002), six lines: the base
+// of the hostile-topology cases, which append a bad line 7 (or 8 after a name line).
+inline const std::string kTriangleTopology =
+    "node { id: 0 address: \"127.0.0.1:7000\" }\n"
+    "node { id: 1 address: \"127.0.0.1:7001\" }\n"
+    "node { id: 2 address: \"127.0.0.1:7002\" }\n"
+    "edge { from: 0 to: 1 }\n"
+    "edge { from: 1 to: 2 }\n"
+    "edge { from: 2 to: 0 }\n";
+
+// A small valid gossipd training config (logistic regression on 256 synthetic examples) of
+// `iterations` iterations; `extra` (whole lines) goes after the iterations line.
+inline std::string small_train_config(int iterations, const std::string& extra = "") {
+  return "seed: 5\n"
+         "model { kind: LOGISTIC }\n"
+         "data { dataset: SYNTHETIC_LOGISTIC num_examples: 256 dim: 8 test_examples: 64 }\n"
+         "optimizer { kind: SGD lr: 0.1 }\n"
+         "batch_size: 16\n"
+         "iterations: " +
+         std::to_string(iterations) + "\n" + extra +
+         "timeouts { connect_ms: 2000 deadline_ms: 1000 heartbeat_ms: 200 }\n";
+}
+
 inline std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream s;

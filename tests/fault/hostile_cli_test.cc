@@ -49,14 +49,7 @@ std::string node_line(int id) {
 // One node, no neighbours: a whole gossipd run in well under a second.
 const std::string kOne = node_line(0);
 const std::string kConfig =
-    "seed: 5\n"
-    "model { kind: LOGISTIC }\n"
-    "data { dataset: SYNTHETIC_LOGISTIC num_examples: 256 dim: 8 test_examples: 64 }\n"
-    "optimizer { kind: SGD lr: 0.1 }\n"
-    "batch_size: 16\n"
-    "iterations: 40\n"
-    "checkpoint { every: 10 keep: 2 dir: \"ck\" }\n"
-    "timeouts { connect_ms: 2000 deadline_ms: 1000 heartbeat_ms: 200 }\n";
+    small_train_config(40, "checkpoint { every: 10 keep: 2 dir: \"ck\" }\n");
 
 CliRun gossipd(const TempDir& d, const std::vector<std::string>& extra,
                const std::string& topology = kOne, const std::string& config = kConfig,

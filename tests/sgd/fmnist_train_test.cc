@@ -47,17 +47,26 @@ EvalResult train_and_evaluate(const ProblemConfig& pc, const OptimizerConfig& oc
   return r;
 }
 
+// True (with a message) when the data set is not installed: the case is skipped.
+bool skipped_without_data() {
+  if (have_data()) return false;
+  MESSAGE("dataset-fashion-mnist not installed; skipped");
+  return true;
+}
+
+OptimizerConfig cosine_schedule(double lr) {
+  OptimizerConfig oc;
+  oc.schedule.kind = ScheduleKind::kCosine;
+  oc.schedule.lr = lr;
+  return oc;
+}
+
 TEST_CASE("Fashion-MNIST softmax regression reaches 84% test accuracy") {
-  if (!have_data()) {
-    MESSAGE("dataset-fashion-mnist not installed; skipped");
-    return;
-  }
+  if (skipped_without_data()) return;
   ProblemConfig pc;
   pc.model = ModelKind::kSoftmax;
   pc.l2 = 1e-4f;
-  OptimizerConfig oc;
-  oc.schedule.kind = ScheduleKind::kCosine;
-  oc.schedule.lr = 0.05;
+  OptimizerConfig oc = cosine_schedule(0.05);
   oc.momentum = 0.9;
   const EvalResult r = train_and_evaluate(pc, oc, 5, 128);
   CHECK(r.examples == 10000);
@@ -65,16 +74,11 @@ TEST_CASE("Fashion-MNIST softmax regression reaches 84% test accuracy") {
 }
 
 TEST_CASE("Fashion-MNIST MLP 784-256-128-10 reaches 88% test accuracy") {
-  if (!have_data()) {
-    MESSAGE("dataset-fashion-mnist not installed; skipped");
-    return;
-  }
+  if (skipped_without_data()) return;
   ProblemConfig pc;
   pc.model = ModelKind::kMlp;
   pc.hidden = {256, 128};
-  OptimizerConfig oc;
-  oc.schedule.kind = ScheduleKind::kCosine;
-  oc.schedule.lr = 0.05;
+  OptimizerConfig oc = cosine_schedule(0.05);
   oc.schedule.warmup_steps = 200;
   oc.momentum = 0.9;
   oc.nesterov = true;

@@ -128,8 +128,8 @@ TEST_CASE("backend selection: cpu always + cuda a clear error without a build or
     CHECK(cuda.is_ok());
     CHECK((*autob)->device() == Device::kCuda);
   }
-  CHECK(*parse_device("cuda") == Device::kCuda);
-  auto bad = parse_device("tpu");
+  CHECK(*kDevices.parse("cuda") == Device::kCuda);
+  auto bad = kDevices.parse("tpu");
   REQUIRE(!bad.is_ok());
   CHECK(bad.status().message().find("auto, cpu or cuda") != std::string::npos);
 }

@@ -15,14 +15,23 @@
 namespace gossip::sgd {
 namespace {
 
-ProblemConfig least_squares_config() {
+// A synthetic problem: `model` on `data`, train and test examples of dimension dim
+// around a planted optimum, with `noise` (the data kind's noise parameter).
+ProblemConfig synthetic_config(ModelKind model, DataKind data, int train, int test, int dim,
+                               double noise) {
   ProblemConfig c;
-  c.model = ModelKind::kLeastSquares;
-  c.data = DataKind::kLeastSquares;
-  c.synthetic_train = 2000;
-  c.synthetic_test = 500;
-  c.synthetic_dim = 10;
-  c.synthetic_noise = 0.1;
+  c.model = model;
+  c.data = data;
+  c.synthetic_train = train;
+  c.synthetic_test = test;
+  c.synthetic_dim = dim;
+  c.synthetic_noise = noise;
+  return c;
+}
+
+ProblemConfig least_squares_config() {
+  ProblemConfig c =
+      synthetic_config(ModelKind::kLeastSquares, DataKind::kLeastSquares, 2000, 500, 10, 0.1);
   c.num_nodes = 4;
   c.seed = 17;
   return c;
@@ -92,7 +101,7 @@ TEST_CASE("config errors name the field") {
   auto missing = make_problem(c);
   CHECK(missing.status().code() == StatusCode::kNotFound);
   CHECK(missing.status().message().find("dataset-fashion-mnist") != std::string::npos);
-  CHECK(!parse_data_kind("cifar").is_ok());
+  CHECK(!kDataKinds.parse("cifar").is_ok());
 }
 
 TEST_CASE("least squares: SGD converges to the normal-equations solution of the node's shard") {
@@ -126,13 +135,9 @@ TEST_CASE("least squares: SGD converges to the normal-equations solution of the 
 }
 
 TEST_CASE("logistic: SGD recovers the planted separator's direction and Bayes-level accuracy") {
-  ProblemConfig c;
-  c.model = ModelKind::kLogistic;
-  c.data = DataKind::kLogistic;
-  c.synthetic_train = 20000;
-  c.synthetic_test = 5000;
-  c.synthetic_dim = 5;
-  c.synthetic_noise = 4.0;  // ‖w*‖
+  // Noise parameter 4: ‖w*‖.
+  ProblemConfig c =
+      synthetic_config(ModelKind::kLogistic, DataKind::kLogistic, 20000, 5000, 5, 4.0);
   c.seed = 3;
   auto p = make_problem(c);
   REQUIRE(p.is_ok());

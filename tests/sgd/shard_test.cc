@@ -48,7 +48,7 @@ int distinct_labels(const Dataset& d, const std::vector<std::int64_t>& shard) {
 TEST_CASE("every scheme is a deterministic partition / a node's own shard matches") {
   const Dataset d = labelled();
   for (ShardScheme scheme : {ShardScheme::kIid, ShardScheme::kByLabel, ShardScheme::kDirichlet}) {
-    CAPTURE(shard_scheme_name(scheme));
+    CAPTURE(kShardSchemes.name(scheme));
     ShardConfig cfg{scheme, 0.3};
     auto a = all_shards(d, cfg, 8, 11);
     auto b = all_shards(d, cfg, 8, 11);
@@ -113,7 +113,7 @@ TEST_CASE("sharding errors: bad node + too many nodes + label schemes on regress
   Dataset reg = make_least_squares(20, 2, 0.1, 1, nullptr);
   CHECK(all_shards(reg, {}, 2, 1).is_ok());
   CHECK(!all_shards(reg, {ShardScheme::kByLabel, 0}, 2, 1).is_ok());
-  CHECK(!parse_shard_scheme("random").is_ok());
+  CHECK(!kShardSchemes.parse("random").is_ok());
 }
 
 TEST_CASE("sampler: every epoch is a permutation of the shard / batches wrap across epochs") {

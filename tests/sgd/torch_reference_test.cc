@@ -90,7 +90,7 @@ TEST_CASE("loss and gradient equal PyTorch autograd (float64) for every model") 
       sizes += std::to_string(s);
     }
     const std::string cmd = "/usr/bin/python3 " + script + " " + dir.string() + " " +
-                            std::string(model_kind_name(spec.kind)) + " " +
+                            std::string(kModelKinds.name(spec.kind)) + " " +
                             exact(static_cast<double>(spec.l2)) + " " + sizes;
     REQUIRE(std::system(cmd.c_str()) == 0);
     const std::vector<double> ref_grad = read_f64(dir / "grad.f64", params.size());

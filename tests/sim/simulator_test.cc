@@ -37,6 +37,27 @@ RunConfig run_config(Algorithm algorithm, std::int64_t iterations) {
   return r;
 }
 
+sgd::Problem problem_of(const sgd::ProblemConfig& config) {
+  auto problem = sgd::make_problem(config);
+  REQUIRE_MESSAGE(problem.is_ok(), problem.status().to_string());
+  return std::move(problem).value();
+}
+
+// A simulator of `config` on `topology` (nullptr for C-PSGD) that has run to the end, and its
+// trace; the test fails where either step does.
+struct Ran {
+  std::unique_ptr<Simulator> sim;
+  RunTrace trace;
+};
+Ran run_to_end(const sgd::Problem& problem, const topology::Topology* topology,
+               const RunConfig& config) {
+  auto sim = Simulator::create(problem, topology, config);
+  REQUIRE_MESSAGE(sim.is_ok(), sim.status().to_string());
+  auto trace = (*sim)->run();
+  REQUIRE_MESSAGE(trace.is_ok(), trace.status().to_string());
+  return {std::move(sim).value(), std::move(trace).value()};
+}
+
 topology::Topology topo(const char* name, int n) {
   auto t = make_topology(name, n, topology::WeightScheme::kDefault);
   REQUIRE(t.is_ok());
@@ -45,8 +66,7 @@ topology::Topology topo(const char* name, int n) {
 
 TEST_CASE("adapt-then-combine D-PSGD with W = J reproduces C-PSGD to float tolerance") {
   const int n = 8;
-  auto problem = sgd::make_problem(least_squares(n));
-  REQUIRE(problem.is_ok());
+  const sgd::Problem problem = problem_of(least_squares(n));
   const auto complete = topo("complete", n);  // Metropolis–Hastings on K_n: every weight 1/n
   for (double momentum : {0.0, 0.9}) {
     CAPTURE(momentum);
@@ -56,24 +76,18 @@ TEST_CASE("adapt-then-combine D-PSGD with W = J reproduces C-PSGD to float toler
     RunConfig d = c;
     d.algorithm = Algorithm::kDpsgd;
     d.order = MixOrder::kAdaptThenCombine;
-    auto cs = Simulator::create(*problem, nullptr, c);
-    auto ds = Simulator::create(*problem, &complete, d);
-    REQUIRE(cs.is_ok());
-    REQUIRE(ds.is_ok());
-    auto ct = (*cs)->run();
-    auto dt = (*ds)->run();
-    REQUIRE(ct.is_ok());
-    REQUIRE(dt.is_ok());
-    const StateMatrix& xc = (*cs)->params();
-    const StateMatrix& xd = (*ds)->params();
+    const Ran cs = run_to_end(problem, nullptr, c);
+    const Ran ds = run_to_end(problem, &complete, d);
+    const StateMatrix& xc = cs.sim->params();
+    const StateMatrix& xd = ds.sim->params();
     REQUIRE(xc.cols() == n);
     const double scale = xc.cwiseAbs().maxCoeff();
     const double diff = (xc - xd).cwiseAbs().maxCoeff();
     MESSAGE("max |x_cpsgd - x_dpsgd(W=J)| = " << diff << " (max |x| = " << scale << ")");
     CHECK(diff < 1e-5 * scale);
-    CHECK(dt->points.back().consensus_distance < 1e-10 * scale * scale);
-    CHECK(dt->points.back().train_loss ==
-          doctest::Approx(ct->points.back().train_loss).epsilon(1e-5));
+    CHECK(ds.trace.points.back().consensus_distance < 1e-10 * scale * scale);
+    CHECK(ds.trace.points.back().train_loss ==
+          doctest::Approx(cs.trace.points.back().train_loss).epsilon(1e-5));
     // The equality is not vacuous: the run moved far from x_0 = 0.
     CHECK(scale > 0.5);
   }
@@ -84,55 +98,43 @@ TEST_CASE("combine-then-adapt D-PSGD with W = J is not C-PSGD (gradients at loca
   // differ by O(γ²) even for W = J. This pins the semantics down: swapping the order in the
   // simulator would make this test fail.
   const int n = 8;
-  auto problem = sgd::make_problem(least_squares(n));
-  REQUIRE(problem.is_ok());
+  const sgd::Problem problem = problem_of(least_squares(n));
   const auto complete = topo("complete", n);
-  auto cs = Simulator::create(*problem, nullptr, run_config(Algorithm::kCpsgd, 50));
-  auto ds = Simulator::create(*problem, &complete, run_config(Algorithm::kDpsgd, 50));
-  REQUIRE((cs.is_ok() && ds.is_ok()));
-  REQUIRE((*cs)->run().is_ok());
-  REQUIRE((*ds)->run().is_ok());
-  const double diff = ((*cs)->params() - (*ds)->params()).cwiseAbs().maxCoeff();
+  const Ran cs = run_to_end(problem, nullptr, run_config(Algorithm::kCpsgd, 50));
+  const Ran ds = run_to_end(problem, &complete, run_config(Algorithm::kDpsgd, 50));
+  const double diff = (cs.sim->params() - ds.sim->params()).cwiseAbs().maxCoeff();
   CHECK(diff > 1e-4);
 }
 
 TEST_CASE("D-PSGD on a ring of 16 reaches C-PSGD's final loss on least squares within 1%") {
   const int n = 16;
-  auto problem = sgd::make_problem(least_squares(n));
-  REQUIRE(problem.is_ok());
+  const sgd::Problem problem = problem_of(least_squares(n));
   const auto ring = topo("ring", n);
   RunConfig c = run_config(Algorithm::kCpsgd, 3000);
   c.optimizer.schedule.kind = sgd::ScheduleKind::kCosine;
   c.optimizer.schedule.total_steps = 3000;
   RunConfig d = c;
   d.algorithm = Algorithm::kDpsgd;
-  auto cs = Simulator::create(*problem, nullptr, c);
-  auto ds = Simulator::create(*problem, &ring, d);
-  REQUIRE((cs.is_ok() && ds.is_ok()));
-  auto ct = (*cs)->run();
-  auto dt = (*ds)->run();
-  REQUIRE((ct.is_ok() && dt.is_ok()));
-  const double lc = ct->points.back().train_loss, ld = dt->points.back().train_loss;
-  const double l0 = ct->points.front().train_loss;
+  const RunTrace ct = run_to_end(problem, nullptr, c).trace;
+  const RunTrace dt = run_to_end(problem, &ring, d).trace;
+  const double lc = ct.points.back().train_loss, ld = dt.points.back().train_loss;
+  const double l0 = ct.points.front().train_loss;
   MESSAGE("C-PSGD final loss " << lc << ", D-PSGD ring-16 final loss " << ld << ", start " << l0);
   CHECK(ld == doctest::Approx(lc).epsilon(0.01));
   CHECK(lc < 0.01 * l0);  // both actually trained (noise floor σ²/2 = 0.005)
-  CHECK(dt->points.back().consensus_distance > 0);  // the nodes did not trivially coincide
+  CHECK(dt.points.back().consensus_distance > 0);  // the nodes did not trivially coincide
 }
 
 TEST_CASE("runs are deterministic to the bit") {
   const int n = 6;
-  auto problem = sgd::make_problem(least_squares(n));
-  REQUIRE(problem.is_ok());
+  const sgd::Problem problem = problem_of(least_squares(n));
   const auto ring = topo("ring", n);
   RunConfig r = run_config(Algorithm::kDpsgd, 40);
   r.optimizer.momentum = 0.5;
-  auto a = Simulator::create(*problem, &ring, r);
-  auto b = Simulator::create(*problem, &ring, r);
-  REQUIRE((a.is_ok() && b.is_ok()));
-  REQUIRE(((*a)->run().is_ok() && (*b)->run().is_ok()));
-  CHECK(std::memcmp((*a)->params().data(), (*b)->params().data(),
-                    (*a)->params().size() * sizeof(float)) == 0);
+  const Ran a = run_to_end(problem, &ring, r);
+  const Ran b = run_to_end(problem, &ring, r);
+  CHECK(std::memcmp(a.sim->params().data(), b.sim->params().data(),
+                    a.sim->params().size() * sizeof(float)) == 0);
 }
 
 TEST_CASE("every thread count gives the same bits") {
@@ -157,8 +159,7 @@ TEST_CASE("every thread count gives the same bits") {
     pc.hidden = m.hidden;
     pc.synthetic_train = 1024;
     pc.synthetic_test = 256;
-    auto problem = sgd::make_problem(pc);
-    REQUIRE(problem.is_ok());
+    const sgd::Problem problem = problem_of(pc);
     const auto ring = topo("ring", n);
     const auto one_peer = topo("one_peer_exponential", n);
     struct Variant {
@@ -182,7 +183,7 @@ TEST_CASE("every thread count gives the same bits") {
       for (const int threads : {1, 2, 3, 12}) {
         CAPTURE(threads);
         r.threads = threads;
-        auto sim = Simulator::create(*problem, v.topology, r);
+        auto sim = Simulator::create(problem, v.topology, r);
         REQUIRE(sim.is_ok());
         auto trace = (*sim)->run();
         REQUIRE(trace.is_ok());
@@ -235,16 +236,15 @@ TEST_CASE("blocks of iterations in skewed order give one iteration at a time's b
     CAPTURE(c.threads);
     sgd::ProblemConfig pc = least_squares(c.n);
     pc.synthetic_train = 40 * c.n;
-    auto problem = sgd::make_problem(pc);
-    REQUIRE(problem.is_ok());
+    const sgd::Problem problem = problem_of(pc);
     const auto t = topo(c.topology, c.n);
     RunConfig r = run_config(Algorithm::kDpsgd, 47);
     r.eval_every = c.eval_every;
     r.optimizer.momentum = 0.5;
     r.threads = c.threads;
-    auto blocked = Simulator::create(*problem, &t, r);
+    auto blocked = Simulator::create(problem, &t, r);
     r.iteration_blocks = false;
-    auto plain = Simulator::create(*problem, &t, r);
+    auto plain = Simulator::create(problem, &t, r);
     REQUIRE((blocked.is_ok() && plain.is_ok()));
     CHECK((*blocked)->block_levels() > 1);  // the case exercises the blocks
     CHECK((*plain)->block_levels() == 1);
@@ -272,16 +272,15 @@ TEST_CASE("blocks of iterations in skewed order give one iteration at a time's b
     pc.data = sgd::DataKind::kLogistic;
     pc.hidden = {12};
     pc.synthetic_train = 24 * 40;
-    auto problem = sgd::make_problem(pc);
-    REQUIRE(problem.is_ok());
+    const sgd::Problem problem = problem_of(pc);
     const auto ring = topo("ring", 24);
     RunConfig r = run_config(Algorithm::kDpsgd, 23);
     r.eval_every = 23;
     r.optimizer.momentum = 0.5;
     r.threads = threads;
-    auto blocked = Simulator::create(*problem, &ring, r);
+    auto blocked = Simulator::create(problem, &ring, r);
     r.iteration_blocks = false;
-    auto plain = Simulator::create(*problem, &ring, r);
+    auto plain = Simulator::create(problem, &ring, r);
     REQUIRE((blocked.is_ok() && plain.is_ok()));
     CHECK((*blocked)->block_levels() > 1);
     REQUIRE(((*blocked)->run().is_ok() && (*plain)->run().is_ok()));
@@ -290,20 +289,19 @@ TEST_CASE("blocks of iterations in skewed order give one iteration at a time's b
   }
   // Not blocked: the exponential graph (neighbours n/2 apart), ATC, a time-varying W, ranges
   // too short for the threads' triangles.
-  auto problem = sgd::make_problem(least_squares(16));
-  REQUIRE(problem.is_ok());
+  const sgd::Problem problem = problem_of(least_squares(16));
   RunConfig r = run_config(Algorithm::kDpsgd, 5);
   r.threads = 1;
   const auto exp16 = topo("exponential", 16);
   const auto one_peer = topo("one_peer_exponential", 16);
   const auto ring = topo("ring", 16);
-  CHECK((*Simulator::create(*problem, &exp16, r))->block_levels() == 1);
-  CHECK((*Simulator::create(*problem, &one_peer, r))->block_levels() == 1);
+  CHECK((*Simulator::create(problem, &exp16, r))->block_levels() == 1);
+  CHECK((*Simulator::create(problem, &one_peer, r))->block_levels() == 1);
   r.threads = 8;  // ranges of 2 nodes
-  CHECK((*Simulator::create(*problem, &ring, r))->block_levels() == 1);
+  CHECK((*Simulator::create(problem, &ring, r))->block_levels() == 1);
   r.threads = 1;
   r.order = MixOrder::kAdaptThenCombine;
-  CHECK((*Simulator::create(*problem, &ring, r))->block_levels() == 1);
+  CHECK((*Simulator::create(problem, &ring, r))->block_levels() == 1);
 }
 
 TEST_CASE("dump_params writes raw little-endian float32 per node") {
@@ -324,24 +322,23 @@ TEST_CASE("dump_params writes raw little-endian float32 per node") {
 }
 
 TEST_CASE("bad configurations are errors, not crashes") {
-  auto problem = sgd::make_problem(least_squares(4));
-  REQUIRE(problem.is_ok());
+  const sgd::Problem problem = problem_of(least_squares(4));
   const auto ring5 = topo("ring", 5);
-  auto mismatch = Simulator::create(*problem, &ring5, run_config(Algorithm::kDpsgd, 1));
+  auto mismatch = Simulator::create(problem, &ring5, run_config(Algorithm::kDpsgd, 1));
   CHECK(mismatch.status().message().find("5 nodes") != std::string::npos);
-  CHECK(!Simulator::create(*problem, nullptr, run_config(Algorithm::kDpsgd, 1)).is_ok());
+  CHECK(!Simulator::create(problem, nullptr, run_config(Algorithm::kDpsgd, 1)).is_ok());
   RunConfig bad = run_config(Algorithm::kCpsgd, 1);
   bad.batch_size = 0;
-  CHECK(!Simulator::create(*problem, nullptr, bad).is_ok());
+  CHECK(!Simulator::create(problem, nullptr, bad).is_ok());
   RunConfig diverge = run_config(Algorithm::kCpsgd, 200);
   diverge.optimizer.schedule.lr = 50;
-  auto sim = Simulator::create(*problem, nullptr, diverge);
+  auto sim = Simulator::create(problem, nullptr, diverge);
   REQUIRE(sim.is_ok());
   CHECK((*sim)->run().status().message().find("diverged") != std::string::npos);
   // The same when the iterations run in blocks (the check runs after each block).
   const auto ring4 = topo("ring", 4);
   diverge.algorithm = Algorithm::kDpsgd;
-  auto blocked = Simulator::create(*problem, &ring4, diverge);
+  auto blocked = Simulator::create(problem, &ring4, diverge);
   REQUIRE(blocked.is_ok());
   CHECK((*blocked)->block_levels() > 1);
   const auto status = (*blocked)->run().status();

@@ -49,6 +49,14 @@ TEST_CASE("an explicit file and the generator give the same fingerprint") {
   CHECK(validate(*a).is_ok());
 }
 
+// kExplicitRing with its first `from` replaced by `to`.
+std::string ring_with(const std::string& from, const std::string& to) {
+  std::string s = kExplicitRing;
+  const std::size_t at = s.find(from);
+  REQUIRE(at != std::string::npos);
+  return s.replace(at, from.size(), to);
+}
+
 TEST_CASE("syntax errors report file:line:column") {
   fails_at("name: \"x\"\n\ngenerator { kind: RING nodes: 8 \n", "t.pbtxt:4:");  // unclosed brace
   fails_at("name: \"x\"\ngenerator {\n  kind: RINGG\n}\n", "t.pbtxt:3:9", "RINGG");
@@ -57,24 +65,14 @@ TEST_CASE("syntax errors report file:line:column") {
 }
 
 TEST_CASE("semantic errors point at the offending field") {
-  std::string dup = kExplicitRing;
-  dup.replace(dup.find("id: 3"), 5, "id: 1");
-  fails_at(dup, "t.pbtxt:5:8", "node id 1 repeated (first at t.pbtxt:3:8)");
-  std::string far = kExplicitRing;
-  far.replace(far.find("to: 0 }"), 5, "to: 9");
-  fails_at(far, "t.pbtxt:9:1", "outside 0..3");
-  std::string addr = kExplicitRing;
-  addr.replace(addr.find("127.0.0.1:7002"), 14, "127.0.0.1:99999");
-  fails_at(addr, "t.pbtxt:4:14", "port");
-  std::string same = kExplicitRing;
-  same.replace(same.find("127.0.0.1:7002"), 14, "127.0.0.1:7000");
-  fails_at(same, "t.pbtxt:4:14", "already used by node 0");
-  std::string rep = kExplicitRing;
-  rep += "edge { from: 1 to: 0 }\n";
-  fails_at(rep, "t.pbtxt:10:1", "repeated (first at t.pbtxt:6:1)");
-  std::string w = kExplicitRing;
-  w.replace(w.find("edge { from: 1 to: 2 }"), 22, "edge { from: 1 to: 2 weight: 0.3 }");
-  fails_at(w, "t.pbtxt:7:22", "set weights: EXPLICIT");
+  fails_at(ring_with("id: 3", "id: 1"), "t.pbtxt:5:8", "node id 1 repeated (first at t.pbtxt:3:8)");
+  fails_at(ring_with("to: 0 }", "to: 9 }"), "t.pbtxt:9:1", "outside 0..3");
+  fails_at(ring_with("127.0.0.1:7002", "127.0.0.1:99999"), "t.pbtxt:4:14", "port");
+  fails_at(ring_with("127.0.0.1:7002", "127.0.0.1:7000"), "t.pbtxt:4:14", "already used by node 0");
+  fails_at(std::string(kExplicitRing) + "edge { from: 1 to: 0 }\n", "t.pbtxt:10:1",
+           "repeated (first at t.pbtxt:6:1)");
+  fails_at(ring_with("edge { from: 1 to: 2 }", "edge { from: 1 to: 2 weight: 0.3 }"),
+           "t.pbtxt:7:22", "set weights: EXPLICIT");
   fails_at("generator { kind: RING nodes: 8 }\nnode { id: 0 address: \"h:1\" }\n", "t.pbtxt:2:1",
            "not both");
   fails_at("generator { nodes: 8 }\n", "t.pbtxt:1:1", "generator.kind is missing");

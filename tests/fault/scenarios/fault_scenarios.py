@@ -950,6 +950,14 @@ def netns_setup(args):
     return h
 
 
+def tear_down(c, h):
+    """Kills every process of cluster c (None when it was never built) and takes the netns hosts h
+    down: the end of every netns scenario, whatever happened in it."""
+    if c:
+        c.kill_everything()
+    h.run("down", check=False)
+
+
 def scenario_netns_delay_loss(args, workdir, rng):
     """8 namespaces; every link delayed 100 +- 50 ms per direction (one fault proxy in front of
     every node) and 5 % of the packets arriving at every host dropped: the run finishes and its
@@ -968,9 +976,7 @@ def scenario_netns_delay_loss(args, workdir, rng):
         c.start_all()
         c.wait_all()
     finally:
-        if c:
-            c.kill_everything()
-        h.run("down", check=False)
+        tear_down(c, h)
     check_exits(c, range(N))
     dropped = sum(len(c.current(i).events("edge_dropped")) for i in range(N))
     checked = check_mixing(c)
@@ -1015,9 +1021,7 @@ def scenario_netns_partition(args, workdir, rng):
         log(f"healed at iterations {mid_its}")
         c.wait_all()
     finally:
-        if c:
-            c.kill_everything()
-        h.run("down", check=False)
+        tear_down(c, h)
     check_exits(c, range(N))
     stalled = [i for i in range(N) if mid_its[i] - cut_its[i] < 20]
     if stalled:

@@ -1,0 +1,37 @@
+// Shared by the attach tests (attach_test.cc, attach_client_test.cc): a socket directory and a
+// listening AttachServer.
+#pragma once
+
+#include <doctest/doctest.h>
+#include <stdlib.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "daemon/attach.h"
+
+namespace gossip::daemon {
+
+// A fresh directory under /tmp (socket paths must stay under 108 bytes), removed at the end.
+struct SocketDir {
+  SocketDir() {
+    char tmpl[] = "/tmp/attach_test_XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    path = tmpl;
+  }
+  ~SocketDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+  SocketDir(const SocketDir&) = delete;
+  SocketDir& operator=(const SocketDir&) = delete;
+  std::string socket() const { return path + "/gossipd.sock"; }
+  std::string path;
+};
+
+// An AttachServer listening on `path`; fails the test (with the reason) if it cannot listen.
+inline std::unique_ptr<AttachServer> listen_or_fail(const std::string& path) {
+  auto server = AttachServer::listen(path);
+  REQUIRE_MESSAGE(server.is_ok(), server.status().to_string());
+  return std::move(server).value();
+}
+
+}  // namespace gossip::daemon
