@@ -120,6 +120,16 @@ int run_command(const RunOptions& o) {
                         : config.device() == pb::TrainConfig::CUDA ? "cuda"
                                                                    : "auto");
 
+  // A run from iteration 0 in a directory holding checkpoints is refused before any neighbour
+  // (or trainer) is contacted (run_node checks again; checkpoint.h says why).
+  const std::string checkpoint_dir =
+      config.checkpoint().dir() + "/node-" + std::to_string(o.node_id);
+  if (!o.resume && !o.resume_or_start && !o.resume_at) {
+    if (Status s = check_fresh_directory(Env::system(), checkpoint_dir); !s.is_ok()) {
+      return usage_error(s);
+    }
+  }
+
   // Attach mode: the trainer says how many parameters it gossips before anything else happens, so
   // that the Hello to the neighbours carries that count (a mismatch is refused there).
   std::unique_ptr<AttachServer> attached;
@@ -177,15 +187,6 @@ int run_command(const RunOptions& o) {
                       << " examples, backend " << (*backend)->description();
   }
 
-  // A run from iteration 0 in a directory holding checkpoints is refused before any neighbour
-  // is contacted (run_node checks again; checkpoint.h says why).
-  const std::string checkpoint_dir =
-      config.checkpoint().dir() + "/node-" + std::to_string(o.node_id);
-  if (!o.resume && !o.resume_or_start && !o.resume_at) {
-    if (Status s = check_fresh_directory(Env::system(), checkpoint_dir); !s.is_ok()) {
-      return usage_error(s);
-    }
-  }
 
   // Transport.
   const int self = o.node_id;

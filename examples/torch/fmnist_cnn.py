@@ -162,7 +162,7 @@ def run_gossip(args, x_test, y_test):
         # The trainer owns model, data and optimizer; gossipd owns the schedule of iterations,
         # the mixing, the deadlines and the checkpoints of the mixed state.
         f.write(f"seed: {args.seed}\niterations: {per_epoch * args.epochs}\n"
-                "checkpoint { every: 0 }\nmetrics_every: 100\n"
+                f"checkpoint {{ every: 0 dir: \"{work}/checkpoints\" }}\nmetrics_every: 100\n"
                 "timeouts { connect_ms: 300000 deadline_ms: 120000 heartbeat_ms: 500 }\n")
     trainer = (f"{sys.executable} {os.path.abspath(__file__)} --trainer --out {work} "
                f"--epochs {args.epochs} --nodes {args.nodes} --batch {args.batch} "
