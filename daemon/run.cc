@@ -187,7 +187,6 @@ int run_command(const RunOptions& o) {
                       << " examples, backend " << (*backend)->description();
   }
 
-
   // Transport.
   const int self = o.node_id;
   net::TransportOptions t;

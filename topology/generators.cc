@@ -160,6 +160,24 @@ Result<int> generator_num_nodes(const GeneratorSpec& spec) {
   return spec.nodes;
 }
 
+double generator_edge_estimate(const GeneratorSpec& spec, int n) {
+  switch (spec.kind) {
+    case GeneratorKind::kKRing:
+      return double(n) * std::max(spec.k, 0);
+    case GeneratorKind::kExponential:
+    case GeneratorKind::kOnePeerExponential:
+      return double(n) * exponential_hops(n);
+    case GeneratorKind::kRandomRegular:
+      return double(n) * std::max(spec.degree, 0) / 2;
+    case GeneratorKind::kErdosRenyi:
+      return spec.p * n * (n - 1.0) / 2;
+    case GeneratorKind::kComplete:
+      return n * (n - 1.0) / 2;
+    default:
+      return n;
+  }
+}
+
 Result<Graph> generate_graph(const GeneratorSpec& spec) {
   const auto kind = generator_kind_name(spec.kind);
   GOSSIP_ASSIGN_OR_RETURN(const int n, generator_num_nodes(spec));
@@ -169,13 +187,7 @@ Result<Graph> generate_graph(const GeneratorSpec& spec) {
              "needs a finite p with 0 < p <= 1, got p = " + std::to_string(spec.p)));
   }
   // Refuse before allocating: the kinds whose edge count grows faster than n.
-  double edges = n;
-  if (spec.kind == GeneratorKind::kKRing) edges = double(n) * std::max(spec.k, 0);
-  if (spec.kind == GeneratorKind::kExponential || spec.kind == GeneratorKind::kOnePeerExponential)
-    edges = double(n) * exponential_hops(n);
-  if (spec.kind == GeneratorKind::kRandomRegular) edges = double(n) * std::max(spec.degree, 0) / 2;
-  if (spec.kind == GeneratorKind::kErdosRenyi) edges = spec.p * n * (n - 1.0) / 2;
-  if (spec.kind == GeneratorKind::kComplete) edges = n * (n - 1.0) / 2;
+  const double edges = generator_edge_estimate(spec, n);
   GOSSIP_RETURN_IF_ERROR(need(edges <= double(kMaxGeneratorEdges), kind,
                               "about " + std::to_string(static_cast<long long>(edges)) +
                                   " edges for nodes: " + std::to_string(n) + " is more than " +

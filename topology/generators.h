@@ -61,6 +61,11 @@ inline constexpr double kGeneratorBytesPerNode = 200;
 // it is not positive or above kMaxGeneratorNodes.
 Result<int> generator_num_nodes(const GeneratorSpec& spec);
 
+// About how many edges (arcs for directed kinds) generate_graph builds for `spec` with `n` nodes
+// (exact for the deterministic kinds, the expectation for erdos_renyi, n for edge lists): what
+// the size checks below and gossip-topo's notice about long runs go by.
+double generator_edge_estimate(const GeneratorSpec& spec, int n);
+
 Result<Graph> generate_graph(const GeneratorSpec& spec);
 
 // ceil(log2 n): the number of distinct hops of the exponential graphs.

@@ -170,7 +170,6 @@ TEST_CASE("the example configs shipped in examples/ are valid") {
   }
 }
 
-
 TEST_CASE(
     "attach use: the built-in trainer's fields are not required, iterations is, and the rest is "
     "still checked") {

@@ -307,6 +307,15 @@ TEST_CASE("sizes: generators refuse what cannot fit and validate their parameter
     CHECK(r.code == 2);
     CHECK(contains(r.err, c.what));
   }
+  // A size that is allowed but slow or large is announced on stderr before the work starts,
+  // with its edge count and memory; a small one says nothing.
+  const CliRun big = run_cli({topo_bin(), "generate", "complete", "--nodes", "20000"});
+  check_bounded(big);
+  CHECK(contains(big.err, "note: complete with 20000 nodes has about 199990000 edges"));
+  CHECK(contains(big.err, "32.0 GB"));
+  const CliRun small = run_cli({topo_bin(), "generate", "ring", "--nodes", "8"});
+  CHECK(small.code == 0);
+  CHECK(small.err.empty());
   // Degree n-1 is the complete graph (it was reported as impossible).
   const CliRun rr = run_cli({topo_bin(), "analyze", "--kind", "random_regular", "--nodes", "7",
                              "--degree", "6", "--json"});
