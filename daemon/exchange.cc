@@ -77,6 +77,19 @@ std::vector<Admission> ControlMailbox::take_admissions() {
   return out;
 }
 
+std::map<int, Verdict> ParameterExchange::wait_verdicts_in(
+    ControlMailbox& mailbox, std::uint64_t iteration, std::span<const int> peers,
+    SteadyTime deadline, const std::function<bool()>& interrupted) const {
+  return mailbox.wait_verdicts(
+      iteration, peers, deadline,
+      [this, iteration](int peer) { return no_verdict_coming(peer, iteration); },
+      [this, iteration](int peer) {
+        std::optional<std::uint64_t> at = peer_iteration(peer);
+        return at && *at <= iteration;
+      },
+      interrupted);
+}
+
 namespace {
 
 constexpr auto kPollSlice = std::chrono::milliseconds(50);
@@ -223,14 +236,7 @@ class TransportExchange : public ParameterExchange {
   std::map<int, Verdict> wait_verdicts(std::uint64_t iteration, std::span<const int> peers,
                                        SteadyTime deadline,
                                        const std::function<bool()>& interrupted) override {
-    return mailbox_->wait_verdicts(
-        iteration, peers, deadline,
-        [this, iteration](int peer) { return no_verdict_coming(peer, iteration); },
-        [this, iteration](int peer) {
-          std::optional<std::uint64_t> at = peer_iteration(peer);
-          return at && *at <= iteration;
-        },
-        interrupted);
+    return wait_verdicts_in(*mailbox_, iteration, peers, deadline, interrupted);
   }
   std::vector<Admission> take_admissions() override { return mailbox_->take_admissions(); }
   bool link_up(int peer) const override { return transport_.peer_iteration(peer).has_value(); }

@@ -160,6 +160,13 @@ class ParameterExchange {
                                                  std::span<const Inbox> from) = 0;
   virtual std::uint64_t bytes_sent() const = 0;
   virtual std::uint64_t bytes_received() const = 0;
+
+ protected:
+  // wait_verdicts on `mailbox` by the rules above (no_verdict_coming and peer_iteration), for an
+  // exchange whose received verdicts land in a ControlMailbox.
+  std::map<int, Verdict> wait_verdicts_in(ControlMailbox& mailbox, std::uint64_t iteration,
+                                          std::span<const int> peers, SteadyTime deadline,
+                                          const std::function<bool()>& interrupted) const;
 };
 
 // Over net::Transport (borrowed; must outlive this object). Registers itself as the transport's

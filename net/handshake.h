@@ -26,7 +26,7 @@ struct Identity {
   // How the nodes combine their work, opaque to net ("allreduce"); sent as Hello.extra
   // ["algorithm"] when not empty. Empty is the default algorithm (what peers that predate the
   // field run), so those still agree with each other.
-  std::string algorithm;
+  std::string algorithm{};
 };
 
 pb::Hello make_hello(const Identity& self, std::uint32_t degree, std::uint64_t iteration);

@@ -16,12 +16,7 @@
 namespace gossip::topology {
 namespace {
 
-using spectral_internal::fill_symmetric;
-using spectral_internal::is_symmetric;
-using spectral_internal::kEps;
-using spectral_internal::kNaN;
-using spectral_internal::one_minus_rayleigh;
-using spectral_internal::one_plus_rayleigh;
+using namespace spectral_internal;  // helpers shared by the spectral methods
 
 // ---------------------------------------------------------------- Lanczos (own, symmetric W)
 

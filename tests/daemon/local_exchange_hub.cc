@@ -140,14 +140,7 @@ class LocalExchangeHub::NodeExchange : public ParameterExchange {
   std::map<int, Verdict> wait_verdicts(std::uint64_t iteration, std::span<const int> peers,
                                        SteadyTime deadline,
                                        const std::function<bool()>& interrupted) override {
-    return mailbox_.wait_verdicts(
-        iteration, peers, deadline,
-        [this, iteration](int peer) { return no_verdict_coming(peer, iteration); },
-        [this, iteration](int peer) {
-          std::optional<std::uint64_t> at = peer_iteration(peer);
-          return at && *at <= iteration;
-        },
-        interrupted);
+    return wait_verdicts_in(mailbox_, iteration, peers, deadline, interrupted);
   }
   std::vector<Admission> take_admissions() override { return mailbox_.take_admissions(); }
   bool link_up(int peer) const override {
