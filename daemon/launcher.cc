@@ -489,6 +489,7 @@ int launch_command(const LaunchOptions& o) {
       const NodeView* slowest = nullptr;
       double slowest_s = 0;
       double min_it = INFINITY;
+      bool any_iteration = false;  // an attached trainer's daemon reports iterations, no loss
       for (NodeView& v : views) {
         read_new_lines(v);
         if (std::isfinite(v.loss)) {
@@ -500,6 +501,7 @@ int launch_command(const LaunchOptions& o) {
           ++accs;
         }
         min_it = std::min(min_it, v.iteration);
+        any_iteration = any_iteration || v.iteration > 0;
         if (slowest == nullptr || v.iteration < slowest->iteration ||
             (v.iteration == slowest->iteration && v.iteration_s > slowest_s)) {
           slowest = &v;
@@ -508,15 +510,16 @@ int launch_command(const LaunchOptions& o) {
       }
       double elapsed = std::chrono::duration<double>(now - start).count();
       char line[512];
+      char loss[64] = "";
+      if (losses) std::snprintf(loss, sizeof loss, "  mean loss %.4f", sum_loss / losses);
       std::snprintf(
           line, sizeof line,
-          "[%6.1fs] iteration %6.0f%s  mean loss %.4f  slowest node %d (it %.0f, %.1f ms/it)%s",
-          elapsed, min_it, total > 0 ? ("/" + std::to_string(total)).c_str() : "",
-          losses ? sum_loss / losses : NAN, slowest ? slowest->id : -1,
+          "[%6.1fs] iteration %6.0f%s%s  slowest node %d (it %.0f, %.1f ms/it)%s", elapsed, min_it,
+          total > 0 ? ("/" + std::to_string(total)).c_str() : "", loss, slowest ? slowest->id : -1,
           slowest ? slowest->iteration : 0, slowest ? slowest->iteration_s * 1e3 : 0.0,
           accs ? ("  mean local test acc " + std::to_string(sum_acc / accs).substr(0, 6)).c_str()
                : "");
-      if (losses == 0 && running > 0) {
+      if (losses == 0 && !any_iteration && running > 0) {
         std::snprintf(
             line, sizeof line,
             "[%6.1fs] starting: nodes are loading data and connecting to their neighbours",

@@ -8,7 +8,7 @@
 Same model, initialisation, data shards, batch order, optimizer and epochs on both sides; the
 D-PSGD figure is the test accuracy of the average of the 8 final models.
 
-    /usr/bin/python3 examples/torch/fmnist_cnn.py [--epochs 6] [--nodes 8] [--gossipd PATH]
+    /usr/bin/python3 examples/torch/fmnist_cnn.py [--epochs 10] [--nodes 8] [--gossipd PATH]
 
 Data: Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist). The trainer side is
 the pure-Python gossip_sgd package (python/), imported from the source tree.
@@ -222,7 +222,7 @@ def run_ddp(args, x_test, y_test):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--epochs", type=int, default=6)
+    ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--nodes", type=int, default=8)
     ap.add_argument("--batch", type=int, default=32, help="per node")
     ap.add_argument("--lr", type=float, default=0.05)
