@@ -41,7 +41,8 @@ def per_iteration_s(metrics_path, skip):
 def run(args, work, attach):
     topo = os.path.join(work, "topology.pbtxt")
     with open(topo, "w") as f:
-        f.write(f'name: "overhead"\ngenerator {{ kind: RING nodes: {args.nodes} '
+        kind = "RING" if args.nodes >= 3 else "COMPLETE"  # two nodes: the single edge
+        f.write(f'name: "overhead"\ngenerator {{ kind: {kind} nodes: {args.nodes} '
                 f'host: "127.0.0.1" base_port: {args.port + (50 if attach else 0)} }}\n')
     cfg = os.path.join(work, "train.pbtxt")
     with open(cfg, "w") as f:

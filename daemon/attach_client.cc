@@ -143,18 +143,30 @@ Status AttachClient::read_answer(Clock::time_point deadline, std::string_view wa
   return Status::ok();
 }
 
-Status AttachClient::post_and_get(Clock::time_point deadline) {
+Status AttachClient::post() {
   if (fd_ < 0) return failed_precondition("the attach session on " + socket_path_ + " is closed");
+  if (posted_) {
+    return failed_precondition("POST(" + std::to_string(next_iteration_) +
+                               ") was sent already: wait_mixed() comes next");
+  }
   const std::uint64_t t = next_iteration_;
   const std::string post = attach::encode_iteration(MessageType::kPost, t);
-  Status sent =
-      attach::send_message(fd_, post, -1, std::min(deadline, Clock::now() + kSendTimeout));
-  // A daemon that closed may have said why first (BYE, ERROR): read that rather than report a
-  // broken pipe.
+  Status sent = attach::send_message(fd_, post, -1, Clock::now() + kSendTimeout);
+  // A daemon that closed may have said why first (BYE, ERROR): wait_mixed() reads that rather
+  // than report a broken pipe here.
   if (!sent.is_ok() && sent.code() != StatusCode::kUnavailable) {
     close_connection();
     return sent.with_context("sending POST(" + std::to_string(t) + ")");
   }
+  posted_ = true;
+  return Status::ok();
+}
+
+Status AttachClient::wait_mixed(Clock::time_point deadline) {
+  if (fd_ < 0) return failed_precondition("the attach session on " + socket_path_ + " is closed");
+  if (!posted_) return failed_precondition("wait_mixed() without post()");
+  posted_ = false;
+  const std::uint64_t t = next_iteration_;
   attach::Message m;
   const std::string what = "MIXED(" + std::to_string(t) + ")";
   GOSSIP_RETURN_IF_ERROR(read_answer(deadline, what, &m));
@@ -168,6 +180,11 @@ Status AttachClient::post_and_get(Clock::time_point deadline) {
   }
   ++next_iteration_;
   return Status::ok();
+}
+
+Status AttachClient::post_and_get(Clock::time_point deadline) {
+  GOSSIP_RETURN_IF_ERROR(post());
+  return wait_mixed(deadline);
 }
 
 Status AttachClient::close() {

@@ -4,9 +4,12 @@
 //
 //   auto client = AttachClient::connect(path, num_params, deadline);  // HELLO, WELCOME, mmap
 //   for (;;) {
-//     ... local step, write x_t into (*client)->parameters() ...
-//     Status s = (*client)->post_and_get(deadline);  // the buffer now holds sum_j W_ij x_j^t
+//     ... write x_t into (*client)->parameters() ...
+//     Status s = (*client)->post();                  // the daemon sends x_t to its neighbours
+//     ... meanwhile the local step's update u_t at x_t (on the trainer's own copy) ...
+//     if (s.is_ok()) s = (*client)->wait_mixed(deadline);  // buffer: sum_j W_ij x_j^t
 //     if (!s.is_ok()) break;                         // kOutOfRange: training over (BYE)
+//     ... x_{t+1} = mixed - gamma u_t ...
 //   }
 //   (*client)->close();                              // BYE
 //
@@ -50,6 +53,12 @@ class AttachClient {
 
   // POST(next_iteration()), then waits for its MIXED; the iteration counter moves on.
   Status post_and_get(std::chrono::steady_clock::time_point deadline);
+  // The same in two halves, so that the trainer computes while its daemon exchanges: after
+  // post() the buffer belongs to the daemon until wait_mixed() returns (the trainer keeps its own
+  // copy of x_t for the gradient). post() then post() again, or wait_mixed() without post(), is
+  // kFailedPrecondition. A daemon that left is reported by wait_mixed(), with its reason.
+  Status post();
+  Status wait_mixed(std::chrono::steady_clock::time_point deadline);
 
   // Sends BYE and closes. OK if the daemon already left.
   Status close();
@@ -73,6 +82,7 @@ class AttachClient {
   void* mapping_ = nullptr;
   std::span<float> params_;
   std::uint64_t next_iteration_ = 0;
+  bool posted_ = false;  // POST(next_iteration_) sent, its MIXED not read yet
 };
 
 }  // namespace gossip::daemon

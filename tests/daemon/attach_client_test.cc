@@ -60,6 +60,40 @@ TEST_CASE("AttachClient: values round trip, then BYE ends training with OutOfRan
   CHECK(end.message().find("MIXED(44)") != std::string::npos);
 }
 
+TEST_CASE("AttachClient: post() and wait_mixed() in halves, in order only") {
+  SocketDir dir;
+  auto server = listen_or_fail(dir.socket());
+  const std::uint64_t n = 100;
+  Status out_of_order, twice, first, second, mixed;
+  float seen = 0;
+  std::thread trainer([&] {
+    auto client = AttachClient::connect(dir.socket(), n, Clock::now() + 10s);
+    REQUIRE_MESSAGE(client.is_ok(), client.status().to_string());
+    out_of_order = (*client)->wait_mixed(Clock::now() + 1s);  // nothing posted yet
+    for (float& v : (*client)->parameters()) v = 3.0f;
+    first = (*client)->post();
+    twice = (*client)->post();  // MIXED(0) not read yet
+    mixed = (*client)->wait_mixed(Clock::now() + 10s);
+    seen = (*client)->parameters()[n - 1];
+    second = (*client)->post();
+    (void)(*client)->wait_mixed(Clock::now() + 10s);  // BYE
+  });
+  REQUIRE(server->accept(Clock::now() + 10s, {}).is_ok());
+  auto x = server->wait_post(0, Clock::now() + 10s);
+  REQUIRE(x.is_ok());
+  for (float& v : *x) v += 1.0f;
+  REQUIRE(server->reply_mixed(0).is_ok());
+  REQUIRE(server->wait_post(1, Clock::now() + 10s).is_ok());
+  REQUIRE(server->close().is_ok());
+  trainer.join();
+  CHECK(out_of_order.code() == StatusCode::kFailedPrecondition);
+  CHECK(first.is_ok());
+  CHECK(twice.code() == StatusCode::kFailedPrecondition);
+  CHECK(mixed.is_ok());
+  CHECK(seen == 4.0f);
+  CHECK(second.is_ok());
+}
+
 TEST_CASE("AttachClient: a refused count is InvalidArgument with the daemon's text") {
   SocketDir dir;
   auto server = listen_or_fail(dir.socket());

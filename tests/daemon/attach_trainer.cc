@@ -113,10 +113,13 @@ int main(int argc, char** argv) {
   for (;;) {
     const std::uint64_t t = c.next_iteration();
     if (die_at && t == *die_at) ::kill(::getpid(), SIGKILL);
+    // Post x_t first and compute u_t at x_t while the daemon exchanges (as gossipd's own loop
+    // overlaps the exchange with the gradient); the mix below is the same either way.
+    (*backend)->copy_to_host(shared.data(), x.data(), d);
+    Status s = c.post();
     (*step)->gradient(x.data(), t);
     const float gamma = (*step)->direction(x.data(), u.data(), t);
-    (*backend)->copy_to_host(shared.data(), x.data(), d);
-    Status s = c.post_and_get(Clock::now() + std::chrono::seconds(120));
+    if (s.is_ok()) s = c.wait_mixed(Clock::now() + std::chrono::seconds(120));
     if (s.code() == StatusCode::kOutOfRange) break;  // BYE: training is over
     if (!s.is_ok()) return fail("iteration " + std::to_string(t), s);
     (*backend)->copy_to_device(m.data(), shared.data(), d);
