@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -20,6 +21,7 @@
 #include "sim/experiment.h"
 #include "sim/report.h"
 #include "sim/simulator.h"
+#include "topology/topology_file.h"
 #include "topology/weights.h"
 
 namespace {
@@ -40,7 +42,8 @@ struct Options {
   double noise = 0.1;
   double l2 = 0;
 
-  int nodes = 16;
+  int nodes = 16;  // unless --nodes is given, a topology file's own count replaces it
+  std::vector<CLI::Option*> nodes_flags;  // --nodes of each subcommand
   std::string topology = "ring";
   std::string weights = "default";
   std::string order = "cta";
@@ -95,7 +98,9 @@ void add_common(CLI::App* app, Options& o) {
       ->capture_default_str();
   app->add_option("--l2", o.l2, "L2 penalty on weight matrices")->capture_default_str();
 
-  app->add_option("--nodes,-n", o.nodes, "Number of simulated nodes")->capture_default_str();
+  o.nodes_flags.push_back(
+      app->add_option("--nodes,-n", o.nodes,
+                      "Number of simulated nodes (default: a topology file's own count, else 16)"));
   app->add_option(
          "--weights", o.weights,
          "Weight scheme for generated topologies: default (Metropolis-Hastings / uniform), "
@@ -236,6 +241,18 @@ Result<ExperimentConfig> build_config(const Options& o) {
   if (o.nodes <= 0) return invalid_argument("--nodes must be > 0");
   c.topologies = split(o.topology);
   if (c.topologies.empty()) return invalid_argument("--topology is empty");
+  const bool nodes_given = std::any_of(o.nodes_flags.begin(), o.nodes_flags.end(),
+                                       [](const CLI::Option* f) { return f->count() > 0; });
+  if (!nodes_given) {
+    // The first topology file in the list sets n (make_topology refuses files that disagree).
+    for (const std::string& t : c.topologies) {
+      std::error_code ec;
+      if (topology::parse_generator_kind(t).is_ok() || !std::filesystem::exists(t, ec)) continue;
+      GOSSIP_ASSIGN_OR_RETURN(const topology::Topology file, topology::load_topology(t));
+      c.nodes = file.num_nodes();
+      break;
+    }
+  }
   GOSSIP_ASSIGN_OR_RETURN(c.weights, topology::parse_weight_scheme(o.weights));
 
   RunConfig& r = c.run;

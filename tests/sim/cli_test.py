@@ -94,6 +94,17 @@ with tempfile.TemporaryDirectory() as tmp:
     check([pt["value"] for pt in s["points"]] == ["10Mbps", "1Gbps", "100Gbps"], "sweep points")
     check(len(s["crossovers"]) == 2, f"one crossover line per C-PSGD scheme: {s['crossovers']}")
 
+    # A topology file sets n when --nodes is not given; a --nodes that disagrees with it is refused.
+    topo6 = os.path.join(tmp, "ring6.pbtxt")
+    with open(topo6, "w") as f:
+        f.write('name: "ring6"\ngenerator { kind: RING nodes: 6 }\n')
+    k = SMALL.index("--nodes")
+    no_n = SMALL[:k] + SMALL[k + 2:]
+    p = sim("run", *no_n, "--algorithm", "dpsgd", "--topology", topo6)
+    check("dpsgd (ring6)      6" in p.stdout, f"n taken from the file: {p.stdout!r}")
+    p = sim("run", *SMALL, "--algorithm", "dpsgd", "--topology", topo6, ok=False)
+    check("has 6 nodes, but --nodes is 8" in p.stderr, f"--nodes against the file: {p.stderr!r}")
+
     # A bad command line exits 2 (README: "2 usage/config error"), CLI11's own errors included;
     # a topology file that cannot be read is invalid input: 1.
     for bad, code in ((["compare", *SMALL, "--bandwidth", "fast"], 2),
