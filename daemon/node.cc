@@ -287,6 +287,8 @@ class NodeRun {
         << ") when a neighbour fails";
     return false;
   }
+  // A deadline for the exchange's and mailbox's condition-variable waits, which run on real
+  // time (std::chrono::steady_clock); the loop's own timings use the injected clock.
   SteadyTime after_deadline() const { return std::chrono::steady_clock::now() + deadline_; }
 
   const NodeOptions& options_;
