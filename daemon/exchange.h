@@ -38,28 +38,45 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 inline constexpr int kMaxExtensions = 8;
 
 // The deadline of one wait, which moves on by its original span (deadline − construction time)
-// when it passes while a peer is still coming, at most kMaxExtensions times: the rule every
-// ParameterExchange wait follows. Not thread-safe; one per wait.
+// while a peer is still coming, at most kMaxExtensions times: the rule every ParameterExchange
+// wait follows. `still_coming()` is asked at every passed() call (each wake of the wait), so that
+// a peer that was behind and caught up shortly before the deadline gets a whole span from the
+// last moment it was seen behind, instead of none: it was held up, not late. Not thread-safe; one
+// per wait.
 class ExtendableDeadline {
  public:
   explicit ExtendableDeadline(SteadyTime deadline)
-      : at_(deadline), window_(deadline - std::chrono::steady_clock::now()) {}
+      : ExtendableDeadline(deadline, std::chrono::steady_clock::now()) {}
+  ExtendableDeadline(SteadyTime deadline, SteadyTime now)
+      : at_(deadline), window_(deadline - now) {}
 
   SteadyTime at() const { return at_; }
-  // Whether the wait is over at `now`: false before the deadline, or when it passes and
-  // `still_coming()` (asked only then, and only while extensions remain) extends it.
+  // Whether the wait is over at `now`: false before the deadline; when it passes, false (and the
+  // deadline moves) while extensions remain and `still_coming()` holds now or held less than a
+  // span ago.
   bool passed(SteadyTime now, const std::function<bool()>& still_coming) {
+    const bool coming = extensions_ < kMaxExtensions && still_coming && still_coming();
+    if (coming) last_coming_ = now;
     if (now < at_) return false;
-    if (extensions_ >= kMaxExtensions || !still_coming || !still_coming()) return true;
-    ++extensions_;
-    at_ += window_;
-    return false;
+    if (extensions_ >= kMaxExtensions) return true;
+    if (coming) {
+      ++extensions_;
+      at_ += window_;
+      return false;
+    }
+    if (last_coming_ && *last_coming_ + window_ > now) {
+      ++extensions_;
+      at_ = *last_coming_ + window_;
+      return false;
+    }
+    return true;
   }
 
  private:
   SteadyTime at_;
   SteadyTime::duration window_;
   int extensions_ = 0;
+  std::optional<SteadyTime> last_coming_;
 };
 
 struct Inbox {
