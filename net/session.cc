@@ -5,6 +5,9 @@
 // checksummed while in cache.
 #include "net/session.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
 #include <openssl/ssl.h>
 
 #include <algorithm>
@@ -167,6 +170,9 @@ void Session::on_connected(const asio::error_code& ec) {
   deadline_ms_ = now_ms() + t_.options().handshake_timeout_ms;
   asio::error_code ignored;
   socket().set_option(tcp::no_delay(true), ignored);
+  if (const int lowat = static_cast<int>(t_.options().notsent_lowat_bytes); lowat > 0) {
+    ::setsockopt(socket().native_handle(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat);
+  }
   const auto ep = socket().remote_endpoint(ignored);
   if (remote_.empty() || !dialer_)
     remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());

@@ -65,6 +65,11 @@ struct TransportOptions {
   // peer and prove that the other end refuses it at the handshake.
   bool check_own_certificate = true;
   std::size_t chunk_bytes = std::size_t{4} << 20;  // parameters travel in chunks of this size
+  // Unsent bytes the kernel may hold per link (TCP_NOTSENT_LOWAT); 0: no limit (the kernel's
+  // default). A write completes when its bytes are close to the wire, not when they are queued
+  // behind megabytes of an earlier iteration, so a node does not start iteration t+1's sends
+  // while t's still fill its socket buffers, and one iteration's message gets the whole link.
+  std::uint32_t notsent_lowat_bytes = 128 << 10;
   std::int64_t handshake_timeout_ms = 5000;        // TCP connect + TLS + Hello, per attempt
   std::int64_t heartbeat_interval_ms = 500;        // sent when the link is otherwise idle
   std::int64_t peer_timeout_ms = 5000;             // no byte for this long: the link is dropped
