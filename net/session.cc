@@ -7,7 +7,6 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-
 #include <openssl/ssl.h>
 
 #include <algorithm>

@@ -70,11 +70,11 @@ struct TransportOptions {
   // behind megabytes of an earlier iteration, so a node does not start iteration t+1's sends
   // while t's still fill its socket buffers, and one iteration's message gets the whole link.
   std::uint32_t notsent_lowat_bytes = 128 << 10;
-  std::int64_t handshake_timeout_ms = 5000;        // TCP connect + TLS + Hello, per attempt
-  std::int64_t heartbeat_interval_ms = 500;        // sent when the link is otherwise idle
-  std::int64_t peer_timeout_ms = 5000;             // no byte for this long: the link is dropped
-  std::int64_t connect_backoff_initial_ms = 20;    // dial retry backoff, doubling ...
-  std::int64_t connect_backoff_max_ms = 1000;      // ... up to this
+  std::int64_t handshake_timeout_ms = 5000;      // TCP connect + TLS + Hello, per attempt
+  std::int64_t heartbeat_interval_ms = 500;      // sent when the link is otherwise idle
+  std::int64_t peer_timeout_ms = 5000;           // no byte for this long: the link is dropped
+  std::int64_t connect_backoff_initial_ms = 20;  // dial retry backoff, doubling ...
+  std::int64_t connect_backoff_max_ms = 1000;    // ... up to this
   // Announced in Hello for membership / fault handling (see set_local_state).
   std::uint32_t degree = 0;
   std::uint64_t iteration = 0;
