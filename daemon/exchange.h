@@ -56,7 +56,10 @@ class ExtendableDeadline {
   // span ago.
   bool passed(SteadyTime now, const std::function<bool()>& still_coming) {
     const bool coming = extensions_ < kMaxExtensions && still_coming && still_coming();
-    if (coming) last_coming_ = now;
+    if (coming) {
+      last_coming_ = now;
+      seen_coming_ = true;
+    }
     if (now < at_) return false;
     if (extensions_ >= kMaxExtensions) return true;
     if (coming) {
@@ -64,9 +67,9 @@ class ExtendableDeadline {
       at_ += window_;
       return false;
     }
-    if (last_coming_ && *last_coming_ + window_ > now) {
+    if (seen_coming_ && last_coming_ + window_ > now) {
       ++extensions_;
-      at_ = *last_coming_ + window_;
+      at_ = last_coming_ + window_;
       return false;
     }
     return true;
@@ -76,7 +79,8 @@ class ExtendableDeadline {
   SteadyTime at_;
   SteadyTime::duration window_;
   int extensions_ = 0;
-  std::optional<SteadyTime> last_coming_;
+  SteadyTime last_coming_{};  // when still_coming() last held, if seen_coming_
+  bool seen_coming_ = false;
 };
 
 struct Inbox {
