@@ -178,6 +178,11 @@ double generator_edge_estimate(const GeneratorSpec& spec, int n) {
   }
 }
 
+double generator_bytes_estimate(const GeneratorSpec& spec, int n) {
+  return generator_edge_estimate(spec, n) * kGeneratorBytesPerEdge +
+         double(n) * kGeneratorBytesPerNode;
+}
+
 Result<Graph> generate_graph(const GeneratorSpec& spec) {
   const auto kind = generator_kind_name(spec.kind);
   GOSSIP_ASSIGN_OR_RETURN(const int n, generator_num_nodes(spec));
@@ -194,7 +199,7 @@ Result<Graph> generate_graph(const GeneratorSpec& spec) {
                                   std::to_string(kMaxGeneratorEdges)));
   // The graph, its mixing matrix and the checks on them take about kGeneratorBytesPerEdge per
   // edge and kGeneratorBytesPerNode per node: refuse what cannot fit instead of dying half-way.
-  const double bytes = edges * kGeneratorBytesPerEdge + double(n) * kGeneratorBytesPerNode;
+  const double bytes = generator_bytes_estimate(spec, n);
   if (Status s = check_memory(static_cast<std::uint64_t>(bytes), 0,
                               std::string(kind) + " generator with " + std::to_string(n) +
                                   " nodes (about " + std::to_string(static_cast<long long>(edges)) +

@@ -65,6 +65,9 @@ Result<int> generator_num_nodes(const GeneratorSpec& spec);
 // (exact for the deterministic kinds, the expectation for erdos_renyi, n for edge lists): what
 // the size checks below and gossip-topo's notice about long runs go by.
 double generator_edge_estimate(const GeneratorSpec& spec, int n);
+// The memory generate_graph and the checks on its result take for `spec` with `n` nodes, in bytes
+// (kGeneratorBytesPerEdge per edge, kGeneratorBytesPerNode per node).
+double generator_bytes_estimate(const GeneratorSpec& spec, int n);
 
 Result<Graph> generate_graph(const GeneratorSpec& spec);
 

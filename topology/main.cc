@@ -86,7 +86,7 @@ constexpr double kSecondsPerEdge = 2.5e-6;
 void note_long_generation(const GeneratorSpec& spec, int n) {
   const double edges = generator_edge_estimate(spec, n);
   if (edges < kNoticeEdges) return;
-  const double gb = (edges * kGeneratorBytesPerEdge + double(n) * kGeneratorBytesPerNode) / 1e9;
+  const double gb = generator_bytes_estimate(spec, n) / 1e9;
   std::ostringstream o;
   o << std::fixed << std::setprecision(1) << "gossip-topo: note: " << generator_kind_name(spec.kind)
     << " with " << n << " nodes has about " << std::setprecision(0) << edges
