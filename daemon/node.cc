@@ -535,18 +535,47 @@ NodeResult NodeRun::finish(std::uint64_t iterations) {
 
 }  // namespace
 
+Result<NodeStart> open_node_start(const NodeOptions& options, const topology::Topology& topology,
+                                  const NodeJob& job, int* exit_code, Env& env) {
+  const TrainConfig& cfg = options.config;
+  NodeStart s{
+      NodeCheckpoints(env,
+                      {options.checkpoint_dir, options.resume, options.resume_or_start,
+                       options.resume_at, cfg.checkpoint().keep()},
+                      {static_cast<std::uint32_t>(options.node_id), job.num_params,
+                       job.step->state_size(), topology.fingerprint(), config_fingerprint(cfg)}),
+      std::nullopt};
+  Result<std::optional<Checkpoint>> resumed = s.checkpoints.open(exit_code);
+  if (!resumed.is_ok()) return resumed.status();
+  s.resumed = std::move(*resumed);
+  return s;
+}
+
 NodeResult run_node(const NodeOptions& options, const topology::Topology& topology, NodeJob& job,
                     sgd::Backend& backend, ParameterExchange& exchange,
+                    const std::atomic<bool>& stop, Env& env) {
+  int code = kExitError;
+  Result<NodeStart> node_start = open_node_start(options, topology, job, &code, env);
+  if (!node_start.is_ok()) {
+    NodeResult r;
+    r.exit_code = code;
+    r.message = node_start.status().to_string();
+    job.step->finish(r.message);
+    GOSSIP_LOG(kError) << r.message;
+    return r;
+  }
+  return run_node(options, topology, job, *node_start, backend, exchange, stop, env);
+}
+
+NodeResult run_node(const NodeOptions& options, const topology::Topology& topology, NodeJob& job,
+                    NodeStart& node_start, sgd::Backend& backend, ParameterExchange& exchange,
                     const std::atomic<bool>& stop, Env& env) {
   const int self = options.node_id;
   const TrainConfig& cfg = options.config;
   LocalStep& step = *job.step;
   const std::size_t d = job.num_params;
-  NodeCheckpoints checkpoints(env,
-                              {options.checkpoint_dir, options.resume, options.resume_or_start,
-                               options.resume_at, cfg.checkpoint().keep()},
-                              {static_cast<std::uint32_t>(self), d, step.state_size(),
-                               topology.fingerprint(), config_fingerprint(cfg)});
+  NodeCheckpoints& checkpoints = node_start.checkpoints;
+  const std::optional<Checkpoint>& resumed = node_start.resumed;
   std::vector<int> senders;  // every node that sends to this one at some iteration
   for (int t = 0; t < topology.period(); ++t) {
     for (const topology::Neighbor& nb : topology.in_neighbors(self, t)) senders.push_back(nb.node);
@@ -561,11 +590,8 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
     GOSSIP_LOG(kError) << early.message;
     return early;
   };
-  int open_code = kExitError;
-  Result<std::optional<Checkpoint>> resumed = checkpoints.open(&open_code);
-  if (!resumed.is_ok()) return fail(open_code, resumed.status());
-  if (*resumed) {
-    Checkpoint& c = **resumed;
+  if (resumed) {
+    const Checkpoint& c = *resumed;
     if (Status s = step.rewind(from_snapshot(c.sampler)); !s.is_ok())
       return fail(kExitError, s.with_context("resume"));
     step.load_state(c.optimizer_state);
@@ -579,12 +605,12 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
   if (!metrics.is_ok()) return fail(kExitError, metrics.status());
 
   NodeRun run(options, topology, job, buffers, checkpoints, *metrics, exchange, stop, env);
-  if (*resumed || !job.initial_params.empty()) run.have_x();
+  if (resumed || !job.initial_params.empty()) run.have_x();
   const std::uint64_t total = job.total_iterations;
   if (run.carry_on() && start > 0 && (options.resume || options.resume_at) && start < total) {
     start = run.rejoin(start, total);
   }
-  if (Status s = step.start(start, *resumed ? buffers.x_to_host() : std::vector<float>());
+  if (Status s = step.start(start, resumed ? buffers.x_to_host() : std::vector<float>());
       !s.is_ok()) {
     return run.step_failed(start, s);
   }

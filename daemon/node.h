@@ -35,6 +35,7 @@
 #include "daemon/exchange.h"
 #include "daemon/local_step.h"
 #include "daemon/membership.h"
+#include "daemon/node_checkpoints.h"
 #include "daemon/sgd_config.h"
 #include "daemon/train_config.h"
 #include "sgd/backend.h"
@@ -90,8 +91,26 @@ struct NodeJob {
   std::shared_ptr<const sgd::Dataset> test_set;  // at the end
 };
 
-// Runs the loop of `job` to the end (or failure / stop); `stop` is set asynchronously by a signal
-// handler. `backend` holds the parameter buffers and does the mixing.
+// Where a node's run starts: its checkpoint directory under the start rules
+// (daemon/node_checkpoints.h) and the checkpoint it resumes from (none: iteration 0).
+struct NodeStart {
+  NodeCheckpoints checkpoints;
+  std::optional<Checkpoint> resumed;
+};
+
+// Applies the start rules of `options` to `job`. gossipd calls it before any neighbour is
+// contacted, so that a run that cannot start is refused at once; on failure `exit_code` says
+// which exit code (kExitUsage, kExitCannotResume or kExitError).
+Result<NodeStart> open_node_start(const NodeOptions& options, const topology::Topology& topology,
+                                  const NodeJob& job, int* exit_code, Env& env = Env::system());
+
+// Runs the loop of `job` from `start` to the end (or failure / stop); `stop` is set
+// asynchronously by a signal handler. `backend` holds the parameter buffers and does the mixing.
+NodeResult run_node(const NodeOptions& options, const topology::Topology& topology, NodeJob& job,
+                    NodeStart& start, sgd::Backend& backend, ParameterExchange& exchange,
+                    const std::atomic<bool>& stop, Env& env = Env::system());
+
+// open_node_start, then the loop above (a failure to start is reported through the job's step).
 NodeResult run_node(const NodeOptions& options, const topology::Topology& topology, NodeJob& job,
                     sgd::Backend& backend, ParameterExchange& exchange,
                     const std::atomic<bool>& stop, Env& env = Env::system());

@@ -20,6 +20,7 @@
 #include "daemon/exchange.h"
 #include "daemon/exit_codes.h"
 #include "daemon/node.h"
+#include "daemon/node_job.h"
 #include "daemon/options.h"
 #include "net/transport.h"
 #include "sgd/backend.h"
@@ -121,7 +122,7 @@ int run_command(const RunOptions& o) {
                                                                    : "auto");
 
   // A run from iteration 0 in a directory holding checkpoints is refused before any neighbour
-  // (or trainer) is contacted (run_node checks again; checkpoint.h says why).
+  // (or trainer) is contacted (open_node_start checks again; checkpoint.h says why).
   const std::string checkpoint_dir =
       config.checkpoint().dir() + "/node-" + std::to_string(o.node_id);
   if (!o.resume && !o.resume_or_start && !o.resume_at) {
@@ -185,6 +186,48 @@ int run_command(const RunOptions& o) {
     GOSSIP_LOG(kInfo) << "model " << problem->spec.to_string() << " (" << problem->spec.num_params()
                       << " parameters), shard of " << problem->shards[o.node_id].size()
                       << " examples, backend " << (*backend)->description();
+  }
+
+  // The job and where it starts: a run that cannot start (nothing usable to resume) is refused
+  // here, before any neighbour is contacted.
+  NodeOptions n;
+  n.node_id = o.node_id;
+  n.config = config;
+  n.checkpoint_dir = checkpoint_dir;
+  n.metrics_path = !o.metrics_path.empty()          ? o.metrics_path
+                   : !config.metrics_path().empty() ? config.metrics_path()
+                                                    : n.checkpoint_dir + "/metrics.jsonl";
+  if (n.metrics_path != "-" && !n.metrics_path.empty()) {
+    std::size_t slash = n.metrics_path.find_last_of('/');
+    if (slash != std::string::npos)
+      (void)Env::system().create_dirs(n.metrics_path.substr(0, slash));
+  }
+  n.resume = o.resume;
+  n.resume_or_start = o.resume_or_start;
+  n.resume_at = o.resume_at;
+  n.dump_params_dir = o.dump_params_dir;
+  NodeJob job;
+  std::optional<NodeStart> node_start;
+  if (attach) {
+    job.step = std::make_unique<AttachStep>(
+        std::move(attached), std::chrono::milliseconds(config.timeouts().deadline_ms()));
+    job.num_params = attached_params;
+    job.total_iterations = config.iterations();
+  } else if (!allreduce) {
+    Result<NodeJob> sgd_job =
+        make_sgd_job(config, *problem, **backend, o.node_id, topo.num_nodes());
+    if (!sgd_job.is_ok()) return usage_error(sgd_job.status());
+    job = std::move(*sgd_job);
+  }
+  if (job.step) {
+    int code = kExitError;
+    Result<NodeStart> opened = open_node_start(n, topo, job, &code);
+    if (!opened.is_ok()) {
+      GOSSIP_LOG(kError) << opened.status().to_string();
+      job.step->finish(opened.status().to_string());
+      return code;
+    }
+    node_start.emplace(std::move(*opened));
   }
 
   // Transport.
@@ -260,7 +303,8 @@ int run_command(const RunOptions& o) {
   if (mismatch) {
     // Carrying on without such a neighbour would train a different job than the user asked for.
     GOSSIP_LOG(kError) << "a neighbour runs another configuration: " << mismatch->to_string();
-    if (attached) attached->fail("a neighbour runs another configuration: " + mismatch->message());
+    if (job.step)
+      job.step->finish("a neighbour runs another configuration: " + mismatch->message());
     (*transport)->shutdown();
     return kExitUsage;
   }
@@ -295,27 +339,11 @@ int run_command(const RunOptions& o) {
     }
     GOSSIP_LOG(kError) << "neighbours not connected within timeouts.connect_ms="
                        << config.timeouts().connect_ms() << ":" << missing;
-    if (attached) attached->fail("gossipd: neighbours not connected:" + missing);
+    if (job.step) job.step->finish("gossipd: neighbours not connected:" + missing);
     (*transport)->shutdown();
     return kExitNeighbourFailed;
   }
 
-  NodeOptions n;
-  n.node_id = self;
-  n.config = config;
-  n.checkpoint_dir = checkpoint_dir;
-  n.metrics_path = !o.metrics_path.empty()          ? o.metrics_path
-                   : !config.metrics_path().empty() ? config.metrics_path()
-                                                    : n.checkpoint_dir + "/metrics.jsonl";
-  if (n.metrics_path != "-" && !n.metrics_path.empty()) {
-    std::size_t slash = n.metrics_path.find_last_of('/');
-    if (slash != std::string::npos)
-      (void)Env::system().create_dirs(n.metrics_path.substr(0, slash));
-  }
-  n.resume = o.resume;
-  n.resume_or_start = o.resume_or_start;
-  n.resume_at = o.resume_at;
-  n.dump_params_dir = o.dump_params_dir;
   NodeResult r;
 #if GOSSIP_HAVE_GLOO
   if (allreduce) {
@@ -338,16 +366,7 @@ int run_command(const RunOptions& o) {
     return r.exit_code;
   }
 #endif
-  if (attach) {
-    NodeJob job;
-    job.step = std::make_unique<AttachStep>(
-        std::move(attached), std::chrono::milliseconds(config.timeouts().deadline_ms()));
-    job.num_params = attached_params;
-    job.total_iterations = config.iterations();
-    r = run_node(n, topo, job, **backend, *exchange, g_stop);
-  } else {
-    r = run_node(n, topo, *problem, **backend, *exchange, g_stop);
-  }
+  r = run_node(n, topo, job, *node_start, **backend, *exchange, g_stop);
   // After a normal end our last iteration's data may still sit in the kernel's queues on its way
   // to neighbours that are finishing theirs: seconds of it on a slow link (2.8 MB per host on the
   // exponential graph at 10 Mbit/s). Closing after the default 1 s reset such links (unread

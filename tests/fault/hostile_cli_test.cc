@@ -124,6 +124,13 @@ TEST_CASE("checkpoints: --resume with every checkpoint damaged, or the config ch
   check_bounded(at);
   CHECK(at.code == 6);
   CHECK(contains(at.err, "ckpt-000000000035.bin"));
+  // Refused before any neighbour is contacted: node 1 of this topology never starts, yet the
+  // answer is 6 (cannot resume), not 3 (a neighbour missing after timeouts.connect_ms).
+  const CliRun alone =
+      gossipd(d, {"--resume-at", "35"}, node_line(0) + node_line(1) + "edge { from: 0 to: 1 }\n");
+  check_bounded(alone);
+  CHECK(alone.code == 6);
+  CHECK_FALSE(contains(alone.err, "listening on"));
   // Every checkpoint damaged (one flipped byte each).
   for (const auto& [name, bytes] : before) {
     if (name.rfind("ckpt-", 0) != 0) continue;

@@ -46,9 +46,19 @@ def write_topology(path, addresses):
 
 
 def free_base_port(n, rng):
-    """A base port with n consecutive free ports on 127.0.0.1."""
+    """A base port with n consecutive free ports on 127.0.0.1, outside the kernel's ephemeral
+    range (any outgoing connection on the machine may take one of those before gossipd binds)."""
+    lo, hi = 32768, 60999
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(v) for v in f.read().split())
+    except (OSError, ValueError):
+        pass
+    ranges = [(a, b) for a, b in ((20000, min(lo, 60000)), (max(hi + 1, 20000), 60000)) if b - a > n]
+    ranges = ranges or [(20000, 60000)]
     for _ in range(200):
-        base = rng.randrange(20000, 60000 - n)
+        a, b = rng.choice(ranges)
+        base = rng.randrange(a, b - n)
         ok = True
         for p in range(base, base + n):
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
