@@ -28,11 +28,13 @@
 # with two longer runs at 100mbit of the demo MLP, D-PSGD on one-peer exponential and ALLREDUCE,
 # for accuracy against wall-clock time (scripts/plot_cluster.py).
 #
-# Prediction inputs, each measured once per run of this script, none fitted per point: the link
-# bandwidth is the tbf rate (unshaped: one iperf3 flow between two namespaces), the latency half
-# the median 1-byte TCP round trip between two namespaces, the compute time per model and algorithm the mean
-# `compute_s` the nodes report in the unshaped cell (8 nodes share this machine's cores, so a
-# node's gradient takes what the other 7 leave it).
+# Prediction inputs (gossip-sim's cost model, docs/sim.md), each measured once per run of this
+# script, none fitted per point: the link bandwidth is the tbf rate times the payload fraction one
+# iperf3 flow gets over a 100 Mbit/s tbf link (unshaped: one iperf3 flow's rate); the latency half
+# the median 1-byte TCP round trip between two namespaces; the CPU per byte the machine's busy
+# time during the unshaped iperf3 flow over the bytes it sent and received; the share of a core
+# per node nproc / 8 (the 8 hosts are namespaces of this machine); the compute time per model
+# compute + mix of one gossipd running alone.
 #
 # Output in OUT (default build/cluster-bench): cluster.csv, points/<id>/ (topology, config, each
 # node's metrics and log), calibration.txt. Needs root for the namespaces: exits 77 ("skipped")
@@ -123,17 +125,40 @@ for _ in range(400):
     t = time.perf_counter(); c.sendall(b"x"); c.recv(1); rtt.append(time.perf_counter() - t)
 print("%.7f" % (statistics.median(rtt[50:]) / 2))' "$("$netns" addr 1)")
 wait
-unshaped_bps=1e10
-if command -v iperf3 >/dev/null; then
+# One iperf3 flow between two hosts for 3 s: prints "payload_bits_per_s bytes busy_cpu_s", the
+# busy CPU time being the whole machine's (/proc/stat) while the flow ran.
+iperf_flow() {
   "$netns" exec 1 iperf3 -s -1 -p 5299 >/dev/null 2>&1 &
   sleep 0.5
-  unshaped_bps=$("$netns" exec 0 iperf3 -c "$("$netns" addr 1)" -p 5299 -t 3 -J 2>/dev/null |
-    "$py" -c 'import json,sys; print("%.4g" % json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"])') || unshaped_bps=1e10
+  local before after
+  before=$(head -1 /proc/stat)
+  "$netns" exec 0 iperf3 -c "$("$netns" addr 1)" -p 5299 -t 3 -J 2>/dev/null >"$out/iperf.json" || true
+  after=$(head -1 /proc/stat)
   wait || true
+  "$py" - "$out/iperf.json" "$before" "$after" "$(getconf CLK_TCK)" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))["end"]["sum_received"]
+busy = lambda line: sum(int(v) for k, v in enumerate(line.split()[1:]) if k in (0, 1, 2, 5, 6, 7))
+print("%.6g %d %.4f" % (j["bits_per_second"], j["bytes"], (busy(sys.argv[3]) - busy(sys.argv[2])) / int(sys.argv[4])))
+PY
+}
+unshaped_bps=1e10 payload_fraction=1 cpu_per_byte=0
+if command -v iperf3 >/dev/null; then
+  read -r unshaped_bps flow_bytes flow_cpu < <(iperf_flow) || unshaped_bps=1e10
+  # Every byte of the flow was sent once and received once on this machine's cores.
+  cpu_per_byte=$("$py" -c "print('%.4g' % ($flow_cpu / (2 * $flow_bytes)))")
+  "$netns" rate 100mbit
+  read -r shaped_bps _ _ < <(iperf_flow)
+  payload_fraction=$("$py" -c "print('%.4f' % min(1.0, $shaped_bps / 100e6))")
+  "$netns" rate off
 fi
+cpu_share=$("$py" -c "print('%.4f' % min(1.0, $(nproc) / $nodes))")
 {
   echo "latency_s $lat_s (half the median TCP 1-byte round trip between two hosts, unshaped)"
   echo "unshaped_bps $unshaped_bps (one iperf3 flow between two hosts)"
+  echo "payload_fraction $payload_fraction (one iperf3 flow over a link shaped to 100 Mbit/s: payload / rate)"
+  echo "cpu_per_byte_s $cpu_per_byte (busy CPU of the whole machine during the unshaped flow / (bytes sent + received))"
+  echo "cpu_share $cpu_share (cores $(nproc) / $nodes nodes: every host is a namespace of this machine)"
   echo "cpu $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') x $(nproc)"
   echo "sysctl ${sysctls[*]:-(defaults)}; tcp_congestion_control $("$netns" exec 0 sysctl -n net.ipv4.tcp_congestion_control)"
   echo "commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
@@ -161,6 +186,29 @@ write_config() {  # FILE HIDDEN... ; iterations and eval come from --set at run 
 }
 write_config "$out/mlp.pbtxt" 256 128
 write_config "$out/mlp5m.pbtxt" 2048 1536
+write_config "$out/tiny.pbtxt" 8
+
+# Compute time per model: one gossipd alone (no neighbours, a core of its own), the mean
+# compute_s + mix_s of its iterations after two warm-up ones.
+declare -A compute_of
+for model in tiny mlp mlp5m; do
+  [[ $quick == 0 || $model != mlp5m ]] || continue
+  d="$out/calibration-$model"
+  rm -rf "$d"
+  mkdir -p "$d"
+  echo "node { id: 0 address: \"$("$netns" addr 0):7190\" }" >"$d/topology.pbtxt"
+  n_it=$([[ $model == mlp5m ]] && echo 8 || echo 30)
+  "$netns" exec 0 "$gossipd" run "$d/topology.pbtxt" --node 0 --config "$out/$model.pbtxt" --insecure \
+    --metrics "$d/metrics.jsonl" --checkpoint-dir "$d/ckpt" --checkpoint-every 0 --iterations "$n_it" \
+    >"$d/log.txt" 2>&1 || { echo "cluster-bench.sh: calibration run of $model failed, see $d/log.txt" >&2; exit 1; }
+  compute_of[$model]=$("$py" - "$d/metrics.jsonl" <<'PY'
+import json, sys
+rows = [r for r in map(json.loads, open(sys.argv[1])) if r.get("type") == "iter" and r["iteration"] >= 2]
+print("%.6f" % (sum(r["compute_s"] + r["mix_s"] for r in rows) / len(rows)))
+PY
+)
+  echo "compute_s[$model] ${compute_of[$model]} (one gossipd alone: compute + mix per iteration)" | tee -a "$out/calibration.txt"
+done
 
 # Iterations (warm-up, measured) per model and bandwidth: about 10-25 s of exchange per point.
 iterations() {
@@ -183,7 +231,6 @@ bps_of() {
 }
 
 echo "id,model,params,bandwidth,topology,algorithm,warmup,measured,measured_s_per_it,predicted_s_per_it,rel_error,compute_s,exchange_s,wait_s,mix_s,sim_compute_s,bytes_sent_per_it,tcp_retrans,tcp_timeouts,tbf_drops,load1" >"$csv"
-declare -A compute_of  # model/algorithm -> compute_s of the unshaped cell
 
 # TCP retransmitted segments, TCP retransmission timeouts and tbf drops summed over the hosts.
 counters() {
@@ -197,15 +244,27 @@ counters() {
   echo "$r $t $d"
 }
 
-# Runs one point: 8 gossipd processes, one per namespace. Prints the summary line.
-run_point() {  # MODEL BW TOPO [ITERS_OVERRIDE "W M"] [EVAL_EVERY]
-  local model=$1 bw=$2 topo=$3 wm=${4:-} eval_every=${5:-0}
+# gossip-sim's prediction for the run in DIR: prints "seconds_per_iteration parameters".
+predict() {  # MODEL BW DIR ALGO MESSAGE_OVERHEAD_S
+  local model=$1 bw=$2 dir=$3 algo=$4 overhead=$5
+  local fraction=$payload_fraction sim_algo=dpsgd
+  [[ $bw != off ]] || fraction=1  # unshaped: the bandwidth is iperf3's payload rate already
+  [[ $algo == DPSGD ]] || sim_algo=cpsgd-allreduce
+  "$sim" run --config "$out/$model.pbtxt" --set "iterations=1" --nodes "$nodes" --topology "$dir/topology.pbtxt" \
+    --algorithm "$sim_algo" --bandwidth "$(bps_of "$bw")" --latency "${lat_s}s" --compute-time "${compute_of[$model]}s" \
+    --payload-fraction "$fraction" --cpu-share "$cpu_share" --cpu-per-byte "${cpu_per_byte}s" \
+    --message-overhead "${overhead}s" --threads 1 --json 2>"$dir/sim.err" | "$py" -c '
+import json, sys
+j = json.load(sys.stdin)
+s = j["series"][0]
+print("%.6f %d" % (s["seconds_per_iteration"], round(j["config"]["message_bytes"] / 4)))'
+}
+
+# Runs 8 gossipd processes, one per namespace, into DIR, and sets meas_s compute exchange wait_s
+# mix sent retrans rto drops load1 (the measured figures of the run).
+run_cluster() {  # MODEL BW TOPO WARM MEAS EVAL_EVERY DIR
+  local model=$1 bw=$2 topo=$3 warm=$4 meas=$5 eval_every=$6 dir=$7
   local id="$model/$bw/$topo"
-  [[ -z $only || $id =~ $only ]] || return 0
-  [[ -n $wm ]] || wm=$(iterations "$model" "$bw")
-  local warm=${wm% *} meas=${wm#* }
-  local dir="$out/points/${id//\//_}"
-  [[ $eval_every == 0 ]] || dir+="_curve"
   rm -rf "$dir"
   mkdir -p "$dir"
   local gen=$topo algo=DPSGD
@@ -229,9 +288,8 @@ run_point() {  # MODEL BW TOPO [ITERS_OVERRIDE "W M"] [EVAL_EVERY]
   local b1 b2 b3 a1 a2 a3
   read -r b1 b2 b3 <<<"$before"
   read -r a1 a2 a3 <<<"$after"
-  local retrans=$((a1 - b1)) rto=$((a2 - b2)) drops=$((a3 - b3))
+  retrans=$((a1 - b1)) rto=$((a2 - b2)) drops=$((a3 - b3))
   rm -rf "$dir/ckpt"
-  local load1
   load1=$(cut -d' ' -f1 /proc/loadavg)
   # Measured: per node, wall time from the end of the warm-up to the last iteration over the
   # measured count; the mean over nodes (they run in lockstep within one iteration).
@@ -256,22 +314,24 @@ for i in range(n):
 print("%.6f %s %d" % (sum(per) / n, " ".join("%.6f" % (sums[k] / cnt) for k in keys), sent // cnt))
 PY
 )
-  local meas_s compute exchange wait_s mix sent
   read -r meas_s compute exchange wait_s mix sent <<<"$m"
-  local key="$model/$([[ $algo == DPSGD ]] && echo dpsgd || echo allreduce)"
-  [[ $bw != off ]] || compute_of[$key]=$compute
-  local c=${compute_of[$key]:-$compute}
-  local sim_algo=dpsgd
-  [[ $algo == DPSGD ]] || sim_algo=cpsgd-allreduce
+}
+
+# One grid point: run_cluster, gossip-sim's prediction, the summary line and a CSV row.
+run_point() {  # MODEL BW TOPO [ITERS_OVERRIDE "W M"] [EVAL_EVERY]
+  local model=$1 bw=$2 topo=$3 wm=${4:-} eval_every=${5:-0}
+  local id="$model/$bw/$topo"
+  [[ -z $only || $id =~ $only ]] || return 0
+  [[ -n $wm ]] || wm=$(iterations "$model" "$bw")
+  local warm=${wm% *} meas=${wm#* }
+  local dir="$out/points/${id//\//_}"
+  [[ $eval_every == 0 ]] || dir+="_curve"
+  run_cluster "$model" "$bw" "$topo" "$warm" "$meas" "$eval_every" "$dir"
+  local algo=DPSGD
+  [[ $topo != allreduce ]] || algo=ALLREDUCE
+  local c=${compute_of[$model]}
   local pred params
-  pred=$("$sim" run --config "$out/$model.pbtxt" --set "iterations=1" --nodes "$nodes" --topology "$dir/topology.pbtxt" \
-    --algorithm "$sim_algo" --bandwidth "$(bps_of "$bw")" --latency "${lat_s}s" --compute-time "${c}s" \
-    --threads 1 --json 2>"$dir/sim.err" | "$py" -c '
-import json, sys
-j = json.load(sys.stdin)
-s = j["series"][0]
-print("%.6f %d" % (s["seconds_per_iteration"], round(j["config"]["message_bytes"] / 4)))')
-  read -r pred params <<<"$pred"
+  read -r pred params < <(predict "$model" "$bw" "$dir" "$algo" "${overhead_of[$algo]}")
   local err
   err=$("$py" -c "print('%+.3f' % (($pred - $meas_s) / $meas_s))")
   printf '%-28s measured %8.4f s/it  predicted %8.4f s/it  error %s  (compute %.4f exchange %.4f wait %.4f mix %.4f; retrans %d rto %d tbf drops %d; load %s)\n' \
@@ -279,12 +339,27 @@ print("%.6f %d" % (s["seconds_per_iteration"], round(j["config"]["message_bytes"
   [[ $eval_every != 0 ]] || echo "$id,$model,$params,$bw,$topo,$algo,$warm,$meas,$meas_s,$pred,$err,$compute,$exchange,$wait_s,$mix,$c,$sent,$retrans,$rto,$drops,$load1" >>"$csv"
 }
 
+# Per-message overhead, once per run for each implementation (gossipd's exchange, Gloo's
+# allreduce): 8 nodes unshaped on a model of 6,370 parameters (25 KB messages), so that what is
+# left of an iteration beyond the model without it is the messages' fixed cost. D-PSGD on the
+# ring: each node sends and receives 4 messages per iteration; ALLREDUCE: 4(n − 1).
+declare -A overhead_of=([DPSGD]=0 [ALLREDUCE]=0)
+for algo in DPSGD ALLREDUCE; do
+  topo=ring
+  [[ $algo == DPSGD ]] || topo=allreduce
+  d="$out/calibration-tiny-$topo"
+  run_cluster tiny off "$topo" 5 40 0 "$d"
+  read -r base _ < <(predict tiny off "$d" "$algo" 0)
+  per_node=$([[ $algo == DPSGD ]] && echo 4 || echo $((4 * (nodes - 1))))
+  overhead_of[$algo]=$("$py" -c "print('%.4g' % max(0.0, ($meas_s - $base) / $per_node))")
+  echo "message_overhead_s[$algo] ${overhead_of[$algo]} (8 nodes, 6,370 parameters, unshaped: $meas_s s/it, $base s/it without it, $per_node messages per node)" | tee -a "$out/calibration.txt"
+done
+
 topologies="ring one_peer_exponential exponential allreduce"
 if ((quick)); then
   for t in ring one_peer_exponential allreduce; do run_point mlp 100mbit "$t"; done
 else
   for model in mlp mlp5m; do
-    # unshaped first: it gives the compute time the other cells' predictions use
     for bw in off 1gbit 100mbit 10mbit; do
       [[ "$model/$bw" != mlp5m/10mbit ]] || continue
       for t in $topologies; do run_point "$model" "$bw" "$t"; done

@@ -80,6 +80,8 @@ std::string_view scheme_name(Scheme scheme) { return enum_name(kSchemeNames, sch
 SimClock::SimClock(Scheme scheme, int num_nodes, CostInputs inputs)
     : scheme_(scheme), num_nodes_(num_nodes), in_(inputs) {
   GOSSIP_CHECK_GT(num_nodes, 0);
+  GOSSIP_CHECK_GT(in_.cpu_share, 0.0);
+  GOSSIP_CHECK_GT(in_.net.payload_fraction, 0.0);
   if (scheme_ == Scheme::kGossip) {
     start_s_.assign(num_nodes, 0.0);
     next_s_.assign(num_nodes, 0.0);
@@ -97,20 +99,37 @@ void SimClock::advance(std::int64_t iteration, const std::vector<std::vector<int
         worst = std::max(worst, in_.straggler.slowdown(iteration, i));
       compute *= worst;  // the round waits for the slowest of all n workers
     }
-    last_comm_s_ = scheme_ == Scheme::kParameterServer
-                       ? parameter_server_comm_s(num_nodes_, in_.message_bytes, in_.net)
-                       : ring_allreduce_comm_s(num_nodes_, in_.message_bytes, in_.net);
-    now_s_ += compute + last_comm_s_;
+    const bool ps = scheme_ == Scheme::kParameterServer;
+    last_comm_s_ = ps ? parameter_server_comm_s(num_nodes_, in_.message_bytes, in_.net)
+                      : ring_allreduce_comm_s(num_nodes_, in_.message_bytes, in_.net);
+    // Sent and received by the busiest host: the server, or any node of the ring.
+    const double moved =
+        2.0 * (ps ? topology::parameter_server_bytes(num_nodes_, in_.message_bytes)
+                  : topology::ring_allreduce_bytes_per_node(num_nodes_, in_.message_bytes));
+    const double messages = ps ? 2.0 * num_nodes_ : 4.0 * (num_nodes_ - 1);
+    now_s_ += compute / in_.cpu_share +
+              std::max(last_comm_s_, in_.cpu_s_per_byte * moved / in_.cpu_share +
+                                         messages * in_.message_overhead_s);
     return;
   }
   GOSSIP_CHECK_EQ(static_cast<int>(in_neighbours.size()), num_nodes_);
   last_comm_s_ = gossip_comm_s(max_degree, in_.message_bytes, in_.net);
+  // Messages each node sends and receives this iteration (a lone node: none).
+  std::vector<int> messages(static_cast<std::size_t>(num_nodes_), 0);
+  for (int i = 0; i < num_nodes_; ++i) {
+    messages[static_cast<std::size_t>(i)] += static_cast<int>(in_neighbours[i].size());
+    for (int j : in_neighbours[i]) ++messages[static_cast<std::size_t>(j)];
+  }
   double latest = 0;
   for (int i = 0; i < num_nodes_; ++i) {
-    const double c = in_.compute_s * (slow ? in_.straggler.slowdown(iteration, i) : 1.0);
+    const double c =
+        (in_.compute_s * (slow ? in_.straggler.slowdown(iteration, i) : 1.0) +
+         in_.cpu_s_per_byte * messages[static_cast<std::size_t>(i)] * in_.message_bytes) /
+        in_.cpu_share;
     double t = start_s_[i] + c;
     // With no in-neighbours (a lone node) nothing is received and nothing is waited for.
     for (int j : in_neighbours[i]) t = std::max(t, start_s_[j] + last_comm_s_);
+    t += messages[static_cast<std::size_t>(i)] * in_.message_overhead_s;
     next_s_[i] = t;
     latest = std::max(latest, t);
   }

@@ -7,6 +7,15 @@
 //   C-PSGD, ring allreduce:    compute + 2(n−1)α + 2((n−1)/n)·M/B
 //   D-PSGD:                    max(compute, α + Δ·M/B)                 (exchange overlaps compute)
 //
+// Measured terms beyond Table 1 (all 0 or 1 by default, which gives the Table 1 form; B is the
+// payload bandwidth, Link::payload_fraction). Nodes sharing a host's cores get s of a core each
+// (cpu_share), every payload byte a node sends or receives costs κ of CPU (cpu_s_per_byte), and
+// every message o (message_overhead_s). With V a node's payload bytes sent + received and k its
+// messages sent + received in the iteration:
+//   C-PSGD:  c/s + max(comm, κ·V/s + k·o)         (k = 2n at the server, 4(n−1) in the ring: the
+//                                                  allreduce pipelines its steps with the wire)
+//   D-PSGD:  max((c + κ·V)/s, α + Δ·M/B) + k·o     (V = k·M; o is paid once the data is there)
+//
 // M is the message (model) size in bytes, B the link bandwidth in bytes/s (flags take bits/s), α
 // the one-way latency in seconds, Δ the largest in- or out-degree of the iteration's graph (a node
 // sends to all its out-neighbours and receives from all its in-neighbours over one full-duplex
@@ -18,7 +27,7 @@
 // nodes; a D-PSGD node waits for its own gradient and for the models of its in-neighbours. The
 // D-PSGD clock therefore keeps one start time per node and advances by the recurrence
 //
-//   S_i^{t+1} = max( S_i^t + c_i^t ,  max_{j ∈ N_in(i)} S_j^t + α + Δ·M/B )
+//   S_i^{t+1} = max( S_i^t + (c_i^t + κ·V_i)/s ,  max_{j ∈ N_in(i)} S_j^t + α + Δ·M/B ) + k_i·o
 //
 // (node j sends x_j^t the moment it starts iteration t), and reports max_i S_i^t — the moment
 // every node has finished iteration t. Without stragglers this is t·max(compute, α + ΔM/B).
@@ -74,8 +83,16 @@ std::string_view scheme_name(Scheme scheme);
 struct CostInputs {
   Network net;
   double message_bytes = 0;  // bytes of one model (float32: 4 × parameters)
-  double compute_s = 0;      // one local gradient step at an unslowed node, seconds
+  double compute_s = 0;      // one local gradient step at an unslowed node on a core of its own
   StragglerModel straggler;
+  // Nodes that share a host's cores: the share of a core each node gets (cores / nodes on the
+  // host, at most 1), and the CPU seconds each payload byte a node sends or receives costs (the
+  // kernel's TCP path and the receiver's copy). With the defaults (1, 0) CPU is never the limit.
+  double cpu_share = 1.0;
+  double cpu_s_per_byte = 0.0;
+  // The fixed cost of one message (LogP's o: system calls, wake-ups, control messages), per
+  // message a node sends or receives; 0: none.
+  double message_overhead_s = 0.0;
 };
 
 // The simulated clock of one run. Feed it the iterations in order.

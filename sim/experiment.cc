@@ -177,6 +177,9 @@ ExperimentResult price(const std::vector<Run>& runs, const ExperimentConfig& con
   in.compute_s = cost.compute_s.value_or(measured);
   in.message_bytes = 4.0 * cost.model_params.value_or(model_params);
   in.straggler = cost.straggler;
+  in.cpu_share = cost.cpu_share;
+  in.cpu_s_per_byte = cost.cpu_s_per_byte;
+  in.message_overhead_s = cost.message_overhead_s;
   result.compute_s = in.compute_s;
   result.message_bytes = in.message_bytes;
   for (const Run& r : runs) {

@@ -63,6 +63,8 @@ struct Options {
   int threads = 0;
 
   std::string bandwidth = "1Gbps", latency = "1ms", compute_time = "measure", model_params;
+  double payload_fraction = 1.0, cpu_share = 1.0;
+  std::string cpu_per_byte = "0", message_overhead = "0";
   std::string straggler = "none";
 
   double target_loss = std::numeric_limits<double>::quiet_NaN();
@@ -150,6 +152,23 @@ void add_common(CLI::App* app, Options& o) {
       ->capture_default_str();
   app->add_option("--compute-time", o.compute_time,
                   "Seconds of one local step (e.g. 120ms), or 'measure' (real backend, this run)")
+      ->capture_default_str();
+  app->add_option("--payload-fraction", o.payload_fraction,
+                  "Payload bytes per byte on the wire (framing: 0.956 for TCP on a 1500-byte MTU); "
+                  "the bandwidth is priced times this")
+      ->capture_default_str();
+  app->add_option("--cpu-share", o.cpu_share,
+                  "Share of a core each node gets when nodes share a host (cores / nodes per "
+                  "host, at most 1); compute and --cpu-per-byte are divided by it")
+      ->capture_default_str();
+  app->add_option("--cpu-per-byte", o.cpu_per_byte,
+                  "CPU time each payload byte a node sends or receives costs, e.g. 1.2ns "
+                  "(kernel TCP path and copies; measure once per host)")
+      ->capture_default_str();
+  app->add_option(
+         "--message-overhead", o.message_overhead,
+         "Fixed time of one message a node sends or receives, e.g. 0.5ms (added after a "
+         "D-PSGD exchange; overlapping the wire in an allreduce); measure once per cluster")
       ->capture_default_str();
   app->add_option("--model-params", o.model_params,
                   "Price messages as a model of this many parameters (e.g. 25M) instead of the "
@@ -277,6 +296,22 @@ Result<ExperimentConfig> build_config(const Options& o) {
 
   GOSSIP_ASSIGN_OR_RETURN(c.cost.net.bandwidth_bps, parse_bandwidth_bps(o.bandwidth));
   GOSSIP_ASSIGN_OR_RETURN(c.cost.net.latency_s, parse_duration_s(o.latency));
+  if (!(o.payload_fraction > 0 && o.payload_fraction <= 1)) {
+    return invalid_argument("--payload-fraction must be in (0, 1]");
+  }
+  c.cost.net.payload_fraction = o.payload_fraction;
+  if (!(o.cpu_share > 0 && o.cpu_share <= 1)) {
+    return invalid_argument("--cpu-share must be in (0, 1]");
+  }
+  c.cost.cpu_share = o.cpu_share;
+  {
+    Result<double> per_byte = parse_duration_s(o.cpu_per_byte);
+    if (!per_byte.is_ok()) return per_byte.status().with_context("--cpu-per-byte");
+    c.cost.cpu_s_per_byte = *per_byte;
+    Result<double> overhead = parse_duration_s(o.message_overhead);
+    if (!overhead.is_ok()) return overhead.status().with_context("--message-overhead");
+    c.cost.message_overhead_s = *overhead;
+  }
   if (o.compute_time != "measure") {
     GOSSIP_ASSIGN_OR_RETURN(const double s, parse_duration_s(o.compute_time));
     c.cost.compute_s = s;

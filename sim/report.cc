@@ -135,7 +135,17 @@ void print_summary(std::ostream& out, const ExperimentResult& result,
       << seconds(net.latency_s) << "; message " << fixed(result.message_bytes / 1e6, 2)
       << " MB; compute " << seconds(result.compute_s) << " per step"
       << (config.cost.compute_s ? "" : " (measured)") << "; stragglers "
-      << config.cost.straggler.to_string() << "\n";
+      << config.cost.straggler.to_string();
+  if (net.payload_fraction != 1.0)
+    out << "; payload " << fixed(net.payload_fraction, 3) << " of the wire";
+  if (config.cost.message_overhead_s != 0.0) {
+    out << "; " << seconds(config.cost.message_overhead_s) << " per message";
+  }
+  if (config.cost.cpu_share != 1.0 || config.cost.cpu_s_per_byte != 0.0) {
+    out << "; cpu share " << fixed(config.cost.cpu_share, 3) << " of a core, "
+        << fixed(config.cost.cpu_s_per_byte * 1e9, 3) << " ns per byte moved";
+  }
+  out << "\n";
   const std::string target = target_text(config);
   std::vector<std::vector<std::string>> rows = {{"series", "nodes", "rho", "s/iter", "final loss",
                                                  "final acc", "consensus", "iters to target",
@@ -231,6 +241,10 @@ std::string config_json(const ExperimentConfig& c, double compute_s, double mess
   std::ostringstream o;
   o << "{\"nodes\":" << c.nodes << ",\"bandwidth_bps\":" << json_num(c.cost.net.bandwidth_bps)
     << ",\"latency_s\":" << json_num(c.cost.net.latency_s)
+    << ",\"payload_fraction\":" << json_num(c.cost.net.payload_fraction)
+    << ",\"cpu_share\":" << json_num(c.cost.cpu_share)
+    << ",\"cpu_s_per_byte\":" << json_num(c.cost.cpu_s_per_byte)
+    << ",\"message_overhead_s\":" << json_num(c.cost.message_overhead_s)
     << ",\"compute_s\":" << json_num(compute_s) << ",\"message_bytes\":" << json_num(message_bytes)
     << ",\"straggler\":" << json_quote(c.cost.straggler.to_string())
     << ",\"target_loss\":" << json_num(c.target_loss)

@@ -22,8 +22,12 @@ namespace gossip::topology {
 struct Link {
   double bandwidth_bps = 1e9;  // bits per second
   double latency_s = 1e-3;     // one-way, seconds
+  // Payload bytes per byte on the wire: TCP/IP/Ethernet framing takes the rest (1448/1514 on a
+  // 1500-byte MTU with TCP timestamps). 1 prices payload at the nominal rate, as Table 1 does.
+  double payload_fraction = 1.0;
 
-  double bytes_per_second() const { return bandwidth_bps / 8.0; }
+  // Payload bytes per second.
+  double bytes_per_second() const { return bandwidth_bps / 8.0 * payload_fraction; }
 };
 
 // Seconds of communication per iteration (no compute).

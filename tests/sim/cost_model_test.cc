@@ -48,6 +48,78 @@ TEST_CASE("without stragglers: C-PSGD adds compute and comm, D-PSGD overlaps the
   }
 }
 
+TEST_CASE("payload fraction and shared cores: the closed forms of sim/cost_model.h") {
+  CostInputs in;
+  in.net = {8e8, 1e-4};  // 100 MB/s on the wire, 0.1 ms
+  in.net.payload_fraction = 0.8;
+  CHECK(in.net.bytes_per_second() == doctest::Approx(8e7));
+  in.message_bytes = 8e6;  // M/B = 0.1 s of payload
+  in.compute_s = 0.01;
+  in.cpu_share = 0.25;       // 8 nodes on 2 cores
+  in.cpu_s_per_byte = 1e-9;  // 1 ns per byte moved
+  const auto ring = ring_in_neighbours(8);
+  // Ring: every node sends 2 and receives 2 messages, V = 4M = 32 MB → κV = 32 ms.
+  // Link-bound: max((0.01 + 0.032)/0.25 = 0.168, 0.0001 + 2·0.1 = 0.2001) = 0.2001.
+  SimClock gossip(Scheme::kGossip, 8, in);
+  for (int t = 0; t < 5; ++t) gossip.advance(t, ring, 2);
+  CHECK(gossip.now_s() == doctest::Approx(5 * 0.2001));
+  // CPU-bound at 8 ns per byte: (0.01 + 0.256)/0.25 = 1.064 s per iteration.
+  in.cpu_s_per_byte = 8e-9;
+  SimClock cpu_bound(Scheme::kGossip, 8, in);
+  for (int t = 0; t < 5; ++t) cpu_bound.advance(t, ring, 2);
+  CHECK(cpu_bound.now_s() == doctest::Approx(5 * 1.064));
+  // Ring allreduce: c/s + max(comm, κ·2·2((n−1)/n)M/s); comm = 14·0.0001 + 1.75·0.1 = 0.1764,
+  // κV/s = 8e-9 · 28e6 / 0.25 = 0.896 → 0.04 + 0.896 per iteration.
+  SimClock ar(Scheme::kRingAllreduce, 8, in);
+  for (int t = 0; t < 5; ++t) ar.advance(t, {}, 0);
+  CHECK(ar.now_s() == doctest::Approx(5 * (0.04 + 0.896)));
+  in.cpu_s_per_byte = 0;
+  SimClock ar_link(Scheme::kRingAllreduce, 8, in);
+  ar_link.advance(0, {}, 0);
+  CHECK(ar_link.now_s() == doctest::Approx(0.04 + 0.1764));
+  // A node that only sends (no in-neighbours) still pays for its sent bytes.
+  in.cpu_s_per_byte = 1e-9;
+  in.cpu_share = 1;
+  std::vector<std::vector<int>> star(3);
+  star[1] = {0};
+  star[2] = {0};  // node 0 sends 2 messages, nodes 1 and 2 receive one each
+  SimClock s(Scheme::kGossip, 3, in);
+  s.advance(0, star, 2);
+  // Node 0: 0.01 + 2·0.008 = 0.026; nodes 1, 2: max(0.01 + 0.008, 0.0001 + 0.2) = 0.2001.
+  CHECK(s.now_s() == doctest::Approx(0.2001));
+  in.net.bandwidth_bps = 8e12;  // the link is free: node 0's CPU is the last to finish
+  SimClock fast(Scheme::kGossip, 3, in);
+  fast.advance(0, star, 2);
+  CHECK(fast.now_s() == doctest::Approx(0.026));
+}
+
+TEST_CASE("message overhead: added after a D-PSGD exchange, overlapping an allreduce's wire") {
+  CostInputs in;
+  in.net = {8e8, 1e-4};  // M/B = 0.1 s
+  in.message_bytes = 1e7;
+  in.compute_s = 0.01;
+  in.message_overhead_s = 1e-3;
+  const auto ring = ring_in_neighbours(8);
+  // Ring: 4 messages per node → max(0.01, 0.2001) + 0.004 per iteration.
+  SimClock gossip(Scheme::kGossip, 8, in);
+  for (int t = 0; t < 3; ++t) gossip.advance(t, ring, 2);
+  CHECK(gossip.now_s() == doctest::Approx(3 * 0.2041));
+  // Ring allreduce: 4(n−1) = 28 messages; 28 ms is under the wire's 0.1764 s, so it hides.
+  SimClock ar(Scheme::kRingAllreduce, 8, in);
+  ar.advance(0, {}, 0);
+  CHECK(ar.now_s() == doctest::Approx(0.01 + 14 * 1e-4 + 1.75 * 0.1));
+  // At 10 ms per message the 28 messages (0.28 s) are the bound; with 1 ns per byte moved
+  // (V = 2·1.75·M = 35 MB) the CPU side is 0.035 + 0.28.
+  in.message_overhead_s = 1e-2;
+  SimClock slow(Scheme::kRingAllreduce, 8, in);
+  slow.advance(0, {}, 0);
+  CHECK(slow.now_s() == doctest::Approx(0.01 + 0.28));
+  in.cpu_s_per_byte = 1e-9;
+  SimClock cpu(Scheme::kRingAllreduce, 8, in);
+  cpu.advance(0, {}, 0);
+  CHECK(cpu.now_s() == doctest::Approx(0.01 + 0.035 + 0.28));
+}
+
 TEST_CASE("when every node is slowed, both clocks scale their compute") {
   CostInputs in;
   in.net = {8.0, 0.5};     // 1 byte/s, α = 0.5 s
