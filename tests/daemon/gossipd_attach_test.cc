@@ -36,7 +36,9 @@ struct AttachRun {
     std::string attach =
         trainer_cmd.empty() ? std::string()
                             : " --attach-dir " + dir.path + "/sock --trainer '" + trainer_cmd + "'";
-    return "cd " + dir.path + " && timeout 150 " + bin("daemon/gossipd") + " launch " + topo +
+    // exec: the spawned pid is timeout's, which passes a SIGTERM on to the launch and exits after
+    // it, so a test that stops the launch early waits for all of it (no process outlives it).
+    return "cd " + dir.path + " && exec timeout 150 " + bin("daemon/gossipd") + " launch " + topo +
            " --insecure --config " + cfg + " --workdir " + work +
            " --set checkpoint.dir=" + dir.path + "/ckpt" + attach + " " + extra + " > " + dir.path +
            "/launch.out 2>&1";
