@@ -116,6 +116,10 @@ with tempfile.TemporaryDirectory() as tmp:
                       (["sweep", *SMALL, "--param", "bandwidth"], 2),
                       (["sweep", *SMALL, "--param", "bandwidth", "--values", "1Gbps,10Xbps"], 2),
                       (["sweep", *SMALL, "--param", "nodes", "--values", "8,2.5"], 2),
+                      (["compare", *SMALL, "--payload-fraction", "0"], 2),
+                      (["compare", *SMALL, "--cpu-share", "1.5"], 2),
+                      (["compare", *SMALL, "--cpu-per-byte", "-1ns"], 2),
+                      (["compare", *SMALL, "--message-overhead", "soon"], 2),
                       (["compare", *SMALL, "--bogus"], 2),
                       (["compare", *SMALL[:2], "--nodes", "abc"], 2),
                       ([], 2)):
