@@ -533,6 +533,16 @@ NodeResult NodeRun::finish(std::uint64_t iterations) {
   return result_;
 }
 
+// The result of a run that ends before its first iteration: logged, and the step told why.
+NodeResult failed_before_start(LocalStep& step, int code, const Status& status) {
+  NodeResult r;
+  r.exit_code = code;
+  r.message = status.to_string();
+  step.finish(r.message);
+  GOSSIP_LOG(kError) << r.message;
+  return r;
+}
+
 }  // namespace
 
 Result<NodeStart> open_node_start(const NodeOptions& options, const topology::Topology& topology,
@@ -556,14 +566,7 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
                     const std::atomic<bool>& stop, Env& env) {
   int code = kExitError;
   Result<NodeStart> node_start = open_node_start(options, topology, job, &code, env);
-  if (!node_start.is_ok()) {
-    NodeResult r;
-    r.exit_code = code;
-    r.message = node_start.status().to_string();
-    job.step->finish(r.message);
-    GOSSIP_LOG(kError) << r.message;
-    return r;
-  }
+  if (!node_start.is_ok()) return failed_before_start(*job.step, code, node_start.status());
   return run_node(options, topology, job, *node_start, backend, exchange, stop, env);
 }
 
@@ -582,18 +585,10 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
   }
   ParameterBuffers buffers(backend, d, senders);
   std::uint64_t start = 0;
-  NodeResult early;
-  auto fail = [&](int code, const Status& status) {
-    early.exit_code = code;
-    early.message = status.to_string();
-    step.finish(early.message);
-    GOSSIP_LOG(kError) << early.message;
-    return early;
-  };
   if (resumed) {
     const Checkpoint& c = *resumed;
     if (Status s = step.rewind(from_snapshot(c.sampler)); !s.is_ok())
-      return fail(kExitError, s.with_context("resume"));
+      return failed_before_start(step, kExitError, s.with_context("resume"));
     step.load_state(c.optimizer_state);
     buffers.set_x(c.params);
     start = c.iteration;
@@ -602,7 +597,7 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
   }
   Result<MetricsWriter> metrics = MetricsWriter::open(
       options.metrics_path, self, cfg.metrics_every(), options.append_metrics || start > 0);
-  if (!metrics.is_ok()) return fail(kExitError, metrics.status());
+  if (!metrics.is_ok()) return failed_before_start(step, kExitError, metrics.status());
 
   NodeRun run(options, topology, job, buffers, checkpoints, *metrics, exchange, stop, env);
   if (resumed || !job.initial_params.empty()) run.have_x();
