@@ -3,11 +3,12 @@
 //
 //   net_bench [--quick] [--modes insecure,tls] [--sizes-mb 4,100,400] [--ring-nodes 8]
 //             [--ring-mb 100] [--iperf-seconds 3] [--iterations N] [--no-iperf]
-//             [--cases one-way,both-ways]
+//             [--cases one-way,both-ways] [--notsent-lowat BYTES]
 //
 // --iterations N fixes the number of timed iterations per case (default: about 2 GB per case);
 // --no-iperf skips the checksum and iperf3 measurements (ratio column '-'), e.g. for profiling
-// the node processes with perf; --cases picks the 2-process cases; --ring-nodes 0 skips the ring.
+// the node processes with perf; --cases picks the 2-process cases; --ring-nodes 0 skips the ring;
+// --notsent-lowat sets TransportOptions::notsent_lowat_bytes (default: the transport's, 0: none).
 //
 // Cases: 2 processes, one-way (node 0 -> node 1) and both ways at once, for each size; an n-process
 // ring where every node sends its buffer to both neighbours and receives theirs each iteration.
@@ -148,6 +149,7 @@ struct Node {
 };
 
 std::string g_certs;
+long g_notsent_lowat = -1;  // --notsent-lowat; -1: TransportOptions' default
 
 // Runs in a child process: `iterations` + 1 exchanges; writes the receive rate (GB/s per
 // incoming link, mean over links), or -1 on failure, then the CPU seconds and the payload bytes
@@ -161,6 +163,7 @@ void child(const std::vector<Node>& nodes, int me, bool insecure, std::uint64_t 
   o.listen_host = "127.0.0.1";
   o.listen_port = n.port;
   o.insecure = insecure;
+  if (g_notsent_lowat >= 0) o.notsent_lowat_bytes = static_cast<std::uint32_t>(g_notsent_lowat);
   if (!insecure) {
     const std::string id = std::to_string(n.id);
     o.tls = {g_certs + "/ca.pem", g_certs + "/node-" + id + ".pem",
@@ -301,11 +304,13 @@ int main(int argc, char** argv) {
       both_ways = std::find(c.begin(), c.end(), "both-ways") != c.end();
     } else if (a == "--no-iperf") {
       reference = false;
+    } else if (a == "--notsent-lowat") {
+      g_notsent_lowat = std::atol(next().c_str());
     } else {
       std::fprintf(stderr,
                    "usage: %s [--quick] [--modes insecure,tls] [--sizes-mb 4,100,400] "
                    "[--ring-nodes 8] [--ring-mb 100] [--iperf-seconds 3] [--iterations N] "
-                   "[--no-iperf] [--cases one-way,both-ways]\n",
+                   "[--no-iperf] [--cases one-way,both-ways] [--notsent-lowat BYTES]\n",
                    argv[0]);
       return 2;
     }
@@ -319,8 +324,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "net_bench: %s failed\n", gen.c_str());
     return 1;
   }
-  std::printf("net_bench: %ld CPUs online; payload GB/s per direction (1 GB = 1e9 B)\n",
-              ::sysconf(_SC_NPROCESSORS_ONLN));
+  std::printf(
+      "net_bench: %ld CPUs online; payload GB/s per direction (1 GB = 1e9 B); "
+      "TCP_NOTSENT_LOWAT %ld bytes per link\n",
+      ::sysconf(_SC_NPROCESSORS_ONLN),
+      g_notsent_lowat >= 0 ? g_notsent_lowat
+                           : static_cast<long>(TransportOptions{}.notsent_lowat_bytes));
   if (reference) bench_checksums();
   const double ip1 = reference ? iperf(iperf_seconds, false) : 0;
   const double ip2 = reference ? iperf(iperf_seconds, true) : 0;

@@ -262,6 +262,9 @@ int run_command(const RunOptions& o) {
       std::max<std::int64_t>(config.timeouts().deadline_ms(), 2 * t.heartbeat_interval_ms + 1);
   t.handshake_timeout_ms = std::min<std::int64_t>(5000, config.timeouts().connect_ms());
   t.degree = static_cast<std::uint32_t>(topo.in_neighbors(self, 0).size());
+  if (config.link().has_notsent_lowat_bytes()) {
+    t.notsent_lowat_bytes = config.link().notsent_lowat_bytes();
+  }
 #if GOSSIP_HAVE_GLOO
   TransportStore store(self, g_stop, std::chrono::milliseconds(config.timeouts().connect_ms()));
 #endif

@@ -5,11 +5,17 @@
 #include "net/transport.h"
 
 #include <doctest/doctest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <mutex>
@@ -494,6 +500,37 @@ TEST_CASE("insecure: frame violations are rejected and the honest exchange carri
   }
   // After every attack the honest pair still exchanges.
   CHECK(p.exchange_ok(1));
+}
+
+// TCP_NOTSENT_LOWAT of every socket of this process that has one set (> 0).
+static std::vector<int> notsent_lowats() {
+  std::vector<int> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    const int fd = std::atoi(e.path().filename().c_str());
+    int v = 0;
+    socklen_t len = sizeof v;
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, &len) == 0 && v > 0) out.push_back(v);
+  }
+  return out;
+}
+
+TEST_CASE("both ends of a link set TCP_NOTSENT_LOWAT to notsent_lowat_bytes, 0 sets none") {
+  for (const std::uint32_t lowat : {65536u, 0u}) {
+    CAPTURE(lowat);
+    auto o6 = node_options(6, 100, true, {{5, 0}});
+    o6.notsent_lowat_bytes = lowat;
+    auto t6 = Transport::start(o6);
+    REQUIRE(t6.is_ok());
+    auto o5 = node_options(5, 100, true, {{6, (*t6)->port()}});
+    o5.notsent_lowat_bytes = lowat;
+    auto t5 = Transport::start(o5);
+    REQUIRE(t5.is_ok());
+    const int want5[] = {5}, want6[] = {6};
+    REQUIRE((*t6)->wait_connected(want5, deadline_in_ms(5000)));
+    REQUIRE((*t5)->wait_connected(want6, deadline_in_ms(5000)));
+    const std::vector<int> set = notsent_lowats();
+    CHECK(std::count(set.begin(), set.end(), 65536) == (lowat == 0 ? 0 : 2));
+  }
 }
 
 TEST_CASE("TLS links carry Params without a CRC32C, plaintext links keep it") {
