@@ -1,13 +1,15 @@
 #!/usr/bin/python3
 """What attaching a trainer costs gossipd per iteration, against gossipd's own trainer.
 
-Runs the same D-PSGD job twice with `gossipd launch` on loopback, one after the other:
+Runs the same D-PSGD job three times with `gossipd launch` on loopback, one after the other:
   own     gossipd trains its MLP itself;
-  attach  every node serves an external trainer (tests/daemon/attach_trainer: the same SGD step,
-          the same model and data, driven through the attach socket and shared memory).
-Both runs produce the same parameters bit for bit (daemon_attach_integration_tests), so the
-difference in wall time per iteration is what the attach path adds: the POST/MIXED round trip,
-the copies between the shared buffer and the daemon's x, and the trainer's copies.
+  update  every node serves an external trainer (tests/daemon/attach_trainer: the same SGD step,
+          the same model and data, driven through the attach socket and shared memory) in an
+          update session: the trainer computes at the shared buffer and hands u_t to the daemon;
+  plain   the same in a plain session: the trainer keeps its own x, copies x_t in and applies
+          u_t to the mixed values itself.
+All produce the same parameters bit for bit (daemon_attach_integration_tests), so the difference
+in wall time per iteration is what the attach path adds.
 
     bench/attach_overhead.py [--build build] [--hidden 4800,4400] [--nodes 2] [--iterations 12]
 
@@ -38,12 +40,13 @@ def per_iteration_s(metrics_path, skip):
     return statistics.median(steps)
 
 
-def run(args, work, attach):
+def run(args, work, attach, plain=False):
     topo = os.path.join(work, "topology.pbtxt")
     with open(topo, "w") as f:
         kind = "RING" if args.nodes >= 3 else "COMPLETE"  # two nodes: the single edge
+        port = args.port + (0 if not attach else 100 if plain else 50)
         f.write(f'name: "overhead"\ngenerator {{ kind: {kind} nodes: {args.nodes} '
-                f'host: "127.0.0.1" base_port: {args.port + (50 if attach else 0)} }}\n')
+                f'host: "127.0.0.1" base_port: {port} }}\n')
     cfg = os.path.join(work, "train.pbtxt")
     with open(cfg, "w") as f:
         hidden = " ".join(f"hidden: {h}" for h in args.hidden.split(","))
@@ -52,15 +55,16 @@ def run(args, work, attach):
                 f"iterations: {args.iterations}\neval_every: 0\neval_examples: 100\n"
                 "metrics_every: 1\ncheckpoint { every: 0 }\n"
                 "timeouts { connect_ms: 120000 deadline_ms: 120000 }\n")
-    run_dir = os.path.join(work, "attach" if attach else "own")
+    run_dir = os.path.join(work, "own" if not attach else "plain" if plain else "update")
     cmd = [args.gossipd, "launch", topo, "--config", cfg, "--insecure", "--workdir", run_dir,
            "--set", f"checkpoint.dir={run_dir}/ckpt", "--progress-interval", "600"]
     if attach:
         cmd += ["--attach-dir", os.path.join(work, "sock"), "--trainer",
-                f"{args.trainer} --config {cfg} --node $GOSSIP_NODE_ID --nodes $GOSSIP_NUM_NODES"]
+                f"{args.trainer} --config {cfg} --node $GOSSIP_NODE_ID --nodes $GOSSIP_NUM_NODES"
+                + (" --plain" if plain else "")]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
-        sys.exit(f"attach_overhead: gossipd launch ({'attach' if attach else 'own'}) exited "
+        sys.exit(f"attach_overhead: gossipd launch ({os.path.basename(run_dir)}) exited "
                  f"{out.returncode}:\n{out.stdout[-2000:]}{out.stderr[-2000:]}")
     return per_iteration_s(os.path.join(run_dir, "node-0", "metrics.jsonl"), args.skip)
 
@@ -81,13 +85,15 @@ def main():
     params = sum(a * b + b for a, b in zip(widths, widths[1:]))
     with tempfile.TemporaryDirectory(prefix="attach_overhead_") as work:
         own = run(args, work, attach=False)
-        attach = run(args, work, attach=True)
+        update = run(args, work, attach=True)
+        plain = run(args, work, attach=True, plain=True)
     print(f"MLP {args.hidden} ({params / 1e6:.1f}M parameters, {4 * params / 1e6:.0f} MB), "
           f"{args.nodes} nodes on a ring over loopback, batch {args.batch}, "
           f"median of iterations {args.skip + 1}..{args.iterations - 1}")
-    print(f"  {'gossipd own trainer':28s} {own:8.3f} s/iteration")
-    print(f"  {'attached trainer':28s} {attach:8.3f} s/iteration")
-    print(f"  added by attaching           {attach - own:+8.3f} s ({100 * (attach - own) / own:+.1f}%)")
+    print(f"  {'gossipd own trainer':34s} {own:8.3f} s/iteration")
+    for name, value in (("attached, update session", update), ("attached, plain session", plain)):
+        print(f"  {name:34s} {value:8.3f} s/iteration  {value - own:+.3f} s "
+              f"({100 * (value - own) / own:+.1f}%)")
 
 
 if __name__ == "__main__":

@@ -110,6 +110,7 @@ void AttachServer::close_connection() {
   if (conn_fd_ >= 0) ::close(conn_fd_);
   conn_fd_ = -1;
   posted_.reset();
+  updated_.reset();
 }
 
 Status AttachServer::refuse(ErrorCode code, Status status) {
@@ -168,9 +169,10 @@ Result<attach::Message> AttachServer::read_message(Clock::time_point deadline,
   }
 }
 
-Status AttachServer::create_buffer(std::uint64_t num_params, std::uint64_t* buffer_bytes) {
+Status AttachServer::create_buffer(std::uint64_t num_params, attach::Welcome* welcome) {
   const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-  const std::uint64_t bytes = (num_params * sizeof(float) + page - 1) / page * page;
+  const std::uint64_t region = (num_params * sizeof(float) + page - 1) / page * page;
+  const std::uint64_t bytes = with_update_ ? 2 * region : region;
   memfd_ = ::memfd_create("gossipd-attach", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (memfd_ < 0) return io_error("memfd_create(): " + errno_text(errno));
   if (::ftruncate(memfd_, static_cast<off_t>(bytes)) != 0) {
@@ -186,7 +188,13 @@ Status AttachServer::create_buffer(std::uint64_t num_params, std::uint64_t* buff
   mapping_ = p;
   mapping_bytes_ = bytes;
   params_ = std::span<float>(static_cast<float*>(p), num_params);
-  *buffer_bytes = bytes;
+  welcome->buffer_bytes = bytes;
+  welcome->params_offset = 0;
+  if (with_update_) {
+    update_ =
+        std::span<float>(reinterpret_cast<float*>(static_cast<char*>(p) + region), num_params);
+    welcome->update_offset = region;
+  }
   return Status::ok();
 }
 
@@ -218,6 +226,12 @@ Result<std::uint64_t> AttachServer::accept_hello(Clock::time_point deadline,
                              std::to_string(m.payload.size()) + " bytes)"));
   }
   const attach::Hello hello = attach::decode_hello(std::as_bytes(std::span(m.payload)));
+  if ((hello.flags & ~attach::kHelloFlagsKnown) != 0) {
+    return refuse(ErrorCode::kRefused,
+                  invalid_argument("the trainer's HELLO sets flags " + std::to_string(hello.flags) +
+                                   "; this gossipd knows " +
+                                   std::to_string(attach::kHelloFlagsKnown) + " (update)"));
+  }
   if (hello.dtype != static_cast<std::uint32_t>(attach::Dtype::kFloat32)) {
     return refuse(
         ErrorCode::kRefused,
@@ -242,6 +256,7 @@ Result<std::uint64_t> AttachServer::accept_hello(Clock::time_point deadline,
 
   options_ = options;
   hello_num_params_ = hello.num_params;
+  with_update_ = (hello.flags & attach::kHelloUpdate) != 0;
   return hello.num_params;
 }
 
@@ -257,7 +272,7 @@ Status AttachServer::welcome(std::uint64_t start_iteration,
                          " floats for " + std::to_string(hello_num_params_) + " parameters"));
   }
   attach::Welcome w;
-  if (Status s = create_buffer(hello_num_params_, &w.buffer_bytes); !s.is_ok()) {
+  if (Status s = create_buffer(hello_num_params_, &w); !s.is_ok()) {
     return refuse(ErrorCode::kAborted, s);
   }
   if (!initial_parameters.empty()) {
@@ -265,7 +280,6 @@ Status AttachServer::welcome(std::uint64_t start_iteration,
     w.flags |= attach::kFlagBufferInitialized;
   }
   w.num_params = hello_num_params_;
-  w.params_offset = 0;
   w.start_iteration = start_iteration;
   w.node_id = options_.node_id;
   w.num_nodes = options_.num_nodes;
@@ -284,10 +298,9 @@ Result<std::uint64_t> AttachServer::accept(Clock::time_point deadline,
   return n;
 }
 
-Result<std::span<float>> AttachServer::wait_post(std::uint64_t iteration,
-                                                 Clock::time_point deadline) {
-  if (conn_fd_ < 0) return failed_precondition("no trainer is attached");
-  const std::string what = "POST(" + std::to_string(iteration) + ")";
+Result<attach::Message> AttachServer::read_expected(MessageType expected, std::size_t payload_bytes,
+                                                    const std::string& what,
+                                                    Clock::time_point deadline) {
   GOSSIP_ASSIGN_OR_RETURN(attach::Message m, read_message(deadline, what));
   const auto type = static_cast<MessageType>(m.header.type);
   if (type == MessageType::kError && m.payload.size() >= 4) {
@@ -298,33 +311,63 @@ Result<std::span<float>> AttachServer::wait_post(std::uint64_t iteration,
     close_connection();
     return aborted("the trainer ended (BYE) instead of " + what);
   }
-  if (m.header.version != attach::kProtocolVersion || type != MessageType::kPost ||
-      m.payload.size() != attach::kIterationBytes) {
+  if (m.header.version != attach::kProtocolVersion || type != expected ||
+      m.payload.size() != payload_bytes) {
     return refuse(ErrorCode::kProtocol,
                   corruption("expected " + what + " from the trainer, got " +
                              attach::message_type_name(m.header.type) + " version " +
                              std::to_string(m.header.version) + " with " +
                              std::to_string(m.payload.size()) + " payload bytes"));
   }
+  return m;
+}
+
+Result<std::span<float>> AttachServer::wait_post(std::uint64_t iteration,
+                                                 Clock::time_point deadline) {
+  if (conn_fd_ < 0) return failed_precondition("no trainer is attached");
+  const std::string what = "POST(" + std::to_string(iteration) + ")";
+  GOSSIP_ASSIGN_OR_RETURN(
+      attach::Message m,
+      read_expected(MessageType::kPost, attach::kIterationBytes, what, deadline));
   const std::uint64_t posted =
       attach::get_u64(reinterpret_cast<const std::byte*>(m.payload.data()));
   if (posted != iteration) {
-    return refuse(ErrorCode::kProtocol, corruption("expected " + what +
-                                                   " from the trainer, got "
-                                                   "POST(" +
-                                                   std::to_string(posted) + ")"));
+    return refuse(ErrorCode::kProtocol,
+                  corruption("expected " + what + " from the trainer, got POST(" +
+                             std::to_string(posted) + ")"));
   }
   posted_ = iteration;
+  updated_.reset();
   return params_;
+}
+
+Result<float> AttachServer::wait_update(std::uint64_t iteration, Clock::time_point deadline) {
+  if (conn_fd_ < 0) return failed_precondition("no trainer is attached");
+  if (!with_update_ || posted_ != iteration || updated_) {
+    return failed_precondition("wait_update(" + std::to_string(iteration) +
+                               ") outside an update session's POST of that iteration");
+  }
+  const std::string what = "UPDATE(" + std::to_string(iteration) + ")";
+  GOSSIP_ASSIGN_OR_RETURN(
+      attach::Message m, read_expected(MessageType::kUpdate, attach::kUpdateBytes, what, deadline));
+  const attach::Update u = attach::decode_update(std::as_bytes(std::span(m.payload)));
+  if (u.iteration != iteration) {
+    return refuse(ErrorCode::kProtocol,
+                  corruption("expected " + what + " from the trainer, got UPDATE(" +
+                             std::to_string(u.iteration) + ")"));
+  }
+  updated_ = iteration;
+  return u.gamma;
 }
 
 Status AttachServer::reply_mixed(std::uint64_t iteration) {
   if (conn_fd_ < 0) return failed_precondition("no trainer is attached");
-  if (posted_ != iteration) {
+  if (posted_ != iteration || (with_update_ && updated_ != iteration)) {
     return failed_precondition("reply_mixed(" + std::to_string(iteration) +
-                               ") without the trainer's POST of that iteration");
+                               ") without the trainer's POST (and UPDATE) of that iteration");
   }
   posted_.reset();
+  updated_.reset();
   Status s = send_bytes(attach::encode_iteration(MessageType::kMixed, iteration));
   if (!s.is_ok()) close_connection();
   return s;

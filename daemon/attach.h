@@ -10,7 +10,9 @@
 //   server->accept(deadline, {...});                   // HELLO -> checks -> WELCOME + memfd
 //   for t = start_iteration, ...:
 //     auto x = server->wait_post(t, deadline);         // the trainer's x_t (after its local step)
-//     ... exchange x_t with the neighbours, write sum_j W_ij x_j^t into server->parameters() ...
+//     ... send x_t to the neighbours, receive theirs ...
+//     float gamma = with_update() ? *server->wait_update(t, deadline) : 0;   // u_t in update()
+//     ... write sum_j W_ij x_j^t - gamma u_t into server->parameters() ...
 //     server->reply_mixed(t);                          // the trainer may read and go on
 //   server->close();                                   // BYE: training is over
 //
@@ -28,11 +30,16 @@
 // listens on is refused. The server unlinks its socket when a trainer is accepted (only one
 // trainer per server: a second one finds no socket) and in its destructor.
 //
-// Shared memory: parameters() is a span of num_params floats at offset 0 of the memfd. Between
-// POST(t) and MIXED(t) the trainer must not touch it and the daemon may read and write it; between
-// MIXED(t) and POST(t+1) it is the trainer's and the daemon must not touch it. The span stays
-// valid until the server is destroyed. The socket messages order the accesses: a write made
-// before sending a message is visible to the side that received it.
+// Shared memory: parameters() is a span of num_params floats at offset 0 of the memfd; in an
+// update session (the trainer's HELLO set kHelloUpdate) update() is a second span of num_params
+// floats at the next page boundary. Ownership, ordered by the socket messages (a write made
+// before sending a message is visible to the side that received it):
+//   - MIXED(t-1) .. POST(t): both regions are the trainer's; the daemon must not touch them.
+//   - POST(t) .. MIXED(t), plain session: both are the daemon's.
+//   - POST(t) .. UPDATE(t), update session: the parameters are read-only for both sides (the
+//     daemon sends them, the trainer computes u_t at them); the update region is the trainer's.
+//   - UPDATE(t) .. MIXED(t), update session: both are the daemon's.
+// The spans stay valid until the server is destroyed.
 //
 // Thread safety: none; one thread (the loop's) uses a server. Every blocking call has a deadline.
 // SIGPIPE is never raised (MSG_NOSIGNAL).
@@ -94,7 +101,13 @@ class AttachServer {
   Result<std::span<float>> wait_post(std::uint64_t iteration,
                                      std::chrono::steady_clock::time_point deadline);
 
-  // Tells the trainer that the buffer now holds the mixed parameters of `iteration`.
+  // Update sessions only: waits for UPDATE(iteration), after its POST, and returns γ_t (u_t is in
+  // update()). Another message or iteration is a protocol error (kCorruption).
+  Result<float> wait_update(std::uint64_t iteration,
+                            std::chrono::steady_clock::time_point deadline);
+
+  // Tells the trainer that the buffer now holds the mixed parameters of `iteration` (after its
+  // POST and, in an update session, its UPDATE).
   Status reply_mixed(std::uint64_t iteration);
 
   // Sends ERROR (code kAborted, `message`) best-effort and closes the connection: the daemon
@@ -106,6 +119,10 @@ class AttachServer {
 
   // The shared buffer: num_params floats (empty before accept()).
   std::span<float> parameters() const { return params_; }
+  // The update region (empty unless the trainer asked for an update session).
+  std::span<float> update() const { return update_; }
+  // Whether the trainer's HELLO asked for an update session (known after accept_hello()).
+  bool with_update() const { return with_update_; }
   std::uint64_t num_params() const { return params_.size(); }
   bool connected() const { return conn_fd_ >= 0; }
   const std::string& socket_path() const { return socket_path_; }
@@ -115,9 +132,14 @@ class AttachServer {
 
   Result<attach::Message> read_message(std::chrono::steady_clock::time_point deadline,
                                        std::string_view waiting_for);
+  // The next message, which must be `expected` with `payload_bytes`: an ERROR or BYE instead is
+  // kAborted, anything else a protocol error (ERROR sent, kCorruption).
+  Result<attach::Message> read_expected(attach::MessageType expected, std::size_t payload_bytes,
+                                        const std::string& what,
+                                        std::chrono::steady_clock::time_point deadline);
   Status send_bytes(std::string_view bytes, int fd_to_pass = -1);
   Status refuse(attach::ErrorCode code, Status status);  // sends ERROR(status text), closes
-  Status create_buffer(std::uint64_t num_params, std::uint64_t* buffer_bytes);
+  Status create_buffer(std::uint64_t num_params, attach::Welcome* welcome);
   void close_connection();
   void stop_listening();
 
@@ -128,7 +150,10 @@ class AttachServer {
   void* mapping_ = nullptr;
   std::size_t mapping_bytes_ = 0;
   std::span<float> params_;
-  std::optional<std::uint64_t> posted_;  // the POST not yet answered by reply_mixed
+  std::span<float> update_;
+  bool with_update_ = false;
+  std::optional<std::uint64_t> posted_;   // the POST not yet answered by reply_mixed
+  std::optional<std::uint64_t> updated_;  // its UPDATE (update sessions)
   bool accepted_ = false;
   AttachOptions options_;               // of accept_hello, for welcome
   std::uint64_t hello_num_params_ = 0;  // the count the trainer announced

@@ -37,7 +37,8 @@ void AttachClient::close_connection() {
 
 Result<std::unique_ptr<AttachClient>> AttachClient::connect(const std::string& socket_path,
                                                             std::uint64_t num_params,
-                                                            Clock::time_point deadline) {
+                                                            Clock::time_point deadline,
+                                                            std::uint32_t hello_flags) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (socket_path.empty() || socket_path.size() >= sizeof(addr.sun_path)) {
@@ -56,7 +57,8 @@ Result<std::unique_ptr<AttachClient>> AttachClient::connect(const std::string& s
   ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
   std::unique_ptr<AttachClient> client(new AttachClient(socket_path, fd));
 
-  const std::string hello = attach::encode_hello({num_params, 1});
+  const std::string hello = attach::encode_hello(
+      {num_params, static_cast<std::uint32_t>(attach::Dtype::kFloat32), hello_flags});
   if (Status s = attach::send_message(fd, hello, -1, deadline); !s.is_ok()) {
     client->close_connection();
     return s.with_context("sending HELLO to " + socket_path);
@@ -73,14 +75,20 @@ Result<std::unique_ptr<AttachClient>> AttachClient::connect(const std::string& s
                       attach::message_type_name(m.header.type));
   }
   const attach::Welcome w = attach::decode_welcome(std::as_bytes(std::span(m.payload)));
-  if (w.num_params != num_params || w.params_offset % sizeof(float) != 0 ||
-      w.params_offset + num_params * sizeof(float) > w.buffer_bytes) {
+  const bool with_update = (hello_flags & attach::kHelloUpdate) != 0;
+  const auto region_fits = [&](std::uint64_t offset) {
+    return offset % sizeof(float) == 0 && offset <= w.buffer_bytes &&
+           num_params <= (w.buffer_bytes - offset) / sizeof(float);
+  };
+  if (w.num_params != num_params || !region_fits(w.params_offset) ||
+      (with_update && (w.update_offset == 0 || !region_fits(w.update_offset)))) {
     ::close(memfd);
     client->fail("WELCOME does not fit the HELLO");
     return corruption("WELCOME from " + socket_path +
                       " does not fit the HELLO: " + std::to_string(w.num_params) +
                       " parameters at offset " + std::to_string(w.params_offset) + " in " +
-                      std::to_string(w.buffer_bytes) + " bytes");
+                      std::to_string(w.buffer_bytes) + " bytes" +
+                      (with_update ? ", update at " + std::to_string(w.update_offset) : ""));
   }
   void* p = ::mmap(nullptr, w.buffer_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
   const int err = errno;
@@ -93,6 +101,10 @@ Result<std::unique_ptr<AttachClient>> AttachClient::connect(const std::string& s
   client->mapping_ = p;
   client->params_ = std::span<float>(
       reinterpret_cast<float*>(static_cast<char*>(p) + w.params_offset), num_params);
+  if (with_update) {
+    client->update_ = std::span<float>(
+        reinterpret_cast<float*>(static_cast<char*>(p) + w.update_offset), num_params);
+  }
   client->next_iteration_ = w.start_iteration;
   return client;
 }
@@ -135,7 +147,7 @@ Status AttachClient::read_answer(Clock::time_point deadline, std::string_view wa
   }
   if (m->header.version != attach::kProtocolVersion) {
     for (int fd : m->fds) ::close(fd);
-    fail("this trainer speaks attach protocol version 1");
+    fail("this trainer speaks attach protocol version " + std::to_string(attach::kProtocolVersion));
     return corruption("gossipd at " + socket_path_ + " sent protocol version " +
                       std::to_string(m->header.version) + waited);
   }
@@ -165,7 +177,11 @@ Status AttachClient::post() {
 Status AttachClient::wait_mixed(Clock::time_point deadline) {
   if (fd_ < 0) return failed_precondition("the attach session on " + socket_path_ + " is closed");
   if (!posted_) return failed_precondition("wait_mixed() without post()");
+  if (!update_.empty() && !updated_) {
+    return failed_precondition("wait_mixed() without send_update() in an update session");
+  }
   posted_ = false;
+  updated_ = false;
   const std::uint64_t t = next_iteration_;
   attach::Message m;
   const std::string what = "MIXED(" + std::to_string(t) + ")";
@@ -179,6 +195,21 @@ Status AttachClient::wait_mixed(Clock::time_point deadline) {
                       attach::message_type_name(m.header.type));
   }
   ++next_iteration_;
+  return Status::ok();
+}
+
+Status AttachClient::send_update(float gamma) {
+  if (fd_ < 0) return failed_precondition("the attach session on " + socket_path_ + " is closed");
+  if (update_.empty()) return failed_precondition("send_update() outside an update session");
+  if (!posted_ || updated_) return failed_precondition("send_update() needs one post() before it");
+  const std::uint64_t t = next_iteration_;
+  Status sent =
+      attach::send_message(fd_, attach::encode_update({t, gamma}), -1, Clock::now() + kSendTimeout);
+  if (!sent.is_ok() && sent.code() != StatusCode::kUnavailable) {
+    close_connection();
+    return sent.with_context("sending UPDATE(" + std::to_string(t) + ")");
+  }
+  updated_ = true;
   return Status::ok();
 }
 

@@ -13,6 +13,12 @@
 //   }
 //   (*client)->close();                              // BYE
 //
+// An update session (connect(..., attach::kHelloUpdate)) moves the last step into the daemon, so
+// that the trainer's parameters never leave the shared buffer: after post() the trainer computes
+// u_t at x_t reading parameters() (read-only now), writes u_t into update() and calls
+// send_update(gamma); the daemon's mix then writes x_{t+1} = sum_j W_ij x_j^t - gamma u_t into
+// parameters(), in the same pass and rounding as gossipd's own step.
+//
 // Status codes of connect() and post_and_get(); after any non-OK one the connection is closed:
 //   kUnavailable       nobody listens on the path, or the daemon closed the connection or died
 //   kInvalidArgument   refused at the handshake (version, dtype, count); the daemon's text
@@ -45,7 +51,7 @@ class AttachClient {
   // the WELCOME. Does not retry: nobody listening is kUnavailable at once.
   static Result<std::unique_ptr<AttachClient>> connect(
       const std::string& socket_path, std::uint64_t num_params,
-      std::chrono::steady_clock::time_point deadline);
+      std::chrono::steady_clock::time_point deadline, std::uint32_t hello_flags = 0);
 
   ~AttachClient();  // closes without BYE (the daemon sees EOF): call close() for a clean end
   AttachClient(const AttachClient&) = delete;
@@ -59,6 +65,9 @@ class AttachClient {
   // kFailedPrecondition. A daemon that left is reported by wait_mixed(), with its reason.
   Status post();
   Status wait_mixed(std::chrono::steady_clock::time_point deadline);
+  // Update sessions: after post(), u_t is in update(); the daemon subtracts gamma u_t in its mix.
+  // Required once per iteration between post() and wait_mixed().
+  Status send_update(float gamma);
 
   // Sends BYE and closes. OK if the daemon already left.
   Status close();
@@ -66,6 +75,7 @@ class AttachClient {
   void fail(std::string_view message);
 
   std::span<float> parameters() const { return params_; }
+  std::span<float> update() const { return update_; }          // empty outside an update session
   const attach::Welcome& welcome() const { return welcome_; }  // node id, start iteration, flags
   std::uint64_t next_iteration() const { return next_iteration_; }
   bool connected() const { return fd_ >= 0; }
@@ -81,8 +91,10 @@ class AttachClient {
   attach::Welcome welcome_;
   void* mapping_ = nullptr;
   std::span<float> params_;
+  std::span<float> update_;
   std::uint64_t next_iteration_ = 0;
-  bool posted_ = false;  // POST(next_iteration_) sent, its MIXED not read yet
+  bool posted_ = false;   // POST(next_iteration_) sent, its MIXED not read yet
+  bool updated_ = false;  // its UPDATE sent (update sessions)
 };
 
 }  // namespace gossip::daemon

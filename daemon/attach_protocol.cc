@@ -4,6 +4,7 @@
 #include "daemon/attach_protocol.h"
 
 #include <algorithm>
+#include <bit>
 
 namespace gossip::daemon::attach {
 
@@ -35,6 +36,8 @@ std::string message_type_name(std::uint16_t type) {
       return "ERROR";
     case MessageType::kBye:
       return "BYE";
+    case MessageType::kUpdate:
+      return "UPDATE";
   }
   return "unknown type " + std::to_string(type);
 }
@@ -58,6 +61,7 @@ std::string encode_hello(const Hello& hello, std::uint16_t version) {
   std::string out = encode_header(MessageType::kHello, kHelloBytes, version);
   put_u64(bytes_of(out, kHeaderBytes), hello.num_params);
   put_u32(bytes_of(out, kHeaderBytes + 8), hello.dtype);
+  put_u32(bytes_of(out, kHeaderBytes + 12), hello.flags);
   return out;
 }
 
@@ -72,12 +76,20 @@ std::string encode_welcome(const Welcome& w) {
   put_u64(p + 32, w.start_iteration);
   put_u32(p + 40, w.node_id);
   put_u32(p + 44, w.num_nodes);
+  put_u64(p + 48, w.update_offset);
   return out;
 }
 
 std::string encode_iteration(MessageType type, std::uint64_t iteration) {
   std::string out = encode_header(type, kIterationBytes);
   put_u64(bytes_of(out, kHeaderBytes), iteration);
+  return out;
+}
+
+std::string encode_update(const Update& update) {
+  std::string out = encode_header(MessageType::kUpdate, kUpdateBytes);
+  put_u64(bytes_of(out, kHeaderBytes), update.iteration);
+  put_u32(bytes_of(out, kHeaderBytes + 8), std::bit_cast<std::uint32_t>(update.gamma));
   return out;
 }
 
@@ -104,6 +116,7 @@ Hello decode_hello(std::span<const std::byte> payload) {
   Hello h;
   h.num_params = get_u64(payload.data());
   h.dtype = get_u32(payload.data() + 8);
+  h.flags = get_u32(payload.data() + 12);
   return h;
 }
 
@@ -118,7 +131,15 @@ Welcome decode_welcome(std::span<const std::byte> payload) {
   w.start_iteration = get_u64(p + 32);
   w.node_id = get_u32(p + 40);
   w.num_nodes = get_u32(p + 44);
+  w.update_offset = get_u64(p + 48);
   return w;
+}
+
+Update decode_update(std::span<const std::byte> payload) {
+  Update u;
+  u.iteration = get_u64(payload.data());
+  u.gamma = std::bit_cast<float>(get_u32(payload.data() + 8));
+  return u;
 }
 
 }  // namespace gossip::daemon::attach

@@ -7,12 +7,15 @@
 // little-endian, fixed width, unaligned:
 //
 //   header   u32 magic = kMagic ("GSAT" as bytes), u16 version, u16 type, u32 payload_bytes
-//   HELLO    trainer -> daemon: u64 num_params, u32 dtype, u32 reserved (0)
+//   HELLO    trainer -> daemon: u64 num_params, u32 dtype, u32 flags (kHelloUpdate)
 //   WELCOME  daemon -> trainer, carries the memfd (SCM_RIGHTS): u64 num_params, u32 dtype,
 //            u32 flags, u64 buffer_bytes, u64 params_offset, u64 start_iteration, u32 node_id,
-//            u32 num_nodes
-//   POST     trainer -> daemon: u64 iteration (x_t is in the buffer)
-//   MIXED    daemon -> trainer: u64 iteration (sum_j W_ij x_j^t is in the buffer)
+//            u32 num_nodes, u64 update_offset (0: no update region)
+//   POST     trainer -> daemon: u64 iteration (x_t is in the parameter region)
+//   UPDATE   trainer -> daemon, only in a session whose HELLO set kHelloUpdate, after POST(t):
+//            u64 iteration, f32 gamma, u32 reserved (0); u_t is in the update region
+//   MIXED    daemon -> trainer: u64 iteration (x_{t+1} is in the parameter region:
+//            sum_j W_ij x_j^t, minus gamma u_t in an update session)
 //   ERROR    either way: u32 code (ErrorCode), then UTF-8 text (the rest of the payload)
 //   BYE      either way, empty: a clean end; the sender closes the connection next
 //
@@ -31,12 +34,13 @@
 namespace gossip::daemon::attach {
 
 inline constexpr std::uint32_t kMagic = 0x54415347;  // bytes 'G' 'S' 'A' 'T' read little-endian
-inline constexpr std::uint16_t kProtocolVersion = 1;
+inline constexpr std::uint16_t kProtocolVersion = 2;
 inline constexpr std::size_t kHeaderBytes = 12;
 inline constexpr std::uint32_t kMaxPayloadBytes = 64 * 1024;  // error texts are cut to fit
 inline constexpr std::size_t kHelloBytes = 16;
-inline constexpr std::size_t kWelcomeBytes = 48;
+inline constexpr std::size_t kWelcomeBytes = 56;
 inline constexpr std::size_t kIterationBytes = 8;  // POST and MIXED
+inline constexpr std::size_t kUpdateBytes = 16;
 
 enum class MessageType : std::uint16_t {
   kHello = 1,
@@ -45,6 +49,7 @@ enum class MessageType : std::uint16_t {
   kMixed = 4,
   kError = 5,
   kBye = 6,
+  kUpdate = 7,
 };
 
 // Element types a trainer may announce. Only kFloat32 is accepted; the others are named so that a
@@ -56,6 +61,11 @@ enum class ErrorCode : std::uint32_t {
   kProtocol = 2,  // a malformed or unexpected message
   kAborted = 3,   // the sender stops (daemon left the group, trainer failed); the text says why
 };
+
+// HELLO flags.
+inline constexpr std::uint32_t kHelloUpdate = 1;  // the trainer sends UPDATE(t) after POST(t):
+                                                  // the daemon fuses -gamma u_t into its mix
+inline constexpr std::uint32_t kHelloFlagsKnown = kHelloUpdate;
 
 // WELCOME flags.
 inline constexpr std::uint32_t kFlagBufferInitialized = 1;  // the buffer holds parameters the
@@ -71,6 +81,7 @@ struct Header {
 struct Hello {
   std::uint64_t num_params = 0;
   std::uint32_t dtype = static_cast<std::uint32_t>(Dtype::kFloat32);
+  std::uint32_t flags = 0;
 };
 
 struct Welcome {
@@ -82,6 +93,12 @@ struct Welcome {
   std::uint64_t start_iteration = 0;
   std::uint32_t node_id = 0;
   std::uint32_t num_nodes = 1;
+  std::uint64_t update_offset = 0;  // 0: the session has no update region
+};
+
+struct Update {
+  std::uint64_t iteration = 0;
+  float gamma = 0.0f;
 };
 
 // "float32", "bfloat16", or "unknown dtype 9".
@@ -118,12 +135,14 @@ std::string encode_header(MessageType type, std::uint32_t payload_bytes,
 std::string encode_hello(const Hello& hello, std::uint16_t version = kProtocolVersion);
 std::string encode_welcome(const Welcome& welcome);
 std::string encode_iteration(MessageType type, std::uint64_t iteration);  // POST or MIXED
-std::string encode_error(ErrorCode code, std::string_view text);          // text cut to fit
+std::string encode_update(const Update& update);
+std::string encode_error(ErrorCode code, std::string_view text);  // text cut to fit
 std::string encode_bye();
 
 // Header fields of the first kHeaderBytes of `bytes` (no validation).
 Header decode_header(std::span<const std::byte> bytes);
 Hello decode_hello(std::span<const std::byte> payload);      // payload.size() == kHelloBytes
 Welcome decode_welcome(std::span<const std::byte> payload);  // payload.size() == kWelcomeBytes
+Update decode_update(std::span<const std::byte> payload);    // payload.size() == kUpdateBytes
 
 }  // namespace gossip::daemon::attach

@@ -1,15 +1,26 @@
 // AttachStep: the local step of an external trainer attached over a Unix socket (gossipd run
 // --attach SOCKET; docs/attach.md). The trainer does its own step; at iteration t it posts x_t
-// into the shared buffer, the loop sends x_t and mixes what arrives with no update of its own
-// (γ_t = 0: x_{t+1} = Σ_j W_ij x_j^t, the same fused kernel and summation order as the built-in
-// step), and the trainer gets x_{t+1} back. An attached trainer that runs the built-in step itself
-// (u_t at x_t, then x_{t+1} = fma(−γ_t, u_t, mixed)) therefore gets the same bits as gossipd's own
-// trainer.
+// into the shared buffer, the loop sends x_t and mixes what arrives, and the trainer gets
+// x_{t+1} back:
+//   - plain session: x_{t+1} = Σ_j W_ij x_j^t (γ_t = 0, no update of the daemon's own);
+//   - update session (the trainer's HELLO asked for it): after POST(t) the trainer computes u_t
+//     at x_t, writes it into the update region and sends UPDATE(t, γ_t); the loop mixes
+//     x_{t+1} = Σ_j W_ij x_j^t − γ_t u_t.
+// Both use the same fused kernel and summation order as the built-in step, so an attached
+// trainer that runs the built-in step gets the same bits as gossipd's own trainer.
 //
-// Failures (LocalStep::begin / end): a trainer that disconnects, reports an error, says BYE
-// before the end, or posts nothing within `post_timeout` → Unavailable (the node leaves the
-// group, exit 7 with a checkpoint of the mixed state); non-finite parameters posted → Aborted
-// (diverged, exit 5, nothing checkpointed).
+// Copies (docs/attach.md "Cost"): on the cpu backend the loop sends and mixes x_t where the trainer
+// posted it (ParameterBuffers::share). An update session mixes in place, so its parameters never
+// leave the shared buffer; a plain session mixes into the daemon's own memory (the trainer may
+// change the buffer after MIXED, and x_{t+1} must stay intact for a checkpoint) and copies the
+// result back, one pass. MIXED(t) is sent when the loop is done with x_{t+1} — at the next begin()
+// or at finish() — so that checkpoints and the final parameters are read before the trainer may
+// touch the buffer again. A GPU node copies the buffer to and from the device.
+//
+// Failures (LocalStep::begin / before_mix / end): a trainer that disconnects, reports an error,
+// says BYE before the end, or posts nothing within `post_timeout` → Unavailable (the node leaves
+// the group, exit 7 with a checkpoint of the mixed state); non-finite parameters posted, or a
+// non-finite γ → Aborted (diverged, exit 5, nothing checkpointed).
 #pragma once
 
 #include <chrono>
@@ -35,8 +46,9 @@ class AttachStep final : public LocalStep {
   Status start(std::uint64_t iteration, std::span<const float> x) override;
   Status begin(std::uint64_t iteration, ParameterBuffers& buffers) override;
   std::optional<double> gradient(const float*, std::uint64_t) override { return std::nullopt; }
-  bool has_update() const override { return false; }
-  float direction(const float*, float*, std::uint64_t) override { return 0.0f; }
+  bool has_update() const override { return server_->with_update(); }
+  Status before_mix(std::uint64_t iteration, ParameterBuffers& buffers) override;
+  float direction(const float*, float*, std::uint64_t) override { return gamma_; }
   Status end(std::uint64_t iteration, ParameterBuffers& buffers) override;
   void finish(const std::string& why) override;
 
@@ -50,8 +62,13 @@ class AttachStep final : public LocalStep {
   void load_state(std::span<const float>) override {}
 
  private:
+  Status send_pending_mixed();
+
   std::unique_ptr<AttachServer> server_;
   std::chrono::milliseconds post_timeout_;
+  bool shared_ = false;                         // the loop works in the shared buffer (cpu backend)
+  float gamma_ = 0.0f;                          // γ_t of the UPDATE (update sessions)
+  std::optional<std::uint64_t> mixed_pending_;  // MIXED(t) not sent yet
 };
 
 }  // namespace gossip::daemon

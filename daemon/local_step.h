@@ -9,14 +9,16 @@
 //   0. begin(t, buffers): may set x_t (an external trainer posts it here) before it is sent;
 //   1. gradient(x_t, t) while x_t is being sent (x_t must not change): draw the batch, compute and
 //      keep what the step needs; returns the training loss on the batch, when the step knows it;
-//   2. direction(x_t, u, t) once the neighbours' x_j^t arrived: write u_t and return γ_t. The
+//   2. before_mix(t, buffers) once the neighbours' x_j^t arrived: may set u_t in the buffers (an
+//      external trainer's update arrives here); then
+//      direction(x_t, u, t): write u_t (unless before_mix set it) and return γ_t. The
 //      optimizer state advances here only, so an iteration abandoned between the phases leaves it
 //      untouched; rewind() returns the batch position to where it was before phase 1;
 //   3. end(t, buffers) after the mix, with x_{t+1} in the buffers.
-// A non-OK Status from begin or end means the step cannot go on: the loop stops (kAborted: the
-// parameters are not finite, the run diverged; any other code: the step's owner is gone, the node
-// leaves the group).
-// What a checkpoint holds besides x (daemon/checkpoint.h) comes from position() and state().
+// A non-OK Status from begin, before_mix or end means the step cannot go on: the loop stops
+// (kAborted: the parameters are not finite, the run diverged; any other code: the step's owner is
+// gone, the node leaves the group). What a checkpoint holds besides x (daemon/checkpoint.h) comes
+// from position() and state().
 //
 // Pointers are in the backend's memory (Backend::alloc). Used from the loop's thread only.
 #pragma once
@@ -52,6 +54,10 @@ class LocalStep {
   virtual std::optional<double> gradient(const float* x, std::uint64_t iteration) = 0;
   // Whether the step has an update u_t of its own (false: pure gossip, direction() returns 0).
   virtual bool has_update() const { return true; }
+  // Phase 2, first half: a non-OK Status stops the loop as one from begin() does.
+  virtual Status before_mix(std::uint64_t /*iteration*/, ParameterBuffers& /*buffers*/) {
+    return Status::ok();
+  }
   // Phase 2: u_t into `update` (num_params floats); returns γ_t.
   virtual float direction(const float* x, float* update, std::uint64_t iteration) = 0;
   virtual Status end(std::uint64_t /*iteration*/, ParameterBuffers& /*buffers*/) {

@@ -627,6 +627,7 @@ NodeResult run_node(const NodeOptions& options, const topology::Topology& topolo
     const std::int64_t t1 = clock.monotonic_ns();
     if (!overlap) run.post_exchange(t);
     if (std::optional<NodeResult> ended = run.gossip(t, before)) return *ended;
+    if (Status s = step.before_mix(t, buffers); !s.is_ok()) return run.step_failed(t, s);
     const std::int64_t t2 = clock.monotonic_ns();
     stats = run.mix(t, stats);
     stats.loss = loss.value_or(std::numeric_limits<double>::quiet_NaN());

@@ -28,20 +28,33 @@ void ParameterBuffers::set_x(std::span<const float> values) {
   backend_.copy_to_device(x_.data(), values.data(), num_params_);
   backend_.synchronize();
   if (!on_host_) std::copy(values.begin(), values.end(), x_host_.data());
+  x_in_shared_ = false;
+}
+
+void ParameterBuffers::set_update(std::span<const float> values) {
+  backend_.copy_to_device(update(), values.data(), num_params_);
+  backend_.synchronize();
+}
+
+void ParameterBuffers::share(std::span<float> x, std::span<float> update, bool mix_into_x) {
+  shared_x_ = x;
+  shared_update_ = update;
+  mix_into_shared_ = mix_into_x;
 }
 
 std::vector<float> ParameterBuffers::x_to_host() const {
   std::vector<float> out(num_params_);
-  backend_.copy_to_host(out.data(), x_.data(), num_params_);
+  backend_.copy_to_host(out.data(), x(), num_params_);
   return out;
 }
 
 void ParameterBuffers::x_to_host(std::span<float> out) const {
-  backend_.copy_to_host(out.data(), x_.data(), num_params_);
+  if (out.data() == x()) return;  // x is there already (shared)
+  backend_.copy_to_host(out.data(), x(), num_params_);
 }
 
 std::span<const float> ParameterBuffers::outgoing() const {
-  return {on_host_ ? x_.data() : x_host_.data(), num_params_};
+  return {on_host_ ? x() : x_host_.data(), num_params_};
 }
 
 std::span<float> ParameterBuffers::inbox(int peer) {
@@ -57,20 +70,28 @@ void ParameterBuffers::upload(int peer) {
 
 void ParameterBuffers::mix(int self, const RowWeights& w, float gamma, bool with_update) {
   terms_.clear();
+  const float* self_x = x();
   const float self_weight = static_cast<float>(w.self);
   bool self_added = self_weight == 0.0f;
   for (const auto& [j, wj] : w.neighbours) {
     if (!self_added && j > self) {
-      terms_.push_back({self_weight, x_.data()});
+      terms_.push_back({self_weight, self_x});
       self_added = true;
     }
     terms_.push_back(
         {static_cast<float>(wj), on_host_ ? inbox_host_.at(j).data() : inbox_device_.at(j).data()});
   }
-  if (!self_added) terms_.push_back({self_weight, x_.data()});
+  if (!self_added) terms_.push_back({self_weight, self_x});
   if (!on_host_) backend_.synchronize();
-  backend_.mix(next_.data(), terms_, gamma, with_update ? update_.data() : nullptr, num_params_);
+  const float* u = with_update ? update() : nullptr;
+  if (mix_into_shared_) {  // in place when x_t is there too: element-wise, read before write
+    backend_.mix(shared_x_.data(), terms_, gamma, u, num_params_);
+    x_in_shared_ = true;
+    return;
+  }
+  backend_.mix(next_.data(), terms_, gamma, u, num_params_);
   std::swap(x_, next_);
+  x_in_shared_ = false;
   if (!on_host_) backend_.copy_to_host(x_host_.data(), x_.data(), num_params_);
 }
 

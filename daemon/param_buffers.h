@@ -10,6 +10,9 @@
 // neighbour's x_j^t to the device (upload(), queued as soon as it arrived) is an asynchronous DMA
 // that overlaps the gradient computation.
 //
+// An attached trainer's shared memory (share(), cpu backend only) can stand in for x and u, so that
+// its parameters are sent and mixed where they lie, with no copy (daemon/attach_step.h).
+//
 // Sizes are counts of floats (num_params). Used from the loop's thread; the spans handed to the
 // exchange (outgoing(), inbox()) are borrowed by it until its wait returns.
 #pragma once
@@ -32,11 +35,22 @@ class ParameterBuffers {
 
   std::size_t num_params() const { return num_params_; }
   // x_t on the backend, and u_t (written by the local step's direction()).
-  const float* x() const { return x_.data(); }
-  float* update() { return update_.data(); }
+  const float* x() const { return x_in_shared_ ? shared_x_.data() : x_.data(); }
+  float* update() { return shared_update_.empty() ? update_.data() : shared_update_.data(); }
 
   // x_t := `values` (host memory), staged for sending; waits for the copy.
   void set_x(std::span<const float> values);
+  // u_t := `values` (host memory); waits for the copy. Not needed when update() is shared.
+  void set_update(std::span<const float> values);
+
+  // Whether share() is possible: the backend computes in host memory.
+  bool can_share() const { return on_host_; }
+  // From now on, `update` (num_params floats, or empty: keep our own) is u_t, and mix() writes
+  // x_{t+1} into `x` when `mix_into_x`, else into our own memory. Call use_shared_x() whenever `x`
+  // holds x_t (the trainer posted it): x_t is then sent and mixed from there.
+  void share(std::span<float> x, std::span<float> update, bool mix_into_x);
+  void use_shared_x() { x_in_shared_ = !shared_x_.empty(); }
+  bool x_is_shared() const { return x_in_shared_; }
   // x_t in host memory (copied), e.g. for a checkpoint or the final parameters.
   std::vector<float> x_to_host() const;
   void x_to_host(std::span<float> out) const;  // out.size() == num_params()
@@ -61,6 +75,9 @@ class ParameterBuffers {
   std::map<int, sgd::DeviceBuffer> inbox_host_;
   std::map<int, sgd::DeviceBuffer> inbox_device_;  // GPU nodes only
   std::vector<sgd::MixTerm> terms_;
+  std::span<float> shared_x_, shared_update_;  // share()
+  bool mix_into_shared_ = false;
+  bool x_in_shared_ = false;  // x_t is in shared_x_ (else in x_)
 };
 
 }  // namespace gossip::daemon

@@ -153,7 +153,8 @@ int run_command(const RunOptions& o) {
     }
     attached = std::move(*server);
     attached_params = *n;
-    GOSSIP_LOG(kInfo) << "trainer attached: " << attached_params << " float32 parameters";
+    GOSSIP_LOG(kInfo) << "trainer attached: " << attached_params << " float32 parameters"
+                      << (attached->with_update() ? " (update session)" : "");
   }
 
   // Data and backend.

@@ -9,7 +9,12 @@
 
 The buffer is the memfd gossipd created, mapped into this process: posting copies nothing
 through the socket. Between post() and the answer the buffer is the daemon's and must not be
-touched. Every wait has a deadline (`timeout` seconds per call), so a call never hangs: a dead
+touched.
+
+An update session (`Client(..., update=True)`) hands the daemon the last step too: after post()
+the parameters are read-only, the trainer writes u_t into `client.update` and calls
+send_update(gamma); the answer holds sum_j W_ij x_j^t - gamma u_t, computed by the daemon in its
+mixing pass (no copy of the parameters on either side). Every wait has a deadline (`timeout` seconds per call), so a call never hangs: a dead
 daemon raises DaemonGone at once (EOF), a silent one GossipTimeout. After any GossipError the
 client is closed. Not thread-safe: one thread uses a Client.
 """
@@ -37,13 +42,19 @@ class Client:
         it must cover the daemon's exchange with its neighbours.
     connect_timeout: seconds to keep retrying while nobody listens yet (a trainer may start
         before its daemon); then DaemonUnavailable.
+    update: an update session (send_update() after each post()); `client.update` is then a
+        second float32 view, where u_t goes.
     """
 
-    def __init__(self, socket_path=None, num_params=None, *, timeout=300.0, connect_timeout=30.0):
+    def __init__(self, socket_path=None, num_params=None, *, timeout=300.0, connect_timeout=30.0,
+                 update=False):
         self._sock = None
         self._mmap = None
         self._posted = None
+        self._updated = False
         self.params = None
+        self.update = None
+        self.with_update = bool(update)
         if socket_path is None:
             socket_path = os.environ.get(ENV_SOCKET)
             if not socket_path:
@@ -72,12 +83,25 @@ class Client:
             raise ValueError(f"the next iteration is {self.iteration}, not {iteration}")
         self._send(p.encode_iteration(p.POST_TYPE, iteration), f"POST({iteration})")
         self._posted = iteration
+        self._updated = False
+
+    def send_update(self, gamma):
+        """Update sessions: `client.update` holds u_t; the daemon subtracts gamma * u_t."""
+        self._check_open()
+        if not self.with_update:
+            raise GossipError("send_update() outside an update session (Client(update=True))")
+        if self._posted is None or self._updated:
+            raise GossipError("send_update() needs one post() before it")
+        self._send(p.encode_update(self._posted, float(gamma)), f"UPDATE({self._posted})")
+        self._updated = True
 
     def wait_mixed(self):
         """Waits for the daemon's MIXED; returns the buffer, which now holds the gossip average."""
         self._check_open()
         if self._posted is None:
             raise GossipError("wait_mixed() without a post()")
+        if self.with_update and not self._updated:
+            raise GossipError("wait_mixed() without send_update() in an update session")
         what = f"MIXED({self._posted})"
         msg_type, payload, fds = self._read(time.monotonic() + self.timeout, what)
         for fd in fds:  # gossipd passes none after WELCOME
@@ -158,19 +182,25 @@ class Client:
                 raise DaemonUnavailable(f"cannot connect to {self.socket_path}: {e}") from None
 
     def _handshake(self, num_params):
-        self._send(p.encode_hello(num_params), "HELLO")
+        flags = p.HELLO_UPDATE if self.with_update else 0
+        self._send(p.encode_hello(num_params, flags=flags), "HELLO")
         msg_type, payload, fds = self._read(time.monotonic() + self.timeout, "WELCOME")
         try:
             if msg_type != p.WELCOME_TYPE or len(payload) != p.WELCOME.size or len(fds) != 1:
                 self._protocol_error(
                     f"expected WELCOME with one file descriptor, got "
                     f"{p.TYPE_NAMES.get(msg_type, msg_type)} with {len(fds)}")
-            (n, dtype, flags, buffer_bytes, offset, start, node_id,
-             num_nodes) = p.WELCOME.unpack(payload)
-            if n != num_params or dtype != p.DTYPES["float32"] or offset % 4 != 0 or \
-                    offset + 4 * n > buffer_bytes:
+            (n, dtype, flags, buffer_bytes, offset, start, node_id, num_nodes,
+             update_offset) = p.WELCOME.unpack(payload)
+
+            def fits(at):
+                return at % 4 == 0 and at + 4 * n <= buffer_bytes
+
+            if n != num_params or dtype != p.DTYPES["float32"] or not fits(offset) or \
+                    (self.with_update and (update_offset == 0 or not fits(update_offset))):
                 self._protocol_error(f"WELCOME does not fit the HELLO: {n} parameters of dtype "
-                                     f"{dtype} at offset {offset} in {buffer_bytes} bytes")
+                                     f"{dtype} at offset {offset} (update {update_offset}) in "
+                                     f"{buffer_bytes} bytes")
             self._mmap = mmap.mmap(fds[0], buffer_bytes, mmap.MAP_SHARED,
                                    mmap.PROT_READ | mmap.PROT_WRITE)
         finally:
@@ -178,6 +208,9 @@ class Client:
                 os.close(fd)
         self.num_params = n
         self.params = np.frombuffer(self._mmap, dtype=np.float32, count=n, offset=offset)
+        if self.with_update:
+            self.update = np.frombuffer(self._mmap, dtype=np.float32, count=n,
+                                        offset=update_offset)
         self.buffer_initialized = bool(flags & p.FLAG_BUFFER_INITIALIZED)
         self.start_iteration = start
         self.iteration = start  # the next iteration to post
@@ -194,6 +227,7 @@ class Client:
             self._sock = None
         # Views of the buffer held by the caller keep the mapping alive; it goes with the last.
         self.params = None
+        self.update = None
         if self._mmap is not None:
             try:
                 self._mmap.close()

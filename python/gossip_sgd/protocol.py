@@ -8,25 +8,29 @@ parameters live in the memfd that WELCOME carries (SCM_RIGHTS).
 import struct
 
 MAGIC = 0x54415347  # b"GSAT" read as a little-endian u32
-VERSION = 1
+VERSION = 2
 MAX_PAYLOAD_BYTES = 64 * 1024
 
 HEADER = struct.Struct("<IHHI")
-HELLO = struct.Struct("<QII")  # num_params, dtype, reserved
-WELCOME = struct.Struct("<QIIQQQII")  # num_params, dtype, flags, buffer_bytes, params_offset,
-#                                       start_iteration, node_id, num_nodes
+HELLO = struct.Struct("<QII")  # num_params, dtype, flags
+WELCOME = struct.Struct("<QIIQQQIIQ")  # num_params, dtype, flags, buffer_bytes, params_offset,
+#                                        start_iteration, node_id, num_nodes, update_offset
 ITERATION = struct.Struct("<Q")  # POST and MIXED
+UPDATE = struct.Struct("<QfI")  # iteration, gamma, reserved
 ERROR_CODE = struct.Struct("<I")  # then UTF-8 text
 
 # Message types.
-HELLO_TYPE, WELCOME_TYPE, POST_TYPE, MIXED_TYPE, ERROR_TYPE, BYE_TYPE = 1, 2, 3, 4, 5, 6
-TYPE_NAMES = {1: "HELLO", 2: "WELCOME", 3: "POST", 4: "MIXED", 5: "ERROR", 6: "BYE"}
+HELLO_TYPE, WELCOME_TYPE, POST_TYPE, MIXED_TYPE, ERROR_TYPE, BYE_TYPE, UPDATE_TYPE = range(1, 8)
+TYPE_NAMES = {1: "HELLO", 2: "WELCOME", 3: "POST", 4: "MIXED", 5: "ERROR", 6: "BYE", 7: "UPDATE"}
 
 # Element types; only float32 is accepted by gossipd.
 DTYPES = {"float32": 1, "float64": 2, "float16": 3, "bfloat16": 4}
 
 # ERROR codes.
 ERROR_REFUSED, ERROR_PROTOCOL, ERROR_ABORTED = 1, 2, 3
+
+# HELLO flags.
+HELLO_UPDATE = 1  # the trainer sends UPDATE(t) after POST(t); the daemon subtracts gamma u_t
 
 # WELCOME flags.
 FLAG_BUFFER_INITIALIZED = 1
@@ -37,8 +41,12 @@ def encode(msg_type, payload=b"", version=VERSION):
     return HEADER.pack(MAGIC, version, msg_type, len(payload)) + payload
 
 
-def encode_hello(num_params, dtype="float32", version=VERSION):
-    return encode(HELLO_TYPE, HELLO.pack(num_params, DTYPES[dtype], 0), version)
+def encode_hello(num_params, dtype="float32", version=VERSION, flags=0):
+    return encode(HELLO_TYPE, HELLO.pack(num_params, DTYPES[dtype], flags), version)
+
+
+def encode_update(iteration, gamma):
+    return encode(UPDATE_TYPE, UPDATE.pack(iteration, gamma, 0))
 
 
 def encode_iteration(msg_type, iteration):

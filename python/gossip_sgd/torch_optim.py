@@ -13,10 +13,12 @@ All gossiped parameters are flattened, in order, into the one float32 buffer sha
 Parameters of another floating dtype are converted to float32 in the buffer and back. Buffers
 (e.g. BatchNorm running statistics) are not gossiped; they stay local.
 
-CPU parameters are copied straight into the shared buffer. CUDA parameters are gathered into
-one flat device tensor, copied to a pinned host staging tensor (one device-to-host transfer),
-then into the shared buffer; the mixed values return the same way. All parameters must be on one
-device.
+CPU float32 parameters are moved into the shared buffer once, at construction: each becomes a
+view of its slice (`param.data`), so the optimizer's step writes straight into the buffer and a
+gossip step copies nothing (parameters of other dtypes are copied in and out). CUDA parameters
+are gathered into one flat device tensor, copied to a pinned host staging tensor (one
+device-to-host transfer), then into the shared buffer; the mixed values return the same way. All
+parameters must be on one device.
 """
 
 import torch
@@ -53,12 +55,15 @@ class GossipOptimizer:
                              f"{self.num_params}")
         self.client = client
         self._shared = client.torch_view()  # CPU float32, the memfd itself
+        # Which parameters are views of the shared buffer (CPU float32): nothing to copy for them.
+        self._aliased = [False] * len(self.params)
         if self.device.type == "cuda":
             self._flat = torch.empty(self.num_params, dtype=torch.float32, device=self.device)
             self._staging = torch.empty(self.num_params, dtype=torch.float32, pin_memory=True)
         else:
             self._flat = self._shared
             self._staging = None
+            self._alias_cpu_parameters(keep_buffer=client.buffer_initialized)
         if client.buffer_initialized:
             self._load_from_shared()
 
@@ -86,12 +91,26 @@ class GossipOptimizer:
         return loss
 
     @torch.no_grad()
+    def _alias_cpu_parameters(self, keep_buffer):
+        offset = 0
+        for i, q in enumerate(self.params):
+            n = q.numel()
+            if q.dtype == torch.float32:
+                view = self._shared[offset:offset + n].view(q.shape)
+                if not keep_buffer:
+                    view.copy_(q)
+                q.data = view
+                self._aliased[i] = True
+            offset += n
+
+    @torch.no_grad()
     def gossip(self):
         """Posts the parameters to gossipd and replaces them by the mixed values."""
         offset = 0
-        for q in self.params:
+        for q, aliased in zip(self.params, self._aliased):
             n = q.numel()
-            self._flat[offset:offset + n].copy_(q.reshape(-1))
+            if not aliased:
+                self._flat[offset:offset + n].copy_(q.reshape(-1))
             offset += n
         if self._staging is not None:
             self._staging.copy_(self._flat, non_blocking=True)
@@ -106,9 +125,10 @@ class GossipOptimizer:
             self._staging.copy_(self._shared)
             self._flat.copy_(self._staging, non_blocking=True)
         offset = 0
-        for q in self.params:
+        for q, aliased in zip(self.params, self._aliased):
             n = q.numel()
-            q.copy_(self._flat[offset:offset + n].view_as(q))
+            if not aliased:
+                q.copy_(self._flat[offset:offset + n].view_as(q))
             offset += n
 
     def close(self):

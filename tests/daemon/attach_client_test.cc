@@ -94,6 +94,50 @@ TEST_CASE("AttachClient: post() and wait_mixed() in halves, in order only") {
   CHECK(second.is_ok());
 }
 
+TEST_CASE("AttachClient: an update session sends u_t and gamma, in order only") {
+  SocketDir dir;
+  auto server = listen_or_fail(dir.socket());
+  const std::uint64_t n = 64;
+  Status no_update, early, update, twice, mixed;
+  float seen = 0;
+  bool has_region = false;
+  std::thread trainer([&] {
+    auto client = AttachClient::connect(dir.socket(), n, Clock::now() + 10s, attach::kHelloUpdate);
+    REQUIRE_MESSAGE(client.is_ok(), client.status().to_string());
+    AttachClient& c = **client;
+    has_region = c.update().size() == n;
+    early = c.send_update(1.0f);  // nothing posted yet
+    for (float& v : c.parameters()) v = 3.0f;
+    REQUIRE(c.post().is_ok());
+    no_update = c.wait_mixed(Clock::now() + 1s);  // UPDATE is due first
+    for (float& v : c.update()) v = 2.0f;
+    update = c.send_update(0.5f);
+    twice = c.send_update(0.5f);
+    mixed = c.wait_mixed(Clock::now() + 10s);
+    seen = c.parameters()[n - 1];
+    (void)c.post();
+    (void)c.send_update(0.5f);
+    (void)c.wait_mixed(Clock::now() + 10s);  // BYE
+  });
+  REQUIRE(server->accept(Clock::now() + 10s, {}).is_ok());
+  auto x = server->wait_post(0, Clock::now() + 10s);
+  REQUIRE(x.is_ok());
+  Result<float> gamma = server->wait_update(0, Clock::now() + 10s);
+  REQUIRE_MESSAGE(gamma.is_ok(), gamma.status().to_string());
+  for (std::uint64_t k = 0; k < n; ++k) (*x)[k] -= *gamma * server->update()[k];
+  REQUIRE(server->reply_mixed(0).is_ok());
+  REQUIRE(server->wait_post(1, Clock::now() + 10s).is_ok());
+  REQUIRE(server->close().is_ok());
+  trainer.join();
+  CHECK(has_region);
+  CHECK(early.code() == StatusCode::kFailedPrecondition);
+  CHECK(no_update.code() == StatusCode::kFailedPrecondition);
+  CHECK(update.is_ok());
+  CHECK(twice.code() == StatusCode::kFailedPrecondition);
+  CHECK(mixed.is_ok());
+  CHECK(seen == 2.0f);  // 3 - 0.5 * 2
+}
+
 TEST_CASE("AttachClient: a refused count is InvalidArgument with the daemon's text") {
   SocketDir dir;
   auto server = listen_or_fail(dir.socket());

@@ -9,7 +9,9 @@
 //     y_j <- y_j - lr * (y_j - target_j)
 // Then every node mixes, in float32 and in this order:
 //     y_i <- (w * y_i + w * y_{i-1}) + w * y_{i+1}
-// and the trainer gets its mixed row. A reference in numpy can replay all of it exactly.
+// and the trainer gets its mixed row. In an update session (the trainer's HELLO asked for one) the
+// trainer's UPDATE(t, gamma) follows its POST, and it gets its mixed row minus gamma * u_t
+// instead (float32, rounded after the product). A reference in numpy can replay all of it exactly.
 //
 // Prints "listening PATH" (flushed) once the socket is ready. Faults for tests: --hang-at K
 // receives POST(K) and never answers; --exit-at K exits (code 0, no BYE) on receiving POST(K).
@@ -113,6 +115,11 @@ int main(int argc, char** argv) {
       for (;;) ::pause();
     }
     if (echo) {
+      if ((*server)->with_update()) {
+        if (auto g = (*server)->wait_update(t, Clock::now() + timeout); !g.is_ok()) {
+          return fail(g.status());
+        }
+      }
       if (auto s = (*server)->reply_mixed(t); !s.is_ok()) return fail(s);
       continue;
     }
@@ -129,6 +136,15 @@ int main(int argc, char** argv) {
       for (std::size_t k = 0; k < n; ++k) next[j][k] = (w * y[j][k] + w * prev[k]) + w * succ[k];
     }
     std::swap(y, next);
+    if ((*server)->with_update()) {
+      auto gamma = (*server)->wait_update(t, Clock::now() + timeout);
+      if (!gamma.is_ok()) return fail(gamma.status());
+      const std::span<const float> u = (*server)->update();
+      for (std::size_t k = 0; k < n; ++k) {
+        const volatile float step = *gamma * u[k];  // rounded: numpy computes it apart
+        y[0][k] = y[0][k] - step;
+      }
+    }
     std::copy(y[0].begin(), y[0].end(), x->begin());
     if (auto s = (*server)->reply_mixed(t); !s.is_ok()) return fail(s);
   }

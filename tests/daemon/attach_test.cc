@@ -56,8 +56,8 @@ class TestTrainer {
             static_cast<ssize_t>(bytes.size()));
   }
   void hello(std::uint64_t num_params, attach::Dtype dtype = attach::Dtype::kFloat32,
-             std::uint16_t version = attach::kProtocolVersion) {
-    send(attach::encode_hello({num_params, static_cast<std::uint32_t>(dtype)}, version));
+             std::uint16_t version = attach::kProtocolVersion, std::uint32_t flags = 0) {
+    send(attach::encode_hello({num_params, static_cast<std::uint32_t>(dtype), flags}, version));
   }
   // Reads one message; the memfd of a WELCOME is kept in memfd_. Returns false on EOF/timeout.
   bool read(attach::Header* header, std::string* payload) {
@@ -99,6 +99,10 @@ class TestTrainer {
     }
     params_ = std::span<float>(static_cast<float*>(mapping_) + welcome_.params_offset / 4,
                                welcome_.num_params);
+    if (welcome_.update_offset != 0) {
+      update_ = std::span<float>(static_cast<float*>(mapping_) + welcome_.update_offset / 4,
+                                 welcome_.num_params);
+    }
     return true;
   }
   void post(std::uint64_t iteration) {
@@ -121,13 +125,14 @@ class TestTrainer {
   int fd() const { return fd_; }
   const attach::Welcome& info() const { return welcome_; }
   std::span<float> params() const { return params_; }
+  std::span<float> update() const { return update_; }
 
  private:
   int fd_ = -1;
   int memfd_ = -1;
   attach::Welcome welcome_;
   void* mapping_ = nullptr;
-  std::span<float> params_;
+  std::span<float> params_, update_;
 };
 
 // `trainer` connects to `server` at `socket` and says HELLO (8 floats) from a thread while the
@@ -143,9 +148,9 @@ void handshake(AttachServer& server, TestTrainer& trainer, const std::string& so
 }
 
 TEST_CASE("the HELLO bytes are the documented layout (docs/attach.md)") {
-  const std::string hello = attach::encode_hello({0x0102030405ULL, 1});
-  const unsigned char expected[] = {'G',  'S',  'A',  'T', 1, 0, 1, 0, 16, 0, 0, 0, 0x05, 0x04,
-                                    0x03, 0x02, 0x01, 0,   0, 0, 1, 0, 0,  0, 0, 0, 0,    0};
+  const std::string hello = attach::encode_hello({0x0102030405ULL, 1, attach::kHelloUpdate});
+  const unsigned char expected[] = {'G',  'S',  'A',  'T', 2, 0, 1, 0, 16, 0, 0, 0, 0x05, 0x04,
+                                    0x03, 0x02, 0x01, 0,   0, 0, 1, 0, 0,  0, 1, 0, 0,    0};
   REQUIRE(hello.size() == sizeof(expected));
   CHECK(std::memcmp(hello.data(), expected, sizeof(expected)) == 0);
 }
@@ -249,6 +254,79 @@ TEST_CASE("POST/MIXED round trip: the server reads x_t and the trainer reads wha
   CHECK_FALSE(server->connected());
 }
 
+TEST_CASE(
+    "update session: a second page-aligned region carries u_t, UPDATE carries gamma, and the "
+    "server's mix lands in the trainer's parameters") {
+  SocketDir dir;
+  auto server = listen_or_fail(dir.socket());
+  const std::uint64_t n = 1500;  // 6000 bytes: each region is rounded up to whole pages
+  const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  attach::Welcome info;
+  int bad_values = 0, bad_messages = 0;
+  std::thread t([&] {
+    TestTrainer trainer;
+    REQUIRE(trainer.connect(dir.socket()));
+    trainer.hello(n, attach::Dtype::kFloat32, attach::kProtocolVersion, attach::kHelloUpdate);
+    REQUIRE(trainer.welcome());
+    info = trainer.info();
+    for (std::uint64_t k = 0; k < n; ++k) trainer.params()[k] = static_cast<float>(k);
+    for (std::uint64_t it = 0; it < 3; ++it) {
+      trainer.post(it);
+      for (std::uint64_t k = 0; k < n; ++k) trainer.update()[k] = 1.0f;
+      trainer.send(attach::encode_update({it, 0.25f}));
+      std::uint64_t mixed_it = 99;
+      if (trainer.next(&mixed_it) != MessageType::kMixed || mixed_it != it) ++bad_messages;
+      for (std::uint64_t k = 0; k < n; ++k) {
+        if (trainer.params()[k] != static_cast<float>(k) - 0.25f * static_cast<float>(it + 1)) {
+          ++bad_values;
+        }
+      }
+    }
+    // UPDATE of another iteration: a protocol error.
+    trainer.post(3);
+    trainer.send(attach::encode_update({4, 0.25f}));
+  });
+  REQUIRE(server->accept(Clock::now() + 10s, {}).is_ok());
+  CHECK(server->with_update());
+  for (std::uint64_t it = 0; it < 3; ++it) {
+    auto x = server->wait_post(it, Clock::now() + 10s);
+    REQUIRE(x.is_ok());
+    CHECK(server->reply_mixed(it).code() == StatusCode::kFailedPrecondition);  // no UPDATE yet
+    Result<float> gamma = server->wait_update(it, Clock::now() + 10s);
+    REQUIRE_MESSAGE(gamma.is_ok(), gamma.status().to_string());
+    CHECK(*gamma == 0.25f);
+    for (std::uint64_t k = 0; k < n; ++k) (*x)[k] -= *gamma * server->update()[k];
+    REQUIRE(server->reply_mixed(it).is_ok());
+  }
+  REQUIRE(server->wait_post(3, Clock::now() + 10s).is_ok());
+  Result<float> wrong = server->wait_update(3, Clock::now() + 10s);
+  t.join();
+  CHECK(info.params_offset == 0);
+  CHECK(info.update_offset == 2 * page);
+  CHECK(info.buffer_bytes == 4 * page);
+  CHECK(server->update().size() == n);
+  CHECK(bad_values == 0);
+  CHECK(bad_messages == 0);
+  CHECK(wrong.status().code() == StatusCode::kCorruption);
+  CHECK(wrong.status().message().find("expected UPDATE(3)") != std::string::npos);
+  CHECK(wrong.status().message().find("UPDATE(4)") != std::string::npos);
+  CHECK_FALSE(server->connected());
+}
+
+TEST_CASE("a plain session has no update region, and wait_update is refused there") {
+  SocketDir dir;
+  auto server = listen_or_fail(dir.socket());
+  TestTrainer trainer;
+  handshake(*server, trainer, dir.socket());
+  CHECK_FALSE(server->with_update());
+  CHECK(trainer.info().update_offset == 0);
+  CHECK(server->update().empty());
+  trainer.post(0);
+  REQUIRE(server->wait_post(0, Clock::now() + 10s).is_ok());
+  CHECK(server->wait_update(0, Clock::now() + 1s).status().code() ==
+        StatusCode::kFailedPrecondition);
+}
+
 // Runs accept() against a trainer that sends `hello_bytes`; returns the server's Status and the
 // ERROR the trainer received.
 struct Refusal {
@@ -296,12 +374,19 @@ TEST_CASE("a parameter count other than the expected one is refused, naming both
 }
 
 TEST_CASE("another protocol version is refused, naming both versions") {
-  const Refusal r = handshake_with(attach::encode_hello({10, 1}, /*version=*/2), {});
+  const Refusal r = handshake_with(attach::encode_hello({10, 1}, /*version=*/1), {});
   CHECK(r.status.code() == StatusCode::kInvalidArgument);
   CHECK(r.reply == MessageType::kError);
   CHECK(r.code == static_cast<std::uint32_t>(attach::ErrorCode::kRefused));
+  CHECK(r.text.find("version 1;") != std::string::npos);
   CHECK(r.text.find("version 2") != std::string::npos);
-  CHECK(r.text.find("version 1") != std::string::npos);
+}
+
+TEST_CASE("HELLO flags this gossipd does not know are refused, naming them") {
+  const Refusal r = handshake_with(attach::encode_hello({10, 1, 6}), {});
+  CHECK(r.status.code() == StatusCode::kInvalidArgument);
+  CHECK(r.code == static_cast<std::uint32_t>(attach::ErrorCode::kRefused));
+  CHECK(r.text.find("flags 6") != std::string::npos);
 }
 
 TEST_CASE("a dtype other than float32 is refused by name, as are 0 parameters and garbage") {

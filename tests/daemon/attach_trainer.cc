@@ -4,13 +4,16 @@
 //
 // It runs gossipd's own step outside gossipd: gossip_sgd's model, optimizer and batch sampler on
 // this node's shard of the training config (SgdStep, daemon/local_step.h). At iteration t it
-// computes u_t at x_t and γ_t, posts x_t, gets m = Σ_j W_ij x_j^t back and sets
-// x_{t+1} = fma(−γ_t, u_t, m): the fused update gossipd computes in one pass
-// (sgd::Backend::mix), split at the point where the attach protocol hands the mixing to the
-// daemon, so the bits are the same as gossipd training the model itself.
+// posts x_t and computes u_t at x_t and γ_t while the daemon exchanges (as gossipd's own loop
+// overlaps the exchange with the gradient). Then, in an update session (the default), it hands
+// u_t and γ_t to the daemon, whose fused mix writes x_{t+1} = Σ_j W_ij x_j^t − γ_t u_t into the
+// shared buffer: x lives in that buffer and is never copied. With --plain it gets
+// m = Σ_j W_ij x_j^t back and sets x_{t+1} = fma(−γ_t, u_t, m) itself, the same fused update
+// (sgd::Backend::mix) split where the plain protocol hands the mixing to the daemon. Either way
+// the bits are the same as gossipd training the model itself.
 //
 // Flags: --config FILE [--set k=v]... --node I --nodes N; --socket PATH (default
-// $GOSSIP_ATTACH_SOCKET); --out FILE writes the final x as raw float32. Faults for tests:
+// $GOSSIP_ATTACH_SOCKET); --plain; --out FILE writes the final x as raw float32. Faults for tests:
 // --die-at K kills itself (SIGKILL) instead of posting iteration K; --announce N says HELLO with
 // N parameters instead of the model's count.
 // Exit codes: 0 training ended by the daemon (BYE), 1 the daemon failed or refused, 2 bad input.
@@ -18,6 +21,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -56,12 +60,14 @@ int main(int argc, char** argv) {
   std::vector<std::string> overrides;
   int node = -1, nodes = 0;
   std::optional<std::uint64_t> die_at, announce;
+  bool plain = false;
   app.add_option("--config", config_path)->required();
   app.add_option("--set", overrides);
   app.add_option("--node", node)->required();
   app.add_option("--nodes", nodes)->required();
   app.add_option("--socket", socket);
   app.add_option("--out", out);
+  app.add_flag("--plain", plain, "a plain session: the trainer applies its update after MIXED");
   app.add_option("--die-at", die_at);
   app.add_option("--announce", announce);
   CLI11_PARSE(app, argc, argv);
@@ -86,15 +92,15 @@ int main(int argc, char** argv) {
                       static_cast<int>(config->batch_size()));
   if (!step.is_ok()) return fail("step", step.status()) + 1;
   const std::size_t d = problem->spec.num_params();
-  gossip::sgd::DeviceBuffer x = (*backend)->alloc(d), u = (*backend)->alloc(d),
-                            m = (*backend)->alloc(d);
+  gossip::sgd::DeviceBuffer x = (*backend)->alloc(d), u = (*backend)->alloc(d);
   const std::vector<float> x0 = problem->initial_params();
   (*backend)->copy_to_device(x.data(), x0.data(), d);
 
   // The daemon may still be starting: wait for its socket.
   const auto connect_deadline = Clock::now() + std::chrono::seconds(60);
+  const std::uint32_t flags = plain ? 0 : gossip::daemon::attach::kHelloUpdate;
   gossip::Result<std::unique_ptr<AttachClient>> client =
-      AttachClient::connect(socket, announce.value_or(d), connect_deadline);
+      AttachClient::connect(socket, announce.value_or(d), connect_deadline, flags);
   // (A socket file appears at bind(), a moment before listen(): a second is allowed for that.)
   std::optional<Clock::time_point> seen;
   while (!client.is_ok() && client.status().code() == StatusCode::kUnavailable &&
@@ -102,29 +108,45 @@ int main(int argc, char** argv) {
     if (!seen && std::filesystem::exists(socket)) seen = Clock::now();
     if (seen && Clock::now() > *seen + std::chrono::seconds(1)) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    client = AttachClient::connect(socket, announce.value_or(d), connect_deadline);
+    client = AttachClient::connect(socket, announce.value_or(d), connect_deadline, flags);
   }
   if (!client.is_ok()) return fail("connect", client.status());
   AttachClient& c = **client;
   std::span<float> shared = c.parameters();
-  if (c.welcome().flags & gossip::daemon::attach::kFlagBufferInitialized) {
+  const bool initialized =
+      (c.welcome().flags & gossip::daemon::attach::kFlagBufferInitialized) != 0;
+  const auto wait = [&] { return c.wait_mixed(Clock::now() + std::chrono::seconds(120)); };
+  if (!plain) {
+    // x is the shared buffer itself (the cpu backend computes in host memory).
+    if (!initialized) std::copy(x0.begin(), x0.end(), shared.begin());
+    for (;;) {
+      const std::uint64_t t = c.next_iteration();
+      if (die_at && t == *die_at) ::kill(::getpid(), SIGKILL);
+      Status s = c.post();
+      (*step)->gradient(shared.data(), t);
+      const float gamma = (*step)->direction(shared.data(), c.update().data(), t);
+      if (s.is_ok()) s = c.send_update(gamma);
+      if (s.is_ok()) s = wait();
+      if (s.code() == StatusCode::kOutOfRange) break;  // BYE: training is over
+      if (!s.is_ok()) return fail("iteration " + std::to_string(t), s);
+    }
     (*backend)->copy_to_device(x.data(), shared.data(), d);
-  }
-  for (;;) {
-    const std::uint64_t t = c.next_iteration();
-    if (die_at && t == *die_at) ::kill(::getpid(), SIGKILL);
-    // Post x_t first and compute u_t at x_t while the daemon exchanges (as gossipd's own loop
-    // overlaps the exchange with the gradient); the mix below is the same either way.
-    (*backend)->copy_to_host(shared.data(), x.data(), d);
-    Status s = c.post();
-    (*step)->gradient(x.data(), t);
-    const float gamma = (*step)->direction(x.data(), u.data(), t);
-    if (s.is_ok()) s = c.wait_mixed(Clock::now() + std::chrono::seconds(120));
-    if (s.code() == StatusCode::kOutOfRange) break;  // BYE: training is over
-    if (!s.is_ok()) return fail("iteration " + std::to_string(t), s);
-    (*backend)->copy_to_device(m.data(), shared.data(), d);
-    const gossip::sgd::MixTerm term{1.0f, m.data()};
-    (*backend)->mix(x.data(), std::span(&term, 1), gamma, u.data(), d);
+  } else {
+    if (initialized) (*backend)->copy_to_device(x.data(), shared.data(), d);
+    for (;;) {
+      const std::uint64_t t = c.next_iteration();
+      if (die_at && t == *die_at) ::kill(::getpid(), SIGKILL);
+      (*backend)->copy_to_host(shared.data(), x.data(), d);
+      Status s = c.post();
+      (*step)->gradient(x.data(), t);
+      const float gamma = (*step)->direction(x.data(), u.data(), t);
+      if (s.is_ok()) s = wait();
+      if (s.code() == StatusCode::kOutOfRange) break;  // BYE: training is over
+      if (!s.is_ok()) return fail("iteration " + std::to_string(t), s);
+      // m = Σ_j W_ij x_j^t is read where it lies (cpu backend: host memory).
+      const gossip::sgd::MixTerm term{1.0f, shared.data()};
+      (*backend)->mix(x.data(), std::span(&term, 1), gamma, u.data(), d);
+    }
   }
   if (!out.empty()) {
     std::vector<float> host(d);

@@ -56,26 +56,39 @@ struct AttachRun {
 
 TEST_CASE(
     "attach exactness: trainers running gossipd's step through the attach socket get gossipd's own "
-    "parameters, bit for bit") {
+    "parameters, bit for bit, in an update session and in a plain one") {
   AttachRun own;
   own.launch("");
   INFO(own.out);
   REQUIRE(own.rc == kExitOk);
-  AttachRun attached;
-  attached.launch(attached.trainer());
-  INFO(attached.out);
-  REQUIRE(attached.rc == kExitOk);
-  for (int i = 0; i < 4; ++i) {
-    const std::vector<float> mine =
-        read_f32(own.work + "/final/node_" + std::to_string(i) + ".f32");
-    const std::vector<float> theirs =
-        read_f32(attached.dir.path + "/trainer_" + std::to_string(i) + ".f32");
-    REQUIRE(!mine.empty());
-    CHECK_MESSAGE(mine == theirs, "node " << i);
+  // Update session: the daemon mixes in place in the shared buffer and subtracts the trainer's
+  // gamma u_t. Plain session: the daemon mixes x_t where it was posted, the trainer applies u_t.
+  for (const bool plain : {false, true}) {
+    CAPTURE(plain);
+    AttachRun attached;
+    attached.launch(attached.trainer(plain ? " --plain" : ""));
+    INFO(attached.out);
+    REQUIRE(attached.rc == kExitOk);
+    for (int i = 0; i < 4; ++i) {
+      const std::vector<float> mine =
+          read_f32(own.work + "/final/node_" + std::to_string(i) + ".f32");
+      const std::vector<float> theirs =
+          read_f32(attached.dir.path + "/trainer_" + std::to_string(i) + ".f32");
+      REQUIRE(!mine.empty());
+      CHECK_MESSAGE(mine == theirs, "node " << i);
+      // In an update session the daemon's final parameters are the trainer's (written before
+      // the last MIXED, which the trainer must not precede by touching the buffer). In a plain
+      // one the trainer applies its last u_t after the daemon wrote them.
+      if (!plain) {
+        CHECK(read_f32(attached.work + "/final/node_" + std::to_string(i) + ".f32") == theirs);
+      }
+    }
+    const std::string log0 = attached.log(0);
+    CHECK(log0.find("trainer attached: 210 float32 parameters") != std::string::npos);
+    CHECK((log0.find("(update session)") != std::string::npos) == !plain);
   }
   // Not vacuous: the parameters moved and differ between nodes.
   CHECK(read_f32(own.work + "/final/node_0.f32") != read_f32(own.work + "/final/node_1.f32"));
-  CHECK(attached.log(0).find("trainer attached: 210 float32 parameters") != std::string::npos);
 }
 
 TEST_CASE(

@@ -51,6 +51,40 @@ class ClientTest(unittest.TestCase):
         self.assertTrue(client.closed)
         self.assertEqual(peer.finish()[0], 0)
 
+    def test_update_session_gets_the_mixed_row_minus_gamma_u_from_a_numpy_replay(self):
+        nodes, n, lr, iterations = 4, 1000, 0.1, 5
+        peer = self.peer("--nodes", nodes, "--lr", lr, "--iterations", iterations)
+        client = Client(peer.socket, n, timeout=20, update=True)
+        self.assertEqual(client.update.shape, (n,))
+        self.assertEqual(client.update.dtype, np.float32)
+        with self.assertRaises(GossipError):
+            client.send_update(0.5)  # nothing posted yet
+        rng = np.random.default_rng(3)
+        t = h.targets(nodes, n)
+        y = [rng.standard_normal(n).astype(np.float32)] + [np.zeros(n, np.float32)] * (nodes - 1)
+        client.params[:] = y[0]
+        w = np.float32(1) / np.float32(3)
+        for i in range(iterations):
+            client.post()
+            if i == 0:
+                with self.assertRaises(GossipError):
+                    client.wait_mixed()  # UPDATE is due first; refused before anything is sent
+            u = rng.standard_normal(n).astype(np.float32)
+            gamma = np.float32(0.25 + i)
+            client.update[:] = u
+            client.send_update(gamma)
+            got = client.wait_mixed()
+            y = [y[0]] + [h.local_step(y[j], t[j], lr) for j in range(1, nodes)]
+            y = [(w * y[j] + w * y[(j - 1) % nodes]) + w * y[(j + 1) % nodes]
+                 for j in range(nodes)]
+            y[0] = y[0] - gamma * u
+            np.testing.assert_array_equal(got, y[0], err_msg=f"iteration {i}")
+        with self.assertRaises(TrainingFinished):
+            client.post()
+            client.send_update(0.0)
+            client.wait_mixed()
+        self.assertEqual(peer.finish()[0], 0)
+
     def test_size_mismatch_is_refused_with_both_sizes(self):
         peer = self.peer("--expect-params", 100)
         with self.assertRaises(Refused) as cm:
@@ -75,15 +109,15 @@ class ClientTest(unittest.TestCase):
                     break
                 data += chunk
         magic, version, msg_type, size = p.HEADER.unpack_from(data)
-        self.assertEqual((magic, version, msg_type), (p.MAGIC, 1, p.ERROR_TYPE))
+        self.assertEqual((magic, version, msg_type), (p.MAGIC, p.VERSION, p.ERROR_TYPE))
         (code,) = p.ERROR_CODE.unpack_from(data, p.HEADER.size)
         return code, data[p.HEADER.size + 4:p.HEADER.size + size].decode()
 
     def test_another_protocol_version_is_refused_naming_both(self):
-        code, text = self.raw_hello(p.encode_hello(10, version=2))
+        code, text = self.raw_hello(p.encode_hello(10, version=1))
         self.assertEqual(code, p.ERROR_REFUSED)
+        self.assertIn("version 1;", text)
         self.assertIn("version 2", text)
-        self.assertIn("version 1", text)
 
     def test_another_dtype_is_refused_by_name(self):
         code, text = self.raw_hello(p.encode_hello(10, dtype="float64"))

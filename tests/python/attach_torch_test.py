@@ -48,6 +48,12 @@ class TorchTest(unittest.TestCase):
         opt = wrap(model, torch.optim.SGD(model.parameters(), lr=lr), socket_path=peer.socket,
                    timeout=30)
         self.assertEqual(opt.num_params, n)
+        if DEVICE == "cpu":
+            # Zero copy: each parameter is a view of its slice of the shared buffer, in order.
+            base = opt.client.params.ctypes.data
+            offsets = [q.data_ptr() - base for q in model.parameters()]
+            sizes = [q.numel() for q in model.parameters()]
+            self.assertEqual(offsets, [4 * sum(sizes[:i]) for i in range(len(sizes))])
         for i in range(iterations):
             opt.zero_grad()
             loss = 0.5 * ((model.flat() - target0) ** 2).sum()
