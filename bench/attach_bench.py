@@ -4,10 +4,12 @@
 Runs tests/daemon/attach_peer --echo (the real AttachServer answering every POST at once, buffer
 untouched) and measures, as medians over --iterations:
   round trip   Client.post_and_get(): POST, the daemon side's wait_post/reply_mixed, MIXED
-  gossip()     GossipOptimizer.gossip() on a CPU model: parameters copied into the shared buffer,
-               the round trip, and the mixed values copied back (everything attach adds to a CPU
-               PyTorch trainer's iteration beyond the daemon's own exchange and mixing)
-  2 x memcpy   two numpy copies of the same bytes (the floor of the copies in gossip())
+  gossip()     GossipOptimizer.gossip() on a CPU model (everything attach adds to a CPU PyTorch
+               trainer's iteration beyond the daemon's own exchange and mixing): the parameters
+               are views of the shared buffer, so this is the round trip plus the wrapper's walk
+               over the parameter list
+  2 x memcpy   two numpy copies of the same bytes (what copying the parameters in and out, as a
+               wrapper without the views would, costs)
 The daemon's own iteration times at the same sizes are in docs/daemon.md ("Benchmark").
 
     ATTACH_PEER=build/tests/daemon/attach_peer bench/attach_bench.py --params 1M,25M
