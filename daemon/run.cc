@@ -266,6 +266,12 @@ int run_command(const RunOptions& o) {
   if (config.link().has_notsent_lowat_bytes()) {
     t.notsent_lowat_bytes = config.link().notsent_lowat_bytes();
   }
+  t.congestion_control = config.link().congestion_control();
+  if (!t.congestion_control.empty()) {
+    if (Status s = net::check_congestion_control(t.congestion_control); !s.is_ok()) {
+      return usage_error(s.with_context("training config: link.congestion_control"));
+    }
+  }
 #if GOSSIP_HAVE_GLOO
   TransportStore store(self, g_stop, std::chrono::milliseconds(config.timeouts().connect_ms()));
 #endif

@@ -172,6 +172,12 @@ void Session::on_connected(const asio::error_code& ec) {
   if (const int lowat = static_cast<int>(t_.options().notsent_lowat_bytes); lowat > 0) {
     ::setsockopt(socket().native_handle(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat);
   }
+  if (const std::string& cc = t_.options().congestion_control; !cc.empty()) {
+    // start() checked that this process may use it; a failure here is logged, not fatal.
+    if (Status s = set_congestion_control(socket().native_handle(), cc); !s.is_ok()) {
+      GOSSIP_LOG(kWarning) << "net: " << describe() << ": " << s.to_string();
+    }
+  }
   const auto ep = socket().remote_endpoint(ignored);
   if (remote_.empty() || !dialer_)
     remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());

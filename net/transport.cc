@@ -4,7 +4,15 @@
 // receive side net/recv_slots.cc, the exchange net/exchange.cc (net/transport_impl.h lists them).
 #include "net/transport.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 
 #include "common/check.h"
 #include "common/log.h"
@@ -16,6 +24,39 @@ namespace gossip::net {
 
 Deadline deadline_in_ms(std::int64_t ms) {
   return SteadyClock::now() + std::chrono::milliseconds(ms);
+}
+
+namespace {
+std::string first_line_of(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+}  // namespace
+
+Status check_congestion_control(const std::string& name) {
+  const std::string allowed = first_line_of("/proc/sys/net/ipv4/tcp_allowed_congestion_control");
+  const std::string available =
+      first_line_of("/proc/sys/net/ipv4/tcp_available_congestion_control");
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return io_error(std::string("socket(): ") + std::strerror(errno));
+  const int rc = ::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(),
+                              static_cast<socklen_t>(name.size()));
+  const int err = errno;
+  ::close(fd);
+  if (rc == 0) return Status::ok();
+  return invalid_argument("TCP congestion control '" + name + "' cannot be used here (" +
+                          std::strerror(err) + "); this kernel has: " + available +
+                          "; an unprivileged process may choose: " + allowed);
+}
+
+Status set_congestion_control(int fd, const std::string& name) {
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(),
+                   static_cast<socklen_t>(name.size())) != 0) {
+    return io_error("TCP_CONGESTION " + name + ": " + std::strerror(errno));
+  }
+  return Status::ok();
 }
 
 Transport::Impl::Impl(TransportOptions options) : opts_(std::move(options)) {
@@ -36,6 +77,9 @@ Status Transport::Impl::init() {
   }
   if (opts_.chunk_bytes < 4096 || opts_.chunk_bytes % 4 != 0) {
     return invalid_argument("chunk size must be a multiple of 4 bytes and at least 4096");
+  }
+  if (!opts_.congestion_control.empty()) {
+    GOSSIP_RETURN_IF_ERROR(check_congestion_control(opts_.congestion_control));
   }
   if (opts_.handshake_timeout_ms <= 0 || opts_.heartbeat_interval_ms <= 0 ||
       opts_.peer_timeout_ms <= opts_.heartbeat_interval_ms) {

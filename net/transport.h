@@ -44,6 +44,13 @@ using Deadline = std::chrono::steady_clock::time_point;
 // A deadline `ms` milliseconds from now.
 Deadline deadline_in_ms(std::int64_t ms);
 
+// OK when this process may set TCP congestion control `name` on its sockets; otherwise
+// InvalidArgument naming the algorithms the kernel has and the ones an unprivileged process may
+// choose (net.ipv4.tcp_allowed_congestion_control).
+Status check_congestion_control(const std::string& name);
+// setsockopt(TCP_CONGESTION) on `fd`.
+Status set_congestion_control(int fd, const std::string& name);
+
 struct PeerAddress {
   int node_id = -1;
   std::string host;  // IPv4/IPv6 literal or host name
@@ -70,6 +77,9 @@ struct TransportOptions {
   // behind megabytes of an earlier iteration, so a node does not start iteration t+1's sends
   // while t's still fill its socket buffers, and one iteration's message gets the whole link.
   std::uint32_t notsent_lowat_bytes = 128 << 10;
+  // TCP congestion control of every link (TCP_CONGESTION, e.g. "reno"); empty: the host's
+  // default. start() refuses one this process may not use, naming the ones it may.
+  std::string congestion_control;
   std::int64_t handshake_timeout_ms = 5000;      // TCP connect + TLS + Hello, per attempt
   std::int64_t heartbeat_interval_ms = 500;      // sent when the link is otherwise idle
   std::int64_t peer_timeout_ms = 5000;           // no byte for this long: the link is dropped

@@ -8,6 +8,8 @@
 #
 #   scripts/cluster-bench.sh [--quick] [--build DIR] [--out DIR] [--no-curves] [--only REGEX]
 #                            [--sysctl KEY=VALUE]...   (set in every host, e.g. net.ipv4.tcp_congestion_control=reno)
+#                            (the README's and docs/cluster.md's figures use that one: with the
+#                            kernel's BBR the one-peer graph loses 21-25% on shaped links)
 #                            [--set FIELD=VALUE]...    (gossipd training config override, e.g. fault.policy=FAIL_STOP)
 #
 # Grid: per-host bandwidth {10mbit, 100mbit, 1gbit, unshaped} x model {mlp: the demo's MLP

@@ -411,6 +411,13 @@ TEST_CASE("bad input: exit code 2 and a message naming file, line and field") {
   CHECK(run_shell(bin("daemon/gossipd") + " launch " + topo + " --config " + cfg +
                   " --set optimizer.lr=nan --set batch_size=4 2> " + out) == kExitUsage);
   CHECK(read_text(out).find("optimizer.lr") != std::string::npos);
+  // A TCP congestion control this process may not use: refused before any link, naming the field
+  // and the ones it may use.
+  CHECK(run_shell(bin("daemon/gossipd") + " run " + topo + " --node 0 --config " + cfg +
+                  " --insecure --set batch_size=4 --set link.congestion_control=no_such_cc 2> " +
+                  out) == kExitUsage);
+  CHECK(read_text(out).find("link.congestion_control") != std::string::npos);
+  CHECK(read_text(out).find("may choose: ") != std::string::npos);
   CHECK(run_shell(bin("daemon/gossipd") + " --help > " + out) == 0);
   CHECK(read_text(out).find("Exit codes") != std::string::npos);
 }

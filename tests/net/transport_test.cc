@@ -19,6 +19,7 @@
 #include <fstream>
 #include <iterator>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "net/checksum.h"
@@ -531,6 +532,57 @@ TEST_CASE("both ends of a link set TCP_NOTSENT_LOWAT to notsent_lowat_bytes, 0 s
     const std::vector<int> set = notsent_lowats();
     CHECK(std::count(set.begin(), set.end(), 65536) == (lowat == 0 ? 0 : 2));
   }
+}
+
+// The TCP congestion control of every TCP socket of this process, by name.
+static std::vector<std::string> congestion_controls() {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    const int fd = std::atoi(e.path().filename().c_str());
+    char name[32] = {};
+    socklen_t len = sizeof name;
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) == 0) out.emplace_back(name);
+  }
+  return out;
+}
+
+TEST_CASE("both ends of a link use congestion_control, and one this process may not use is refused") {
+  // One this process may use that is not the host's default (which every other socket has), so
+  // that the count below can only come from the option.
+  std::string host_default, allowed_line;
+  std::getline(std::ifstream("/proc/sys/net/ipv4/tcp_congestion_control"), host_default);
+  std::getline(std::ifstream("/proc/sys/net/ipv4/tcp_allowed_congestion_control"), allowed_line);
+  std::istringstream allowed(allowed_line);
+  std::string cc;
+  while (allowed >> cc && cc == host_default) {
+  }
+  if (cc.empty() || cc == host_default) {
+    MESSAGE("only the host's default congestion control is allowed here; nothing to tell apart");
+    return;
+  }
+  CAPTURE(cc);
+  auto o6 = node_options(6, 100, true, {{5, 0}});
+  o6.congestion_control = cc;
+  auto t6 = Transport::start(o6);
+  REQUIRE(t6.is_ok());
+  auto o5 = node_options(5, 100, true, {{6, (*t6)->port()}});
+  o5.congestion_control = cc;
+  auto t5 = Transport::start(o5);
+  REQUIRE(t5.is_ok());
+  const int want5[] = {5}, want6[] = {6};
+  REQUIRE((*t6)->wait_connected(want5, deadline_in_ms(5000)));
+  REQUIRE((*t5)->wait_connected(want6, deadline_in_ms(5000)));
+  const std::vector<std::string> ccs = congestion_controls();
+  CHECK(std::count(ccs.begin(), ccs.end(), cc) == 2);  // the link's two ends, nothing else
+
+  auto bad = node_options(7, 100, true, {});
+  bad.congestion_control = "no_such_cc";
+  auto refused = Transport::start(bad);
+  REQUIRE_FALSE(refused.is_ok());
+  CHECK(refused.status().code() == StatusCode::kInvalidArgument);
+  CHECK(refused.status().message().find("'no_such_cc'") != std::string::npos);
+  CHECK(refused.status().message().find("may choose: ") != std::string::npos);
+  CHECK(check_congestion_control(cc).is_ok());
 }
 
 TEST_CASE("TLS links carry Params without a CRC32C, plaintext links keep it") {
