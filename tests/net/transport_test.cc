@@ -546,7 +546,8 @@ static std::vector<std::string> congestion_controls() {
   return out;
 }
 
-TEST_CASE("both ends of a link use congestion_control, and one this process may not use is refused") {
+TEST_CASE(
+    "both ends of a link use congestion_control, and one this process may not use is refused") {
   // One this process may use that is not the host's default (which every other socket has), so
   // that the count below can only come from the option.
   std::string host_default, allowed_line;
