@@ -14,8 +14,9 @@
 //
 // Flags: --config FILE [--set k=v]... --node I --nodes N; --socket PATH (default
 // $GOSSIP_ATTACH_SOCKET); --plain; --out FILE writes the final x as raw float32. Faults for tests:
-// --die-at K kills itself (SIGKILL) instead of posting iteration K; --announce N says HELLO with
-// N parameters instead of the model's count.
+// --die-at K kills itself (SIGKILL) instead of posting iteration K; --die-after-post K (update
+// session) right after posting K, before its UPDATE; --announce N says HELLO with N parameters
+// instead of the model's count.
 // Exit codes: 0 training ended by the daemon (BYE), 1 the daemon failed or refused, 2 bad input.
 #include <signal.h>
 #include <unistd.h>
@@ -59,7 +60,7 @@ int main(int argc, char** argv) {
   std::string config_path, socket, out;
   std::vector<std::string> overrides;
   int node = -1, nodes = 0;
-  std::optional<std::uint64_t> die_at, announce;
+  std::optional<std::uint64_t> die_at, die_after_post, announce;
   bool plain = false;
   app.add_option("--config", config_path)->required();
   app.add_option("--set", overrides);
@@ -69,6 +70,7 @@ int main(int argc, char** argv) {
   app.add_option("--out", out);
   app.add_flag("--plain", plain, "a plain session: the trainer applies its update after MIXED");
   app.add_option("--die-at", die_at);
+  app.add_option("--die-after-post", die_after_post);
   app.add_option("--announce", announce);
   CLI11_PARSE(app, argc, argv);
   if (socket.empty() && std::getenv("GOSSIP_ATTACH_SOCKET") != nullptr) {
@@ -123,6 +125,7 @@ int main(int argc, char** argv) {
       const std::uint64_t t = c.next_iteration();
       if (die_at && t == *die_at) ::kill(::getpid(), SIGKILL);
       Status s = c.post();
+      if (die_after_post && t == *die_after_post) ::kill(::getpid(), SIGKILL);
       (*step)->gradient(shared.data(), t);
       const float gamma = (*step)->direction(shared.data(), c.update().data(), t);
       if (s.is_ok()) s = c.send_update(gamma);

@@ -109,6 +109,24 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "attach: a trainer that dies between its POST and its UPDATE makes its daemon leave with the "
+    "checkpoint of x_t it posted, and the others carry on") {
+  AttachRun run(40, 3000);
+  run.launch(run.trainer(" $( [ $GOSSIP_NODE_ID = 2 ] && echo --die-after-post 15 )"),
+             "--set fault.policy=CARRY_ON");
+  INFO(run.out);
+  CHECK(run.rc == kExitTrainerGone);
+  CHECK(run.log(2).find("while the daemon waited for UPDATE(15)") != std::string::npos);
+  // x_15 is what the trainer posted (the daemon had sent it; the trainer never writes it in an
+  // update session): the checkpoint is at 15, not 16.
+  CHECK(fs::exists(run.dir.path + "/ckpt/node-2/" + "ckpt-000000000015.bin"));
+  CHECK_FALSE(fs::exists(run.dir.path + "/ckpt/node-2/" + "ckpt-000000000016.bin"));
+  for (int i : {0, 1, 3}) {
+    CHECK_MESSAGE(run.log(i).find("finished 40 iterations") != std::string::npos, "node " << i);
+  }
+}
+
+TEST_CASE(
     "attach: a trainer announcing another parameter count is refused with both counts named") {
   AttachRun run;
   run.launch(run.trainer(" $( [ $GOSSIP_NODE_ID = 1 ] && echo --announce 211 )"),
