@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "common/log.h"
 #include "daemon/control.pb.h"
 #include "net/transport.h"
 
@@ -82,7 +83,17 @@ std::map<int, Verdict> ParameterExchange::wait_verdicts_in(
     SteadyTime deadline, const std::function<bool()>& interrupted) const {
   return mailbox.wait_verdicts(
       iteration, peers, deadline,
-      [this, iteration](int peer) { return no_verdict_coming(peer, iteration); },
+      [this, iteration](int peer) {
+        if (!no_verdict_coming(peer, iteration)) return false;
+        // Evaluated once per peer that leaves the wait this way (it is then no longer waited for).
+        // Says which rule ended the wait, for the drop the caller logs next.
+        const std::optional<std::uint64_t> at = peer_iteration(peer);
+        GOSSIP_LOG(kWarning) << "no verdict of iteration " << iteration << " from node " << peer
+                             << " and none coming: "
+                             << (at ? "it announced iteration " + std::to_string(*at)
+                                    : std::string("its link is down"));
+        return true;
+      },
       [this, iteration](int peer) {
         std::optional<std::uint64_t> at = peer_iteration(peer);
         return at && *at <= iteration;
