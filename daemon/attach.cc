@@ -110,7 +110,7 @@ void AttachServer::close_connection() {
   if (conn_fd_ >= 0) ::close(conn_fd_);
   conn_fd_ = -1;
   posted_.reset();
-  updated_.reset();
+  updated_ = false;
 }
 
 Status AttachServer::refuse(ErrorCode code, Status status) {
@@ -337,7 +337,7 @@ Result<std::span<float>> AttachServer::wait_post(std::uint64_t iteration,
                              std::to_string(posted) + ")"));
   }
   posted_ = iteration;
-  updated_.reset();
+  updated_ = false;
   return params_;
 }
 
@@ -356,18 +356,18 @@ Result<float> AttachServer::wait_update(std::uint64_t iteration, Clock::time_poi
                   corruption("expected " + what + " from the trainer, got UPDATE(" +
                              std::to_string(u.iteration) + ")"));
   }
-  updated_ = iteration;
+  updated_ = true;
   return u.gamma;
 }
 
 Status AttachServer::reply_mixed(std::uint64_t iteration) {
   if (conn_fd_ < 0) return failed_precondition("no trainer is attached");
-  if (posted_ != iteration || (with_update_ && updated_ != iteration)) {
+  if (posted_ != iteration || (with_update_ && !updated_)) {
     return failed_precondition("reply_mixed(" + std::to_string(iteration) +
                                ") without the trainer's POST (and UPDATE) of that iteration");
   }
   posted_.reset();
-  updated_.reset();
+  updated_ = false;
   Status s = send_bytes(attach::encode_iteration(MessageType::kMixed, iteration));
   if (!s.is_ok()) close_connection();
   return s;

@@ -152,8 +152,8 @@ class AttachServer {
   std::span<float> params_;
   std::span<float> update_;
   bool with_update_ = false;
-  std::optional<std::uint64_t> posted_;   // the POST not yet answered by reply_mixed
-  std::optional<std::uint64_t> updated_;  // its UPDATE (update sessions)
+  std::optional<std::uint64_t> posted_;  // the POST not yet answered by reply_mixed
+  bool updated_ = false;                 // its UPDATE arrived (update sessions)
   bool accepted_ = false;
   AttachOptions options_;               // of accept_hello, for welcome
   std::uint64_t hello_num_params_ = 0;  // the count the trainer announced

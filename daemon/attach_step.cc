@@ -30,10 +30,6 @@ Status AttachStep::send_pending_mixed() {
 
 Status AttachStep::begin(std::uint64_t iteration, ParameterBuffers& buffers) {
   GOSSIP_RETURN_IF_ERROR(send_pending_mixed());
-  if (!shared_ && buffers.can_share()) {
-    buffers.share(server_->parameters(), server_->update(), server_->with_update());
-    shared_ = true;
-  }
   Result<std::span<float>> x =
       server_->wait_post(iteration, std::chrono::steady_clock::now() + post_timeout_);
   if (!x.is_ok()) return unavailable("attached trainer: " + x.status().message());
@@ -43,7 +39,8 @@ Status AttachStep::begin(std::uint64_t iteration, ParameterBuffers& buffers) {
     return diverged(static_cast<std::int64_t>(iteration),
                     "the attached trainer posted parameters that contain NaN or Inf");
   }
-  if (shared_) {
+  if (buffers.can_share()) {
+    buffers.share(server_->parameters(), server_->update(), server_->with_update());
     buffers.use_shared_x();
   } else {
     buffers.set_x(*x);
@@ -62,7 +59,7 @@ Status AttachStep::before_mix(std::uint64_t iteration, ParameterBuffers& buffers
                     "the attached trainer sent a step size of " + std::to_string(*gamma));
   }
   gamma_ = *gamma;
-  if (!shared_) buffers.set_update(server_->update());
+  buffers.set_update(server_->update());  // nothing to copy when the buffers share it
   return Status::ok();
 }
 

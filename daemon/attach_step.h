@@ -66,7 +66,6 @@ class AttachStep final : public LocalStep {
 
   std::unique_ptr<AttachServer> server_;
   std::chrono::milliseconds post_timeout_;
-  bool shared_ = false;                         // the loop works in the shared buffer (cpu backend)
   float gamma_ = 0.0f;                          // γ_t of the UPDATE (update sessions)
   std::optional<std::uint64_t> mixed_pending_;  // MIXED(t) not sent yet
 };

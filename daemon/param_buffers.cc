@@ -32,6 +32,7 @@ void ParameterBuffers::set_x(std::span<const float> values) {
 }
 
 void ParameterBuffers::set_update(std::span<const float> values) {
+  if (values.data() == update()) return;  // u is there already (shared)
   backend_.copy_to_device(update(), values.data(), num_params_);
   backend_.synchronize();
 }

@@ -40,7 +40,7 @@ class ParameterBuffers {
 
   // x_t := `values` (host memory), staged for sending; waits for the copy.
   void set_x(std::span<const float> values);
-  // u_t := `values` (host memory); waits for the copy. Not needed when update() is shared.
+  // u_t := `values` (host memory); waits for the copy. Nothing to copy when `values` is update().
   void set_update(std::span<const float> values);
 
   // Whether share() is possible: the backend computes in host memory.
@@ -50,7 +50,6 @@ class ParameterBuffers {
   // holds x_t (the trainer posted it): x_t is then sent and mixed from there.
   void share(std::span<float> x, std::span<float> update, bool mix_into_x);
   void use_shared_x() { x_in_shared_ = !shared_x_.empty(); }
-  bool x_is_shared() const { return x_in_shared_; }
   // x_t in host memory (copied), e.g. for a checkpoint or the final parameters.
   std::vector<float> x_to_host() const;
   void x_to_host(std::span<float> out) const;  // out.size() == num_params()

@@ -35,28 +35,25 @@ std::string first_line_of(const char* path) {
 }
 }  // namespace
 
-Status check_congestion_control(const std::string& name) {
-  const std::string allowed = first_line_of("/proc/sys/net/ipv4/tcp_allowed_congestion_control");
-  const std::string available =
-      first_line_of("/proc/sys/net/ipv4/tcp_available_congestion_control");
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return io_error(std::string("socket(): ") + std::strerror(errno));
-  const int rc = ::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(),
-                              static_cast<socklen_t>(name.size()));
-  const int err = errno;
-  ::close(fd);
-  if (rc == 0) return Status::ok();
-  return invalid_argument("TCP congestion control '" + name + "' cannot be used here (" +
-                          std::strerror(err) + "); this kernel has: " + available +
-                          "; an unprivileged process may choose: " + allowed);
-}
-
 Status set_congestion_control(int fd, const std::string& name) {
   if (::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(),
                    static_cast<socklen_t>(name.size())) != 0) {
     return io_error("TCP_CONGESTION " + name + ": " + std::strerror(errno));
   }
   return Status::ok();
+}
+
+Status check_congestion_control(const std::string& name) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return io_error(std::string("socket(): ") + std::strerror(errno));
+  const Status s = set_congestion_control(fd, name);  // a probe socket, closed unused
+  ::close(fd);
+  if (s.is_ok()) return s;
+  return invalid_argument("TCP congestion control '" + name + "' cannot be used here (" +
+                          s.message() + "); this kernel has: " +
+                          first_line_of("/proc/sys/net/ipv4/tcp_available_congestion_control") +
+                          "; an unprivileged process may choose: " +
+                          first_line_of("/proc/sys/net/ipv4/tcp_allowed_congestion_control"));
 }
 
 Transport::Impl::Impl(TransportOptions options) : opts_(std::move(options)) {

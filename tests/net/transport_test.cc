@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <mutex>
 #include <sstream>
@@ -503,32 +504,48 @@ TEST_CASE("insecure: frame violations are rejected and the honest exchange carri
   CHECK(p.exchange_ok(1));
 }
 
+// Calls `visit(fd)` for every open descriptor of this process (sockets among them).
+static void for_each_fd(const std::function<void(int)>& visit) {
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    visit(std::atoi(e.path().filename().c_str()));
+  }
+}
+
 // TCP_NOTSENT_LOWAT of every socket of this process that has one set (> 0).
 static std::vector<int> notsent_lowats() {
   std::vector<int> out;
-  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
-    const int fd = std::atoi(e.path().filename().c_str());
+  for_each_fd([&](int fd) {
     int v = 0;
     socklen_t len = sizeof v;
     if (::getsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, &len) == 0 && v > 0) out.push_back(v);
-  }
+  });
   return out;
+}
+
+// Nodes 6 and 5 linked over loopback, both with the options `configure` sets; connected.
+struct LinkedPair {
+  std::unique_ptr<Transport> t6, t5;
+};
+static LinkedPair linked_pair(const std::function<void(TransportOptions&)>& configure) {
+  auto o6 = node_options(6, 100, true, {{5, 0}});
+  configure(o6);
+  auto t6 = Transport::start(o6);
+  REQUIRE(t6.is_ok());
+  auto o5 = node_options(5, 100, true, {{6, (*t6)->port()}});
+  configure(o5);
+  auto t5 = Transport::start(o5);
+  REQUIRE(t5.is_ok());
+  const int want5[] = {5}, want6[] = {6};
+  REQUIRE((*t6)->wait_connected(want5, deadline_in_ms(5000)));
+  REQUIRE((*t5)->wait_connected(want6, deadline_in_ms(5000)));
+  return {std::move(*t6), std::move(*t5)};
 }
 
 TEST_CASE("both ends of a link set TCP_NOTSENT_LOWAT to notsent_lowat_bytes, 0 sets none") {
   for (const std::uint32_t lowat : {65536u, 0u}) {
     CAPTURE(lowat);
-    auto o6 = node_options(6, 100, true, {{5, 0}});
-    o6.notsent_lowat_bytes = lowat;
-    auto t6 = Transport::start(o6);
-    REQUIRE(t6.is_ok());
-    auto o5 = node_options(5, 100, true, {{6, (*t6)->port()}});
-    o5.notsent_lowat_bytes = lowat;
-    auto t5 = Transport::start(o5);
-    REQUIRE(t5.is_ok());
-    const int want5[] = {5}, want6[] = {6};
-    REQUIRE((*t6)->wait_connected(want5, deadline_in_ms(5000)));
-    REQUIRE((*t5)->wait_connected(want6, deadline_in_ms(5000)));
+    const LinkedPair link =
+        linked_pair([&](TransportOptions& o) { o.notsent_lowat_bytes = lowat; });
     const std::vector<int> set = notsent_lowats();
     CHECK(std::count(set.begin(), set.end(), 65536) == (lowat == 0 ? 0 : 2));
   }
@@ -537,12 +554,11 @@ TEST_CASE("both ends of a link set TCP_NOTSENT_LOWAT to notsent_lowat_bytes, 0 s
 // The TCP congestion control of every TCP socket of this process, by name.
 static std::vector<std::string> congestion_controls() {
   std::vector<std::string> out;
-  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
-    const int fd = std::atoi(e.path().filename().c_str());
+  for_each_fd([&](int fd) {
     char name[32] = {};
     socklen_t len = sizeof name;
     if (::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) == 0) out.emplace_back(name);
-  }
+  });
   return out;
 }
 
@@ -562,17 +578,7 @@ TEST_CASE(
     return;
   }
   CAPTURE(cc);
-  auto o6 = node_options(6, 100, true, {{5, 0}});
-  o6.congestion_control = cc;
-  auto t6 = Transport::start(o6);
-  REQUIRE(t6.is_ok());
-  auto o5 = node_options(5, 100, true, {{6, (*t6)->port()}});
-  o5.congestion_control = cc;
-  auto t5 = Transport::start(o5);
-  REQUIRE(t5.is_ok());
-  const int want5[] = {5}, want6[] = {6};
-  REQUIRE((*t6)->wait_connected(want5, deadline_in_ms(5000)));
-  REQUIRE((*t5)->wait_connected(want6, deadline_in_ms(5000)));
+  const LinkedPair link = linked_pair([&](TransportOptions& o) { o.congestion_control = cc; });
   const std::vector<std::string> ccs = congestion_controls();
   CHECK(std::count(ccs.begin(), ccs.end(), cc) == 2);  // the link's two ends, nothing else
 
