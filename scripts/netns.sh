@@ -8,7 +8,11 @@
 #   nftables numgen random     packet loss (ingress of a node's eth0)
 #   nftables ip saddr drop     cuts between two nodes or two groups (a partition), dropped on
 #                              ingress at both ends, so packets vanish as on a broken link
-# Delay and jitter come from the TCP proxy (tests/fault/tools/fault_proxy.cc).
+#   gossip-delayline           a fixed delay on every host's egress (tests/fault/tools/
+#                              delay_line.cc): netem's `delay`, done by a process in the hub that
+#                              forwards the frames between each host's veth and the bridge
+# Jitter, pauses and blackholes of single connections come from the TCP proxy
+# (tests/fault/tools/fault_proxy.cc).
 #
 #   scripts/netns.sh check              exit 0 when namespaces can be made here, else 77
 #   scripts/netns.sh up N               (re)create N hosts (any old ones of the prefix go first)
@@ -17,6 +21,8 @@
 #   scripts/netns.sh exec I CMD...      run CMD inside host I
 #   scripts/netns.sh rate RATE|off [I...]   tbf on the hosts' egress (all hosts when none given);
 #                                           RATE like 500kbit, 10mbit, 1gbit
+#   scripts/netns.sh delay MS|off       add MS milliseconds (one way; a round trip gains 2 MS) to
+#                                       every frame the hosts send, after their tbf
 #   scripts/netns.sh loss PCT [I...]    drop PCT % (0..100, two decimals) of packets arriving at
 #                                       the hosts; 0 removes the rule
 #   scripts/netns.sh cut A B            cut every link between host groups A and B (comma lists:
@@ -33,6 +39,8 @@ set -euo pipefail
 prefix=${GOSSIP_NETNS_PREFIX:-gossip}
 subnet=${GOSSIP_NETNS_SUBNET:-10.231.0}
 hub="$prefix-hub"
+delay_pidfile="/run/gossip-netns-$prefix-delay.pid"
+delay_log="/run/gossip-netns-$prefix-delay.log"
 table="gossip_fault"
 
 die() { echo "netns.sh: $*" >&2; exit 1; }
@@ -91,6 +99,7 @@ check() {
 
 down() {
   local ns
+  delay_stop
   for ns in $(our_namespaces); do
     ip netns del "$ns" 2>/dev/null || true
   done
@@ -170,6 +179,59 @@ rate() {
       ip netns exec "$(node_ns "$i")" tc qdisc replace dev eth0 root tbf rate "$r" burst "$burst" latency 200ms
     fi
   done
+}
+
+# Stops the delay line (if running) and plugs every host's veth back into the bridge.
+delay_stop() {
+  if [[ -f $delay_pidfile ]]; then
+    local pid
+    pid=$(cat "$delay_pidfile")
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    rm -f "$delay_pidfile"
+  fi
+  ip netns list | awk '{print $1}' | grep -qx -- "$hub" || return 0
+  local port i
+  for port in $(ip -n "$hub" -o link show type veth | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -E '^d[0-9]+$' || true); do
+    i=${port#d}
+    ip -n "$hub" link del "$port"
+    ip -n "$hub" link set "h$i" master br0
+  done
+}
+
+delay() {
+  local ms=$1
+  [[ $ms == off || $ms =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "delay needs milliseconds (like 5 or 0.5) or off, got '$ms'"
+  local n i pairs=()
+  n=$(num_nodes)
+  ((n > 0)) || die "no hosts (run: $0 up N)"
+  delay_stop
+  [[ $ms != off ]] || return 0
+  local bin=${GOSSIP_DELAYLINE:-$(cd "$(dirname "$0")/.." && pwd)/build/tests/fault/gossip-delayline}
+  [[ -x $bin ]] || die "$bin not built (cmake --build build --target gossip-delayline; or set GOSSIP_DELAYLINE)"
+  # Host i's veth h<i> leaves the bridge; a second pair d<i>/b<i> takes its place there, and the
+  # delay line forwards between h<i> and d<i>.
+  for ((i = 0; i < n; i++)); do
+    ip -n "$hub" link set "h$i" nomaster
+    ip -n "$hub" link add "d$i" type veth peer name "b$i"
+    ip -n "$hub" link set "b$i" master br0
+    ip -n "$hub" link set "b$i" up
+    ip -n "$hub" link set "d$i" up
+    pairs+=("h$i:d$i")
+  done
+  ip netns exec "$hub" "$bin" --delay-ms "$ms" "${pairs[@]}" </dev/null >"$delay_log" 2>&1 &
+  echo $! >"$delay_pidfile"
+  for _ in $(seq 50); do
+    grep -q '^ready' "$delay_log" && return 0
+    kill -0 "$(cat "$delay_pidfile")" 2>/dev/null || break
+    sleep 0.1
+  done
+  cat "$delay_log" >&2
+  delay_stop
+  die "the delay line did not start (see above)"
 }
 
 loss() {
@@ -274,6 +336,7 @@ status() {
   for ((i = 0; i < n; i++)); do
     echo "== host $i $(node_ns "$i") $(addr "$i")"
     ip netns exec "$(node_ns "$i")" tc qdisc show dev eth0 | sed 's/^/  /'
+    ip -n "$hub" link show "d$i" >/dev/null 2>&1 && echo "  delay line: $(tr '\0' ' ' </proc/"$(cat "$delay_pidfile" 2>/dev/null || echo 0)"/cmdline 2>/dev/null || echo 'not running')"
     ip netns exec "$(node_ns "$i")" nft list table inet "$table" | grep -E 'drop' | sed 's/^ */  /' || true
   done
 }
@@ -289,6 +352,7 @@ case $cmd in
   exec) (($# >= 2)) || usage; need_node "$1"; ns=$(node_ns "$1"); shift; exec ip netns exec "$ns" "$@" ;;
   rate) (($# >= 1)) || usage; rate "$@" ;;
   loss) (($# >= 1)) || usage; loss "$@" ;;
+  delay) (($# == 1)) || usage; delay "$1" ;;
   cut) (($# == 2)) || usage; cut_or_heal add "$1" "$2" ;;
   heal) heal "$@" ;;
   status) (($# == 0)) || usage; status ;;

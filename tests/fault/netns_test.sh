@@ -2,6 +2,9 @@
 # Proves scripts/netns.sh (integration; exit 77 = skipped where namespaces cannot be made):
 #   three hosts come up and reach each other over the bridge (UDP datagrams, TCP via iperf3);
 #   `rate 8mbit` caps TCP throughput near 8 Mbit/s (and the link is much faster without it);
+#   `delay 5` makes the TCP round trip between two hosts 10-12 ms (5 ms on each one's egress; it
+#   is under 2 ms without), loses no datagram and keeps a tbf-shaped flow at its rate; `delay off`
+#   restores the direct path, and `down` stops the delay line;
 #   `loss 30` at a host drops about 30 % of the datagrams arriving there (binomial bounds),
 #   `loss 0` drops none;
 #   `cut 0 1` drops everything between hosts 0 and 1 in both directions while host 2 still
@@ -110,6 +113,49 @@ echo "TCP host 0 -> 1: ${free} Mbit/s free, ${capped} Mbit/s with rate 8mbit" >&
 ((free >= 3 * capped)) || fail "without tbf only $free Mbit/s (with: $capped)"
 "$netns" rate off 0
 
+# tcp_rtt_ms FROM TO: the median round trip of 200 1-byte TCP ping-pongs, in ms.
+tcp_rtt_ms() {
+  local from=$1 to=$2 port=$((20000 + BASHPID % 40000))
+  "$netns" exec "$to" /usr/bin/python3 -c '
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", int(sys.argv[1]))); s.listen(1); c, _ = s.accept()
+c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+while (b := c.recv(1)): c.sendall(b)' "$port" &
+  local server=$!
+  "$netns" exec "$from" /usr/bin/python3 -c '
+import socket, statistics, sys, time
+for _ in range(100):
+    try:
+        c = socket.create_connection((sys.argv[1], int(sys.argv[2]))); break
+    except OSError:
+        time.sleep(0.05)
+c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+rtt = []
+for _ in range(200):
+    t = time.perf_counter(); c.sendall(b"x"); c.recv(1); rtt.append(time.perf_counter() - t)
+print("%.0f" % (statistics.median(rtt) * 1e3 * 100))' "$("$netns" addr "$to")" "$port"
+  wait "$server" || true
+}
+rtt=$(tcp_rtt_ms 0 1)   # in 1/100 ms
+"$netns" delay 5
+rtt5=$(tcp_rtt_ms 0 1)
+printf 'TCP round trip host 0 <-> 1: %d.%02d ms, %d.%02d ms with delay 5\n' $((rtt / 100)) $((rtt % 100)) \
+  $((rtt5 / 100)) $((rtt5 % 100)) >&2
+((rtt < 200)) || fail "round trip without delay: $rtt hundredths of a ms"
+((rtt5 >= 1000 && rtt5 <= 1200)) || fail "delay 5 gave a round trip of $rtt5 hundredths of a ms"
+n=$(udp_delivered 0 2 500)
+((n == 500)) || fail "delay 5 lost datagrams: $n of 500"
+"$netns" rate 8mbit 0
+delayed=$(iperf_mbps)
+echo "TCP host 0 -> 1 with rate 8mbit and delay 5: ${delayed} Mbit/s" >&2
+((delayed >= 6 && delayed <= 10)) || fail "rate 8mbit + delay 5 gave $delayed Mbit/s"
+"$netns" rate off 0
+"$netns" delay off
+rtt=$(tcp_rtt_ms 0 1)
+((rtt < 200)) || fail "delay off left a round trip of $rtt hundredths of a ms"
+"$netns" delay 5   # left running: down must stop it
+
 # Loss: 30 % at host 1's ingress. 2000 datagrams: sd of the count ~20, bounds ~ +-7 sd.
 "$netns" loss 30 1
 n=$(udp_delivered 0 1 2000)
@@ -141,7 +187,9 @@ n=$(udp_delivered 2 0 100)
 ((n == 100)) || fail "heal: $n of 100"
 
 # Teardown.
+delay_pid=$(cat "/run/gossip-netns-$GOSSIP_NETNS_PREFIX-delay.pid")
 "$netns" down
+! kill -0 "$delay_pid" 2>/dev/null || fail "down left the delay line (pid $delay_pid) running"
 [[ -z $(ip netns list | grep "^$GOSSIP_NETNS_PREFIX-" || true) ]] || fail "down left namespaces behind"
 "$netns" down || fail "a second down failed"
 echo "netns harness: all checks passed" >&2
