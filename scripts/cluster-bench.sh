@@ -2,38 +2,37 @@
 # Cluster benchmark (docs/cluster.md): 8 hosts made of network namespaces (scripts/netns.sh), one
 # `gossipd run` per host, all started from ONE topology file written by
 # `gossip-topo generate ... --hosts <the 8 namespace addresses>`, every host's egress shaped with
-# tc tbf. For each grid point it prints the measured seconds per iteration (from gossipd's metrics,
+# tc tbf, and with an added delay through gossip-delayline (scripts/netns.sh delay). For each grid point it prints the measured seconds per iteration (from gossipd's metrics,
 # after warm-up iterations), gossip-sim's prediction for the same training config, topology and
 # link (`gossip-sim run --config`), and the relative error, and appends a row to a CSV.
 #
 #   scripts/cluster-bench.sh [--quick] [--build DIR] [--out DIR] [--no-curves] [--only REGEX]
+#                            [--delays "0 5"]          (added one-way delays in ms, every host's egress)
 #                            [--sysctl KEY=VALUE]...   (set in every host, e.g. net.ipv4.tcp_congestion_control=reno)
 #                            (the README's and docs/cluster.md's figures use that one: with the
 #                            kernel's BBR the one-peer graph loses 21-25% on shaped links)
 #                            [--set FIELD=VALUE]...    (gossipd training config override, e.g. fault.policy=FAIL_STOP)
 #
-# Grid: per-host bandwidth {10mbit, 100mbit, 1gbit, unshaped} x model {mlp: the demo's MLP
+# Grid: per-host bandwidth {10mbit, 100mbit, 1gbit, unshaped} x added delay {0, 5 ms} x model {mlp: the demo's MLP
 # 784-256-128-10, 235,146 parameters, 0.94 MB; mlp5m: MLP 784-2048-1536-10, 4,770,314
 # parameters, 19.1 MB} x {D-PSGD on ring, one-peer exponential, static exponential; ALLREDUCE
 # (Gloo ring allreduce)}. Left out, with the reason:
 #   * mlp5m at 10mbit: one iteration moves 19-57 MB per host (30-46 s/it); the four cells alone
 #     would take longer than the whole rest of the grid.
-#   * added delay (5 ms): this kernel has no netem, and the project's delay tool is a user-space
-#     TCP proxy (tests/fault/tools/fault_proxy.cc). It cannot give a faithful 5 ms path: it
-#     terminates TCP, so the sender's window and ACK clock never see the delay (only a per-chunk
-#     hold-back at the receiver's side), it copies every byte once more on the same 2 cores, and
-#     Gloo's links (ALLREDUCE) go straight to ephemeral ports that no proxy sits in front of, so
-#     the baseline could not be delayed the same way.
-# With --quick: the demo MLP at 100mbit, ring / one-peer exponential / ALLREDUCE, few iterations
-# (< 2 minutes; registered in ctest). --only REGEX keeps the points whose id
-# (model/bandwidth/topology) matches. Unless --no-curves (implied by --quick), the full grid ends
+# The delay is netem's `delay` made in user space (this kernel has no netem): gossip-delayline holds
+# every frame a host sends for the delay before it reaches the bridge, so TCP's round trip, window
+# and ACK clock see it, for gossipd's and Gloo's connections alike. It forwards every byte once
+# more on the machine's own cores, which bounds the delayed cells at high rates (docs/cluster.md).
+# With --quick: the demo MLP at 100mbit, ring / one-peer exponential / ALLREDUCE, and ring /
+# ALLREDUCE with 5 ms, few iterations (about 1 minute; registered in ctest). --only REGEX keeps the
+# points whose id (model/bandwidth/topology, the bandwidth followed by +5ms where delayed) matches. Unless --no-curves (implied by --quick), the full grid ends
 # with two longer runs at 100mbit of the demo MLP, D-PSGD on one-peer exponential and ALLREDUCE,
 # for accuracy against wall-clock time (scripts/plot_cluster.py).
 #
 # Prediction inputs (gossip-sim's cost model, docs/sim.md), each measured once per run of this
 # script, none fitted per point: the link bandwidth is the tbf rate times the payload fraction one
 # iperf3 flow gets over a 100 Mbit/s tbf link (unshaped: one iperf3 flow's rate); the latency half
-# the median 1-byte TCP round trip between two namespaces; the CPU per byte the machine's busy
+# the median 1-byte TCP round trip between two namespaces, measured for each delay; the CPU per byte the machine's busy
 # time during the unshaped iperf3 flow over the bytes it sent and received; the share of a core
 # per node nproc / 8 (the 8 hosts are namespaces of this machine); the compute time per model
 # compute + mix of one gossipd running alone.
@@ -58,6 +57,7 @@ out=""
 only=""
 sysctls=()
 sets=()
+delays="0 5"
 while (($#)); do
   case $1 in
     --quick) quick=1; curves=0 ;;
@@ -66,19 +66,25 @@ while (($#)); do
     --out) out=$2; shift ;;
     --only) only=$2; shift ;;
     --sysctl) sysctls+=("$2"); shift ;;
+    --delays) delays=${2//,/ }; shift ;;
     --set) sets+=(--set "$2"); shift ;;
-    -h | --help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "cluster-bench.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
 out=${out:-$build/cluster-bench}
+for d in $delays; do
+  [[ $d =~ ^[0-9]+$ ]] || { echo "cluster-bench.sh: --delays: '$d' is not a whole number of ms" >&2; exit 2; }
+done
+((quick == 0)) || delays="0 5"
+export GOSSIP_DELAYLINE=${GOSSIP_DELAYLINE:-$build/tests/fault/gossip-delayline}
 
 gossipd="$build/daemon/gossipd"
 topo_bin="$build/topology/gossip-topo"
 sim="$build/sim/gossip-sim"
-for b in "$gossipd" "$topo_bin" "$sim"; do
-  [[ -x $b ]] || { echo "cluster-bench.sh: $b not built (cmake --build $build --target gossipd gossip-topo gossip-sim)" >&2; exit 2; }
+for b in "$gossipd" "$topo_bin" "$sim" "$GOSSIP_DELAYLINE"; do
+  [[ -x $b ]] || { echo "cluster-bench.sh: $b not built (cmake --build $build --target gossipd gossip-topo gossip-sim gossip-delayline)" >&2; exit 2; }
 done
 data=/usr/share/datasets/fashion-mnist
 [[ -f $data/train-images-idx3-ubyte.gz ]] || { echo "cluster-bench.sh: SKIP: no Fashion-MNIST in $data" >&2; exit 77; }
@@ -112,21 +118,30 @@ done
 # ---- calibration, once per run
 "$netns" rate off
 # Latency: half the median round trip of a 1-byte TCP ping-pong between two hosts.
-"$netns" exec 1 "$py" -c '
+tcp_latency_s() {
+  "$netns" exec 1 "$py" -c '
 import socket
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("0.0.0.0", 5298)); s.listen(1); c, _ = s.accept()
 c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 while (b := c.recv(1)): c.sendall(b)' &
-sleep 0.5
-lat_s=$("$netns" exec 0 "$py" -c '
+  sleep 0.5
+  "$netns" exec 0 "$py" -c '
 import socket, statistics, sys, time
 c = socket.create_connection((sys.argv[1], 5298)); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 rtt = []
 for _ in range(400):
     t = time.perf_counter(); c.sendall(b"x"); c.recv(1); rtt.append(time.perf_counter() - t)
-print("%.7f" % (statistics.median(rtt[50:]) / 2))' "$("$netns" addr 1)")
-wait
+print("%.7f" % (statistics.median(rtt[50:]) / 2))' "$("$netns" addr 1)"
+  wait
+}
+declare -A lat_of
+lat_delays=$(printf '%s\n' 0 $delays | sort -un | tr '\n' ' ')
+for d in $lat_delays; do
+  ((d == 0)) || "$netns" delay "$d"
+  lat_of[$d]=$(tcp_latency_s)
+  ((d == 0)) || "$netns" delay off
+done
 # One iperf3 flow between two hosts for 3 s: prints "payload_bits_per_s bytes busy_cpu_s", the
 # busy CPU time being the whole machine's (/proc/stat) while the flow ran.
 iperf_flow() {
@@ -156,7 +171,9 @@ if command -v iperf3 >/dev/null; then
 fi
 cpu_share=$("$py" -c "print('%.4f' % min(1.0, $(nproc) / $nodes))")
 {
-  echo "latency_s $lat_s (half the median TCP 1-byte round trip between two hosts, unshaped)"
+  for d in $lat_delays; do
+    echo "latency_s[${d}ms] ${lat_of[$d]} (half the median TCP 1-byte round trip between two hosts, unshaped, delay $d ms)"
+  done
   echo "unshaped_bps $unshaped_bps (one iperf3 flow between two hosts)"
   echo "payload_fraction $payload_fraction (one iperf3 flow over a link shaped to 100 Mbit/s: payload / rate)"
   echo "cpu_per_byte_s $cpu_per_byte (busy CPU of the whole machine during the unshaped flow / (bytes sent + received))"
@@ -232,7 +249,7 @@ bps_of() {
   esac
 }
 
-echo "id,model,params,bandwidth,topology,algorithm,warmup,measured,measured_s_per_it,predicted_s_per_it,rel_error,compute_s,exchange_s,wait_s,mix_s,sim_compute_s,bytes_sent_per_it,tcp_retrans,tcp_timeouts,tbf_drops,load1" >"$csv"
+echo "id,model,params,bandwidth,delay_ms,topology,algorithm,warmup,measured,measured_s_per_it,predicted_s_per_it,rel_error,compute_s,exchange_s,wait_s,mix_s,sim_compute_s,bytes_sent_per_it,tcp_retrans,tcp_timeouts,tbf_drops,load1" >"$csv"
 
 # TCP retransmitted segments, TCP retransmission timeouts and tbf drops summed over the hosts.
 counters() {
@@ -247,13 +264,13 @@ counters() {
 }
 
 # gossip-sim's prediction for the run in DIR: prints "seconds_per_iteration parameters".
-predict() {  # MODEL BW DIR ALGO MESSAGE_OVERHEAD_S
-  local model=$1 bw=$2 dir=$3 algo=$4 overhead=$5
+predict() {  # MODEL BW DELAY DIR ALGO MESSAGE_OVERHEAD_S
+  local model=$1 bw=$2 delay=$3 dir=$4 algo=$5 overhead=$6
   local fraction=$payload_fraction sim_algo=dpsgd
   [[ $bw != off ]] || fraction=1  # unshaped: the bandwidth is iperf3's payload rate already
   [[ $algo == DPSGD ]] || sim_algo=cpsgd-allreduce
   "$sim" run --config "$out/$model.pbtxt" --set "iterations=1" --nodes "$nodes" --topology "$dir/topology.pbtxt" \
-    --algorithm "$sim_algo" --bandwidth "$(bps_of "$bw")" --latency "${lat_s}s" --compute-time "${compute_of[$model]}s" \
+    --algorithm "$sim_algo" --bandwidth "$(bps_of "$bw")" --latency "${lat_of[$delay]}s" --compute-time "${compute_of[$model]}s" \
     --payload-fraction "$fraction" --cpu-share "$cpu_share" --cpu-per-byte "${cpu_per_byte}s" \
     --message-overhead "${overhead}s" --threads 1 --json 2>"$dir/sim.err" | "$py" -c '
 import json, sys
@@ -264,15 +281,16 @@ print("%.6f %d" % (s["seconds_per_iteration"], round(j["config"]["message_bytes"
 
 # Runs 8 gossipd processes, one per namespace, into DIR, and sets meas_s compute exchange wait_s
 # mix sent retrans rto drops load1 (the measured figures of the run).
-run_cluster() {  # MODEL BW TOPO WARM MEAS EVAL_EVERY DIR
-  local model=$1 bw=$2 topo=$3 warm=$4 meas=$5 eval_every=$6 dir=$7
-  local id="$model/$bw/$topo"
+run_cluster() {  # MODEL BW DELAY TOPO WARM MEAS EVAL_EVERY DIR
+  local model=$1 bw=$2 delay=$3 topo=$4 warm=$5 meas=$6 eval_every=$7 dir=$8
+  local id="$model/$(link_of "$bw" "$delay")/$topo"
   rm -rf "$dir"
   mkdir -p "$dir"
   local gen=$topo algo=DPSGD
   if [[ $topo == allreduce ]]; then gen=ring algo=ALLREDUCE; fi
   "$topo_bin" generate "$gen" --nodes "$nodes" --hosts "$hosts" --base-port 7100 --name "cb_$gen" >"$dir/topology.pbtxt"
   "$netns" rate "$bw"
+  set_delay "$delay"
   local total=$((warm + meas)) pids=() i before after
   before=$(counters)
   for ((i = 0; i < nodes; i++)); do
@@ -319,26 +337,37 @@ PY
   read -r meas_s compute exchange wait_s mix sent <<<"$m"
 }
 
+# The link part of a point's id: the bandwidth, then +<delay>ms where a delay is added.
+link_of() { if (($2 == 0)); then echo "$1"; else echo "$1+$2ms"; fi; }
+
+# Puts the delay line in (or takes it out) when the delay differs from the current one.
+cur_delay=0
+set_delay() {
+  [[ $1 != "$cur_delay" ]] || return 0
+  if (($1 == 0)); then "$netns" delay off; else "$netns" delay "$1"; fi
+  cur_delay=$1
+}
+
 # One grid point: run_cluster, gossip-sim's prediction, the summary line and a CSV row.
-run_point() {  # MODEL BW TOPO [ITERS_OVERRIDE "W M"] [EVAL_EVERY]
-  local model=$1 bw=$2 topo=$3 wm=${4:-} eval_every=${5:-0}
-  local id="$model/$bw/$topo"
+run_point() {  # MODEL BW DELAY TOPO [ITERS_OVERRIDE "W M"] [EVAL_EVERY]
+  local model=$1 bw=$2 delay=$3 topo=$4 wm=${5:-} eval_every=${6:-0}
+  local id="$model/$(link_of "$bw" "$delay")/$topo"
   [[ -z $only || $id =~ $only ]] || return 0
   [[ -n $wm ]] || wm=$(iterations "$model" "$bw")
   local warm=${wm% *} meas=${wm#* }
   local dir="$out/points/${id//\//_}"
   [[ $eval_every == 0 ]] || dir+="_curve"
-  run_cluster "$model" "$bw" "$topo" "$warm" "$meas" "$eval_every" "$dir"
+  run_cluster "$model" "$bw" "$delay" "$topo" "$warm" "$meas" "$eval_every" "$dir"
   local algo=DPSGD
   [[ $topo != allreduce ]] || algo=ALLREDUCE
   local c=${compute_of[$model]}
   local pred params
-  read -r pred params < <(predict "$model" "$bw" "$dir" "$algo" "${overhead_of[$algo]}")
+  read -r pred params < <(predict "$model" "$bw" "$delay" "$dir" "$algo" "${overhead_of[$algo]}")
   local err
   err=$("$py" -c "print('%+.3f' % (($pred - $meas_s) / $meas_s))")
-  printf '%-28s measured %8.4f s/it  predicted %8.4f s/it  error %s  (compute %.4f exchange %.4f wait %.4f mix %.4f; retrans %d rto %d tbf drops %d; load %s)\n' \
+  printf '%-34s measured %8.4f s/it  predicted %8.4f s/it  error %s  (compute %.4f exchange %.4f wait %.4f mix %.4f; retrans %d rto %d tbf drops %d; load %s)\n' \
     "$id" "$meas_s" "$pred" "$err" "$compute" "$exchange" "$wait_s" "$mix" "$retrans" "$rto" "$drops" "$load1"
-  [[ $eval_every != 0 ]] || echo "$id,$model,$params,$bw,$topo,$algo,$warm,$meas,$meas_s,$pred,$err,$compute,$exchange,$wait_s,$mix,$c,$sent,$retrans,$rto,$drops,$load1" >>"$csv"
+  [[ $eval_every != 0 ]] || echo "$id,$model,$params,$bw,$delay,$topo,$algo,$warm,$meas,$meas_s,$pred,$err,$compute,$exchange,$wait_s,$mix,$c,$sent,$retrans,$rto,$drops,$load1" >>"$csv"
 }
 
 # Per-message overhead, once per run for each implementation (gossipd's exchange, Gloo's
@@ -350,8 +379,8 @@ for algo in DPSGD ALLREDUCE; do
   topo=ring
   [[ $algo == DPSGD ]] || topo=allreduce
   d="$out/calibration-tiny-$topo"
-  run_cluster tiny off "$topo" 5 40 0 "$d"
-  read -r base _ < <(predict tiny off "$d" "$algo" 0)
+  run_cluster tiny off 0 "$topo" 5 40 0 "$d"
+  read -r base _ < <(predict tiny off 0 "$d" "$algo" 0)
   per_node=$([[ $algo == DPSGD ]] && echo 4 || echo $((4 * (nodes - 1))))
   overhead_of[$algo]=$("$py" -c "print('%.4g' % max(0.0, ($meas_s - $base) / $per_node))")
   echo "message_overhead_s[$algo] ${overhead_of[$algo]} (8 nodes, 6,370 parameters, unshaped: $meas_s s/it, $base s/it without it, $per_node messages per node)" | tee -a "$out/calibration.txt"
@@ -359,28 +388,35 @@ done
 
 topologies="ring one_peer_exponential exponential allreduce"
 if ((quick)); then
-  for t in ring one_peer_exponential allreduce; do run_point mlp 100mbit "$t"; done
+  for t in ring one_peer_exponential allreduce; do run_point mlp 100mbit 0 "$t"; done
+  for t in ring allreduce; do run_point mlp 100mbit 5 "$t"; done
 else
-  for model in mlp mlp5m; do
-    for bw in off 1gbit 100mbit 10mbit; do
-      [[ "$model/$bw" != mlp5m/10mbit ]] || continue
-      for t in $topologies; do run_point "$model" "$bw" "$t"; done
+  for delay in $delays; do
+    for model in mlp mlp5m; do
+      for bw in off 1gbit 100mbit 10mbit; do
+        [[ "$model/$bw" != mlp5m/10mbit ]] || continue
+        for t in $topologies; do run_point "$model" "$bw" "$delay" "$t"; done
+      done
     done
   done
   if ((curves)); then
-    for t in one_peer_exponential allreduce; do run_point mlp 100mbit "$t" "1 600" 25; done
+    for t in one_peer_exponential allreduce; do run_point mlp 100mbit 0 "$t" "1 600" 25; done
   fi
 fi
 "$netns" rate off
+set_delay 0
 echo "cluster-bench.sh: wrote $csv"
 
 # Invariants every point must meet, whatever the timings (what the ctest registration checks):
 # all nodes finished, each value is a finite positive number, and the payload each node sent per
 # iteration is exactly what the algorithm sends: D-PSGD Δ_out·4d bytes (ring 2, one-peer
 # exponential 1, static exponential log2(n) = 3 out-neighbours), ALLREDUCE 2(n-1)·ceil(d/n)·4.
-"$py" - "$csv" "$nodes" <<'PY'
+lat_args=()
+for d in $lat_delays; do lat_args+=("$d=${lat_of[$d]}"); done
+"$py" - "$csv" "$nodes" "${lat_args[@]}" <<'PY'
 import csv, math, sys
 path, n = sys.argv[1], int(sys.argv[2])
+lat = {int(k): float(v) for k, v in (a.split("=") for a in sys.argv[3:])}
 out_degree = {"ring": 2, "one_peer_exponential": 1, "exponential": 3}
 rows = list(csv.DictReader(open(path)))
 if not rows:
@@ -395,6 +431,11 @@ for r in rows:
             bad.append(f"{r['id']}: {k} = {r[k]}")
     if int(r["bytes_sent_per_it"]) != want:
         bad.append(f"{r['id']}: {r['bytes_sent_per_it']} bytes sent per iteration, expected {want}")
+# The delay line adds what it was asked to: one way, d ms more than the direct path (+10% for the
+# forwarding and the timer).
+for d, l in lat.items():
+    if d and not (0.0 <= (l - lat[0]) * 1e3 - d <= 0.1 * d + 0.5):
+        bad.append(f"delay {d} ms: measured one-way latency {l * 1e3:.3f} ms against {lat[0] * 1e3:.3f} ms without")
 if bad:
     sys.exit("cluster-bench.sh: FAILED: " + "; ".join(bad))
 print(f"cluster-bench.sh: {len(rows)} points, payload per iteration as the algorithms send it")

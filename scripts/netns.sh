@@ -169,13 +169,20 @@ rate() {
     need_node "$i"
     if [[ $r == off ]]; then
       ip netns exec "$(node_ns "$i")" tc qdisc del dev eth0 root 2>/dev/null || true
+      ip -n "$(node_ns "$i")" link set dev eth0 gso_max_size 65536
     else
-      # Bucket of 10 ms worth of bytes (at least 16 KiB): large enough for the timer tick at
-      # high rates, small enough that bursts do not hide the limit.
+      # A bucket of 1 ms of the rate (at least two full frames; GOSSIP_NETNS_BUCKET_US changes
+      # the 1 ms): a host banks no more than that while idle, as on a real link, whose idle time
+      # is lost. A bucket of 10 ms let a sender that paused a few ms between messages (an
+      # allreduce step waiting out a delay) send the next one's first 10 ms at the veth's speed.
+      # The host's GSO packets are kept within the bucket: tbf would otherwise cut each into
+      # 1500-byte frames, and the bridge, the delay line and the receiver would then handle 40
+      # times the packets, which costs the 2 cores enough to slow every node.
       local bps burst
       bps=$(rate_bps "$r")
-      burst=$((bps / 8 / 100))
-      ((burst >= 16384)) || burst=16384
+      burst=$((bps / 8 * ${GOSSIP_NETNS_BUCKET_US:-1000} / 1000000))
+      ((burst >= 3028)) || burst=3028
+      ip -n "$(node_ns "$i")" link set dev eth0 gso_max_size $((burst < 65536 ? burst : 65536))
       ip netns exec "$(node_ns "$i")" tc qdisc replace dev eth0 root tbf rate "$r" burst "$burst" latency 200ms
     fi
   done
