@@ -19,7 +19,6 @@
 // Prints "ready" on stdout once every socket is bound. SIGINT/SIGTERM stop it; it then prints one
 // line of counters per pair to stderr (frames and bytes each way, frames dropped: too large,
 // failed to send, or over the queue bound).
-#include <CLI/CLI.hpp>
 #include <arpa/inet.h>
 #include <linux/if_packet.h>
 #include <net/ethernet.h>
@@ -32,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -268,7 +268,7 @@ int main(int argc, char** argv) {
                  "delay, frames arriving on BRIDGE leave on HOST at once")
       ->required();
   CLI11_PARSE(app, argc, argv);
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = gossip::delayline::on_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
