@@ -25,15 +25,17 @@
 # more on the machine's own cores, which bounds the delayed cells at high rates (docs/cluster.md).
 # With --quick: the demo MLP at 100mbit, ring / one-peer exponential / ALLREDUCE, and ring /
 # ALLREDUCE with 5 ms, few iterations (about 1 minute; registered in ctest). --only REGEX keeps the
-# points whose id (model/bandwidth/topology, the bandwidth followed by +5ms where delayed) matches. Unless --no-curves (implied by --quick), the full grid ends
+# points whose id (model/bandwidth/topology, the bandwidth followed by +5ms where delayed)
+# matches. Unless --no-curves (implied by --quick), the full grid ends
 # with two longer runs at 100mbit of the demo MLP, D-PSGD on one-peer exponential and ALLREDUCE,
 # for accuracy against wall-clock time (scripts/plot_cluster.py).
 #
 # Prediction inputs (gossip-sim's cost model, docs/sim.md), each measured once per run of this
 # script, none fitted per point: the link bandwidth is the tbf rate times the payload fraction one
 # iperf3 flow gets over a 100 Mbit/s tbf link (unshaped: one iperf3 flow's rate); the latency half
-# the median 1-byte TCP round trip between two namespaces, measured for each delay; the CPU per byte the machine's busy
-# time during the unshaped iperf3 flow over the bytes it sent and received; the share of a core
+# the median 1-byte TCP round trip between two namespaces, measured for each delay; the CPU per
+# byte the machine's busy time during the unshaped iperf3 flow over the bytes it sent and
+# received; the share of a core
 # per node nproc / 8 (the 8 hosts are namespaces of this machine); the compute time per model
 # compute + mix of one gossipd running alone.
 #
@@ -68,7 +70,7 @@ while (($#)); do
     --sysctl) sysctls+=("$2"); shift ;;
     --delays) delays=${2//,/ }; shift ;;
     --set) sets+=(--set "$2"); shift ;;
-    -h | --help) sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "cluster-bench.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift

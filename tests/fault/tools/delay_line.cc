@@ -16,9 +16,9 @@
 //
 //   gossip-delayline --delay-ms MS HOST:BRIDGE...
 //
-// Prints "ready" on stdout once every socket is bound. SIGINT/SIGTERM stop it; it then prints one
-// line of counters per pair to stderr (frames and bytes each way, frames dropped: too large,
-// failed to send, or over the queue bound).
+// Prints "ready" on stdout once every socket is bound; exits 2 on a bad argument or an interface
+// it cannot open. SIGINT/SIGTERM stop it; it then prints one line of counters per pair to stderr
+// (frames and bytes each way, frames dropped: too large, failed to send, or over the queue bound).
 #include <arpa/inet.h>
 #include <linux/if_packet.h>
 #include <net/ethernet.h>
@@ -173,7 +173,7 @@ int run(double delay_ms, const std::vector<std::string>& pairs) {
     }
     const std::string host = p.substr(0, colon), bridge = p.substr(colon + 1);
     const int h = open_port(host), b = open_port(bridge);
-    if (h < 0 || b < 0) return 1;
+    if (h < 0 || b < 0) return 2;
     fds.push_back(h);
     fds.push_back(b);
     Direction out, back;
@@ -267,7 +267,12 @@ int main(int argc, char** argv) {
                  "HOST:BRIDGE interface pairs: frames arriving on HOST leave on BRIDGE after the "
                  "delay, frames arriving on BRIDGE leave on HOST at once")
       ->required();
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return e.get_exit_code() == 0 ? 0 : 2;  // --help; else a usage error
+  }
   struct sigaction sa {};
   sa.sa_handler = gossip::delayline::on_signal;
   sigaction(SIGINT, &sa, nullptr);
