@@ -37,7 +37,8 @@
 # byte the machine's busy time during the unshaped iperf3 flow over the bytes it sent and
 # received; the share of a core
 # per node nproc / 8 (the 8 hosts are namespaces of this machine); the compute time per model
-# compute + mix of one gossipd running alone.
+# compute + mix of one gossipd running alone. ALLREDUCE is priced as Gloo's ring
+# (--allreduce-model gloo: segments, two in flight, a ready message before each send).
 #
 # Output in OUT (default build/cluster-bench): cluster.csv, points/<id>/ (topology, config, each
 # node's metrics and log), calibration.txt. Needs root for the namespaces: exits 77 ("skipped")
@@ -270,11 +271,12 @@ predict() {  # MODEL BW DELAY DIR ALGO MESSAGE_OVERHEAD_S
   local model=$1 bw=$2 delay=$3 dir=$4 algo=$5 overhead=$6
   local fraction=$payload_fraction sim_algo=dpsgd
   [[ $bw != off ]] || fraction=1  # unshaped: the bandwidth is iperf3's payload rate already
-  [[ $algo == DPSGD ]] || sim_algo=cpsgd-allreduce
+  local model_flag=()
+  [[ $algo == DPSGD ]] || { sim_algo=cpsgd-allreduce; model_flag=(--allreduce-model gloo); }
   "$sim" run --config "$out/$model.pbtxt" --set "iterations=1" --nodes "$nodes" --topology "$dir/topology.pbtxt" \
     --algorithm "$sim_algo" --bandwidth "$(bps_of "$bw")" --latency "${lat_of[$delay]}s" --compute-time "${compute_of[$model]}s" \
     --payload-fraction "$fraction" --cpu-share "$cpu_share" --cpu-per-byte "${cpu_per_byte}s" \
-    --message-overhead "${overhead}s" --threads 1 --json 2>"$dir/sim.err" | "$py" -c '
+    --message-overhead "${overhead}s" ${model_flag[@]+"${model_flag[@]}"} --threads 1 --json 2>"$dir/sim.err" | "$py" -c '
 import json, sys
 j = json.load(sys.stdin)
 s = j["series"][0]

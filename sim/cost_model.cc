@@ -77,6 +77,42 @@ constexpr EnumName<Scheme> kSchemeNames[] = {{Scheme::kParameterServer, "paramet
 
 std::string_view scheme_name(Scheme scheme) { return enum_name(kSchemeNames, scheme); }
 
+namespace {
+constexpr EnumName<AllreduceModel> kAllreduceModelNames[] = {{AllreduceModel::kTable1, "table1"},
+                                                             {AllreduceModel::kGloo, "gloo"}};
+// gloo/allreduce.h: AllreduceOptions::kMaxSegmentSize; the ring keeps two segments in flight.
+constexpr double kGlooMaxSegmentBytes = 1024.0 * 1024.0;
+constexpr double kGlooSegmentsInFlight = 2.0;
+constexpr double kGlooElementBytes = 4.0;  // float32: Gloo rounds a segment up to whole elements
+}  // namespace
+
+std::string_view allreduce_model_name(AllreduceModel model) {
+  return enum_name(kAllreduceModelNames, model);
+}
+
+Result<AllreduceModel> parse_allreduce_model(std::string_view name) {
+  return parse_enum(kAllreduceModelNames, name, "allreduce model");
+}
+
+GlooSegments gloo_segments(int num_nodes, double message_bytes) {
+  GOSSIP_CHECK_GT(num_nodes, 0);
+  const double n = num_nodes;
+  const double wanted = std::max(std::ceil(message_bytes / kGlooMaxSegmentBytes), 2.0 * n);
+  const double k = std::ceil(wanted / n) * n;  // a multiple of n, at least 2n
+  GlooSegments g;
+  g.per_rank = static_cast<int>(k / n);
+  g.bytes = std::ceil(std::ceil(message_bytes / k) / kGlooElementBytes) * kGlooElementBytes;
+  return g;
+}
+
+double gloo_ring_allreduce_comm_s(int num_nodes, double message_bytes, const Network& net) {
+  if (num_nodes <= 1) return 0.0;
+  const GlooSegments g = gloo_segments(num_nodes, message_bytes);
+  const double transfer = g.bytes / net.bytes_per_second();
+  const double hop = std::max(transfer, (2.0 * net.latency_s + transfer) / kGlooSegmentsInFlight);
+  return 2.0 * (num_nodes - 1) * g.per_rank * hop;
+}
+
 SimClock::SimClock(Scheme scheme, int num_nodes, CostInputs inputs)
     : scheme_(scheme), num_nodes_(num_nodes), in_(inputs) {
   GOSSIP_CHECK_GT(num_nodes, 0);
@@ -100,13 +136,18 @@ void SimClock::advance(std::int64_t iteration, const std::vector<std::vector<int
       compute *= worst;  // the round waits for the slowest of all n workers
     }
     const bool ps = scheme_ == Scheme::kParameterServer;
-    last_comm_s_ = ps ? parameter_server_comm_s(num_nodes_, in_.message_bytes, in_.net)
-                      : ring_allreduce_comm_s(num_nodes_, in_.message_bytes, in_.net);
+    const bool gloo = !ps && in_.allreduce == AllreduceModel::kGloo;
+    last_comm_s_ = ps     ? parameter_server_comm_s(num_nodes_, in_.message_bytes, in_.net)
+                   : gloo ? gloo_ring_allreduce_comm_s(num_nodes_, in_.message_bytes, in_.net)
+                          : ring_allreduce_comm_s(num_nodes_, in_.message_bytes, in_.net);
     // Sent and received by the busiest host: the server, or any node of the ring.
     const double moved =
         2.0 * (ps ? topology::parameter_server_bytes(num_nodes_, in_.message_bytes)
                   : topology::ring_allreduce_bytes_per_node(num_nodes_, in_.message_bytes));
-    const double messages = ps ? 2.0 * num_nodes_ : 4.0 * (num_nodes_ - 1);
+    const double messages =
+        ps     ? 2.0 * num_nodes_
+        : gloo ? 2.0 * (num_nodes_ - 1) * gloo_segments(num_nodes_, in_.message_bytes).per_rank
+               : 4.0 * (num_nodes_ - 1);
     now_s_ += compute / in_.cpu_share +
               std::max(last_comm_s_, in_.cpu_s_per_byte * moved / in_.cpu_share +
                                          messages * in_.message_overhead_s);

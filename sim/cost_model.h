@@ -16,6 +16,16 @@
 //                                                  allreduce pipelines its steps with the wire)
 //   D-PSGD:  max((c + κ·V)/s, α + Δ·M/B) + k·o     (V = k·M; o is paid once the data is there)
 //
+// The ring allreduce is Table 1's by default. `allreduce: kGloo` prices Gloo's instead
+// (gloo::allreduce with Algorithm::RING, what gossipd's ALLREDUCE runs): the buffer is cut into k
+// segments (k the multiple of n at or above max(⌈M / 1 MiB⌉, 2n), m = k/n per rank, S = M/k bytes
+// each), two segments are in flight, and a segment's send waits for the receiver's ready message
+// (a rendezvous: α there, α + S/B back). Each of the 2(n−1)·m segment hops then takes
+//   max(S/B, (2α + S/B) / 2)
+// so bandwidth-bound it is Table 1 without the latency term (the window hides it) and
+// latency-bound it is 2(n−1)·m·α = 4(n−1)α for m = 2, twice Table 1's. Its k = 2(n−1)·m messages
+// per node (4(n−1) for m = 2) pay o.
+//
 // M is the message (model) size in bytes, B the link bandwidth in bytes/s (flags take bits/s), α
 // the one-way latency in seconds, Δ the largest in- or out-degree of the iteration's graph (a node
 // sends to all its out-neighbours and receives from all its in-neighbours over one full-duplex
@@ -80,6 +90,20 @@ Result<StragglerModel> parse_straggler_model(std::string_view spec, std::uint64_
 enum class Scheme { kParameterServer, kRingAllreduce, kGossip };
 std::string_view scheme_name(Scheme scheme);
 
+// How a ring allreduce is priced (see the top of this file).
+enum class AllreduceModel { kTable1, kGloo };
+std::string_view allreduce_model_name(AllreduceModel model);
+Result<AllreduceModel> parse_allreduce_model(std::string_view name);  // "table1" | "gloo"
+
+// Gloo's ring allreduce: segments per rank m and bytes per segment S for n nodes and M bytes.
+struct GlooSegments {
+  int per_rank = 0;
+  double bytes = 0;
+};
+GlooSegments gloo_segments(int num_nodes, double message_bytes);
+// Seconds of one Gloo ring allreduce of M bytes over n nodes (no compute, no per-message cost).
+double gloo_ring_allreduce_comm_s(int num_nodes, double message_bytes, const Network& net);
+
 struct CostInputs {
   Network net;
   double message_bytes = 0;  // bytes of one model (float32: 4 × parameters)
@@ -93,6 +117,7 @@ struct CostInputs {
   // The fixed cost of one message (LogP's o: system calls, wake-ups, control messages), per
   // message a node sends or receives; 0: none.
   double message_overhead_s = 0.0;
+  AllreduceModel allreduce = AllreduceModel::kTable1;
 };
 
 // The simulated clock of one run. Feed it the iterations in order.

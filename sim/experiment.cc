@@ -180,6 +180,7 @@ ExperimentResult price(const std::vector<Run>& runs, const ExperimentConfig& con
   in.cpu_share = cost.cpu_share;
   in.cpu_s_per_byte = cost.cpu_s_per_byte;
   in.message_overhead_s = cost.message_overhead_s;
+  in.allreduce = cost.allreduce;
   result.compute_s = in.compute_s;
   result.message_bytes = in.message_bytes;
   for (const Run& r : runs) {
@@ -210,7 +211,9 @@ ExperimentResult price(const std::vector<Run>& runs, const ExperimentConfig& con
           s.comm_s = parameter_server_comm_s(r.nodes, in.message_bytes, in.net);
           break;
         case Scheme::kRingAllreduce:
-          s.comm_s = ring_allreduce_comm_s(r.nodes, in.message_bytes, in.net);
+          s.comm_s = in.allreduce == AllreduceModel::kGloo
+                         ? gloo_ring_allreduce_comm_s(r.nodes, in.message_bytes, in.net)
+                         : ring_allreduce_comm_s(r.nodes, in.message_bytes, in.net);
           break;
         case Scheme::kGossip: {
           const int delta = r.max_degree.empty()

@@ -64,7 +64,7 @@ struct Options {
 
   std::string bandwidth = "1Gbps", latency = "1ms", compute_time = "measure", model_params;
   double payload_fraction = 1.0, cpu_share = 1.0;
-  std::string cpu_per_byte = "0", message_overhead = "0";
+  std::string cpu_per_byte = "0", message_overhead = "0", allreduce_model = "table1";
   std::string straggler = "none";
 
   double target_loss = std::numeric_limits<double>::quiet_NaN();
@@ -169,6 +169,11 @@ void add_common(CLI::App* app, Options& o) {
          "--message-overhead", o.message_overhead,
          "Fixed time of one message a node sends or receives, e.g. 0.5ms (added after a "
          "D-PSGD exchange; overlapping the wire in an allreduce); measure once per cluster")
+      ->capture_default_str();
+  app->add_option("--allreduce-model", o.allreduce_model,
+                  "How C-PSGD's ring allreduce is priced: table1 (2(n-1) latencies + "
+                  "2(n-1)/n M/B) or gloo (Gloo's ring: 1 MiB segments, two in flight, each send "
+                  "waiting for the receiver's ready message; what gossipd's ALLREDUCE runs)")
       ->capture_default_str();
   app->add_option("--model-params", o.model_params,
                   "Price messages as a model of this many parameters (e.g. 25M) instead of the "
@@ -311,6 +316,9 @@ Result<ExperimentConfig> build_config(const Options& o) {
     Result<double> overhead = parse_duration_s(o.message_overhead);
     if (!overhead.is_ok()) return overhead.status().with_context("--message-overhead");
     c.cost.message_overhead_s = *overhead;
+    Result<AllreduceModel> model = parse_allreduce_model(o.allreduce_model);
+    if (!model.is_ok()) return model.status().with_context("--allreduce-model");
+    c.cost.allreduce = *model;
   }
   if (o.compute_time != "measure") {
     GOSSIP_ASSIGN_OR_RETURN(const double s, parse_duration_s(o.compute_time));

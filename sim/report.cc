@@ -141,6 +141,9 @@ void print_summary(std::ostream& out, const ExperimentResult& result,
   if (config.cost.message_overhead_s != 0.0) {
     out << "; " << seconds(config.cost.message_overhead_s) << " per message";
   }
+  if (config.cost.allreduce != AllreduceModel::kTable1) {
+    out << "; allreduce priced as " << allreduce_model_name(config.cost.allreduce);
+  }
   if (config.cost.cpu_share != 1.0 || config.cost.cpu_s_per_byte != 0.0) {
     out << "; cpu share " << fixed(config.cost.cpu_share, 3) << " of a core, "
         << fixed(config.cost.cpu_s_per_byte * 1e9, 3) << " ns per byte moved";
@@ -245,6 +248,7 @@ std::string config_json(const ExperimentConfig& c, double compute_s, double mess
     << ",\"cpu_share\":" << json_num(c.cost.cpu_share)
     << ",\"cpu_s_per_byte\":" << json_num(c.cost.cpu_s_per_byte)
     << ",\"message_overhead_s\":" << json_num(c.cost.message_overhead_s)
+    << ",\"allreduce_model\":" << json_quote(std::string(allreduce_model_name(c.cost.allreduce)))
     << ",\"compute_s\":" << json_num(compute_s) << ",\"message_bytes\":" << json_num(message_bytes)
     << ",\"straggler\":" << json_quote(c.cost.straggler.to_string())
     << ",\"target_loss\":" << json_num(c.target_loss)

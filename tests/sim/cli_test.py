@@ -94,6 +94,17 @@ with tempfile.TemporaryDirectory() as tmp:
     check([pt["value"] for pt in s["points"]] == ["10Mbps", "1Gbps", "100Gbps"], "sweep points")
     check(len(s["crossovers"]) == 2, f"one crossover line per C-PSGD scheme: {s['crossovers']}")
 
+    # --allreduce-model gloo prices Gloo's ring (docs/sim.md): on a latency-bound link its 2(n-1)
+    # segment pairs each wait out the latency, twice Table 1's 2(n-1) latencies.
+    args = ("run", *SMALL, "--algorithm", "cpsgd-allreduce", "--bandwidth", "1000Gbps",
+            "--latency", "5ms", "--json")
+    t1 = json.loads(sim(*args).stdout)
+    gl = json.loads(sim(*args, "--allreduce-model", "gloo").stdout)
+    check(t1["config"]["allreduce_model"] == "table1" and gl["config"]["allreduce_model"] == "gloo",
+          f"allreduce_model in the JSON config: {t1['config']} {gl['config']}")
+    comm = [j["series"][0]["seconds_per_iteration"] - 0.01 for j in (t1, gl)]
+    check(abs(comm[1] / comm[0] - 2) < 1e-3, f"gloo / table1 latency-bound: {comm}")
+
     # A topology file sets n when --nodes is not given; a --nodes that disagrees with it is refused.
     topo6 = os.path.join(tmp, "ring6.pbtxt")
     with open(topo6, "w") as f:
@@ -120,6 +131,7 @@ with tempfile.TemporaryDirectory() as tmp:
                       (["compare", *SMALL, "--cpu-share", "1.5"], 2),
                       (["compare", *SMALL, "--cpu-per-byte", "-1ns"], 2),
                       (["compare", *SMALL, "--message-overhead", "soon"], 2),
+                      (["compare", *SMALL, "--allreduce-model", "nccl"], 2),
                       (["compare", *SMALL, "--bogus"], 2),
                       (["compare", *SMALL[:2], "--nodes", "abc"], 2),
                       ([], 2)):

@@ -28,6 +28,61 @@ TEST_CASE("communication closed forms") {
   CHECK(net.bytes_per_second() == 1e9);
 }
 
+TEST_CASE("Gloo's ring allreduce: segments, and the rendezvous between bandwidth and latency") {
+  // Segments as gloo/allreduce.cc cuts them: a multiple of n, at least 2n, at most 1 MiB each,
+  // rounded up to whole floats.
+  const GlooSegments mlp = gloo_segments(8, 940584);  // the demo MLP: 16 segments
+  CHECK(mlp.per_rank == 2);
+  CHECK(mlp.bytes == 58788);                              // ⌈940584 / 16⌉ = 58787, to 4 bytes
+  const GlooSegments big = gloo_segments(8, 19081256);    // the 5M MLP: ⌈18.2⌉ = 19 → 24
+  CHECK(big.per_rank == 3);
+  CHECK(big.bytes == 795056);
+  CHECK(gloo_segments(3, 1e9).per_rank == 318);  // ⌈953.7⌉ = 954 = 3 · 318 segments of 1 MiB
+  CHECK(gloo_segments(1, 4096).per_rank == 2);
+
+  // No latency: 2(n−1)·m·S/B = Table 1's bandwidth term 2((n−1)/n)·M/B when S·k = M.
+  Network fast{8e9, 0.0};  // 1 GB/s
+  const double m = 16 * 4096.0;
+  CHECK(gloo_ring_allreduce_comm_s(8, m, fast) == doctest::Approx(2.0 * 7 / 8 * m / 1e9));
+  // Latency-bound (a 5 ms link that moves a segment in ~0): 2(n−1)·m hops of α each, twice
+  // Table 1's 2(n−1)α when m = 2.
+  Network far{8e12, 5e-3};
+  CHECK(gloo_ring_allreduce_comm_s(8, 940584, far) ==
+        doctest::Approx(28 * (5e-3 + 0.5 * 58788 / 1e12)));
+  CHECK(gloo_ring_allreduce_comm_s(8, 940584, far) ==
+        doctest::Approx(2 * (ring_allreduce_comm_s(8, 940584, far))).epsilon(1e-3));
+  // In between, the larger of the two per hop: at 100 Mbit/s and 5 ms a 58,788-byte segment
+  // takes 4.70 ms on the wire, so a hop is α + S/2B = 7.35 ms.
+  Network mid{1e8, 5e-3};
+  const double s_over_b = 58788 / 12.5e6;
+  CHECK(gloo_ring_allreduce_comm_s(8, 940584, mid) == doctest::Approx(28 * (5e-3 + s_over_b / 2)));
+  Network slow{1e7, 5e-3};  // 10 Mbit/s: bandwidth-bound, the latency hidden by the window
+  CHECK(gloo_ring_allreduce_comm_s(8, 940584, slow) == doctest::Approx(28 * 58788 / 1.25e6));
+  CHECK(gloo_ring_allreduce_comm_s(1, 940584, slow) == 0.0);
+
+  // The clock uses it, and charges o per segment hop: 2(n−1)·m = 42 messages for m = 3.
+  CostInputs in;
+  in.net = mid;
+  in.message_bytes = 19081256;
+  in.compute_s = 0.01;
+  in.message_overhead_s = 1e-3;
+  in.allreduce = AllreduceModel::kGloo;
+  SimClock ar(Scheme::kRingAllreduce, 8, in);
+  for (int t = 0; t < 3; ++t) ar.advance(t, {}, 0);
+  const double comm = gloo_ring_allreduce_comm_s(8, 19081256, mid);
+  CHECK(ar.last_comm_s() == doctest::Approx(comm));
+  CHECK(ar.now_s() == doctest::Approx(3 * (0.01 + std::max(comm, 42 * 1e-3))));
+  in.message_overhead_s = 0.1;  // now the 42 messages' overhead dominates the wire
+  SimClock busy(Scheme::kRingAllreduce, 8, in);
+  busy.advance(0, {}, 0);
+  CHECK(busy.now_s() == doctest::Approx(0.01 + 4.2));
+
+  CHECK(parse_allreduce_model("gloo").value() == AllreduceModel::kGloo);
+  CHECK(parse_allreduce_model("table1").value() == AllreduceModel::kTable1);
+  CHECK(parse_allreduce_model("nccl").status().message().find("table1 or gloo") !=
+        std::string::npos);
+}
+
 TEST_CASE("without stragglers: C-PSGD adds compute and comm, D-PSGD overlaps them") {
   CostInputs in;
   in.net = {1e9, 1e-3};
