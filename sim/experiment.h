@@ -41,9 +41,9 @@ struct CostConfig {
   // Parameters whose size the messages have; nullopt: the simulated model's own.
   std::optional<double> model_params;
   StragglerModel straggler;
-  double cpu_share = 1.0;           // CostInputs::cpu_share
-  double cpu_s_per_byte = 0.0;      // CostInputs::cpu_s_per_byte
-  double message_overhead_s = 0.0;  // CostInputs::message_overhead_s
+  double cpu_share = 1.0;                              // CostInputs::cpu_share
+  double cpu_s_per_byte = 0.0;                         // CostInputs::cpu_s_per_byte
+  double message_overhead_s = 0.0;                     // CostInputs::message_overhead_s
   AllreduceModel allreduce = AllreduceModel::kTable1;  // CostInputs::allreduce
 };
 

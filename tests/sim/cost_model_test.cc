@@ -33,8 +33,8 @@ TEST_CASE("Gloo's ring allreduce: segments, and the rendezvous between bandwidth
   // rounded up to whole floats.
   const GlooSegments mlp = gloo_segments(8, 940584);  // the demo MLP: 16 segments
   CHECK(mlp.per_rank == 2);
-  CHECK(mlp.bytes == 58788);                              // ⌈940584 / 16⌉ = 58787, to 4 bytes
-  const GlooSegments big = gloo_segments(8, 19081256);    // the 5M MLP: ⌈18.2⌉ = 19 → 24
+  CHECK(mlp.bytes == 58788);                            // ⌈940584 / 16⌉ = 58787, to 4 bytes
+  const GlooSegments big = gloo_segments(8, 19081256);  // the 5M MLP: ⌈18.2⌉ = 19 → 24
   CHECK(big.per_rank == 3);
   CHECK(big.bytes == 795056);
   CHECK(gloo_segments(3, 1e9).per_rank == 318);  // ⌈953.7⌉ = 954 = 3 · 318 segments of 1 MiB
