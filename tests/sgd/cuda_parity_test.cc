@@ -124,7 +124,7 @@ TEST_CASE("evaluate: cpu and cuda agree on loss and accuracy") {
   CHECK(std::abs(b.accuracy - a.accuracy) <= 2.0 / 5000);  // near-ties may flip
 }
 
-TEST_CASE("mix: bit-identical on cpu and cuda, short and long term lists, in place") {
+TEST_CASE("mix: bit-identical on cpu and cuda, short and long term lists, unaligned, in place") {
   Pair p = backends();
   const std::size_t n = 1000003;
   for (int terms : {1, 3, 30}) {
@@ -149,6 +149,19 @@ TEST_CASE("mix: bit-identical on cpu and cuda, short and long term lists, in pla
       p.cpu->mix(out.data(), ht, 0.125f, with_update ? u.data() : nullptr, n);
       p.gpu->mix(dout.data(), dt, 0.125f, with_update ? du.data() : nullptr, n);
       CHECK(std::memcmp(out.data(), to_host(*p.gpu, dout).data(), n * sizeof(float)) == 0);
+    }
+    // one float in, so no pointer is 16-byte aligned: the scalar kernel alone, the same bits
+    {
+      std::vector<MixTerm> ht1, dt1;
+      for (int j = 0; j < terms; ++j) {
+        ht1.push_back({ht[j].weight, xs[j].data() + 1});
+        dt1.push_back({dt[j].weight, dxs[j].data() + 1});
+      }
+      std::vector<float> out(n - 1);
+      p.cpu->mix(out.data(), ht1, 0.25f, u.data() + 1, n - 1);
+      p.gpu->mix(dout.data() + 1, dt1, 0.25f, du.data() + 1, n - 1);
+      CHECK(std::memcmp(out.data(), to_host(*p.gpu, dout).data() + 1, (n - 1) * sizeof(float)) ==
+            0);
     }
     // in place over term 0
     std::vector<float> out(n);
