@@ -121,23 +121,7 @@ done
 # ---- calibration, once per run
 "$netns" rate off
 # Latency: half the median round trip of a 1-byte TCP ping-pong between two hosts.
-tcp_latency_s() {
-  "$netns" exec 1 "$py" -c '
-import socket
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("0.0.0.0", 5298)); s.listen(1); c, _ = s.accept()
-c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-while (b := c.recv(1)): c.sendall(b)' &
-  sleep 0.5
-  "$netns" exec 0 "$py" -c '
-import socket, statistics, sys, time
-c = socket.create_connection((sys.argv[1], 5298)); c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-rtt = []
-for _ in range(400):
-    t = time.perf_counter(); c.sendall(b"x"); c.recv(1); rtt.append(time.perf_counter() - t)
-print("%.7f" % (statistics.median(rtt[50:]) / 2))' "$("$netns" addr 1)"
-  wait
-}
+tcp_latency_s() { "$py" -c "print('%.7f' % ($("$netns" rtt 0 1 350) / 2))"; }
 declare -A lat_of
 lat_delays=$(printf '%s\n' 0 $delays | sort -un | tr '\n' ' ')
 for d in $lat_delays; do

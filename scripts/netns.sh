@@ -28,6 +28,8 @@
 #   scripts/netns.sh cut A B            cut every link between host groups A and B (comma lists:
 #                                       "cut 0,1,2,3 4,5,6,7" partitions 8 hosts in two)
 #   scripts/netns.sh heal [A B]         undo cuts between A and B, or every cut
+#   scripts/netns.sh rtt I J [COUNT]    median round trip, in seconds, of COUNT (default 400) 1-byte
+#                                       TCP ping-pongs from host I to host J, after 50 unmeasured
 #   scripts/netns.sh status             namespaces, qdiscs and fault rules
 #
 # Environment: GOSSIP_NETNS_PREFIX (default "gossip"; keep it short: names end up in interface
@@ -336,6 +338,33 @@ heal() {
   fi
 }
 
+rtt() {
+  local from=$1 to=$2 count=${3:-400} port=$((20000 + $$ % 40000))
+  need_node "$from"
+  need_node "$to"
+  [[ $count =~ ^[1-9][0-9]*$ ]] || die "rtt needs a count of ping-pongs, got '$count'"
+  ip netns exec "$(node_ns "$to")" /usr/bin/python3 -c '
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", int(sys.argv[1]))); s.listen(1); c, _ = s.accept()
+c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+while (b := c.recv(1)): c.sendall(b)' "$port" &
+  local server=$!
+  ip netns exec "$(node_ns "$from")" /usr/bin/python3 -c '
+import socket, statistics, sys, time
+for _ in range(100):
+    try:
+        c = socket.create_connection((sys.argv[1], int(sys.argv[2]))); break
+    except OSError:
+        time.sleep(0.05)
+c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+rtt = []
+for _ in range(50 + int(sys.argv[3])):
+    t = time.perf_counter(); c.sendall(b"x"); c.recv(1); rtt.append(time.perf_counter() - t)
+print("%.7f" % statistics.median(rtt[50:]))' "$(addr "$to")" "$port" "$count"
+  wait "$server" || true
+}
+
 status() {
   local n i
   n=$(num_nodes)
@@ -362,6 +391,7 @@ case $cmd in
   delay) (($# == 1)) || usage; delay "$1" ;;
   cut) (($# == 2)) || usage; cut_or_heal add "$1" "$2" ;;
   heal) heal "$@" ;;
+  rtt) (($# == 2 || $# == 3)) || usage; rtt "$@" ;;
   status) (($# == 0)) || usage; status ;;
   *) usage ;;
 esac

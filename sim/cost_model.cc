@@ -113,6 +113,12 @@ double gloo_ring_allreduce_comm_s(int num_nodes, double message_bytes, const Net
   return 2.0 * (num_nodes - 1) * g.per_rank * hop;
 }
 
+double allreduce_comm_s(AllreduceModel model, int num_nodes, double message_bytes,
+                        const Network& net) {
+  return model == AllreduceModel::kGloo ? gloo_ring_allreduce_comm_s(num_nodes, message_bytes, net)
+                                        : ring_allreduce_comm_s(num_nodes, message_bytes, net);
+}
+
 SimClock::SimClock(Scheme scheme, int num_nodes, CostInputs inputs)
     : scheme_(scheme), num_nodes_(num_nodes), in_(inputs) {
   GOSSIP_CHECK_GT(num_nodes, 0);
@@ -137,9 +143,8 @@ void SimClock::advance(std::int64_t iteration, const std::vector<std::vector<int
     }
     const bool ps = scheme_ == Scheme::kParameterServer;
     const bool gloo = !ps && in_.allreduce == AllreduceModel::kGloo;
-    last_comm_s_ = ps     ? parameter_server_comm_s(num_nodes_, in_.message_bytes, in_.net)
-                   : gloo ? gloo_ring_allreduce_comm_s(num_nodes_, in_.message_bytes, in_.net)
-                          : ring_allreduce_comm_s(num_nodes_, in_.message_bytes, in_.net);
+    last_comm_s_ = ps ? parameter_server_comm_s(num_nodes_, in_.message_bytes, in_.net)
+                      : allreduce_comm_s(in_.allreduce, num_nodes_, in_.message_bytes, in_.net);
     // Sent and received by the busiest host: the server, or any node of the ring.
     const double moved =
         2.0 * (ps ? topology::parameter_server_bytes(num_nodes_, in_.message_bytes)

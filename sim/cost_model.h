@@ -103,6 +103,9 @@ struct GlooSegments {
 GlooSegments gloo_segments(int num_nodes, double message_bytes);
 // Seconds of one Gloo ring allreduce of M bytes over n nodes (no compute, no per-message cost).
 double gloo_ring_allreduce_comm_s(int num_nodes, double message_bytes, const Network& net);
+// Seconds of one ring allreduce as `model` prices it (Table 1's ring_allreduce_comm_s or Gloo's).
+double allreduce_comm_s(AllreduceModel model, int num_nodes, double message_bytes,
+                        const Network& net);
 
 struct CostInputs {
   Network net;

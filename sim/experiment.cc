@@ -211,9 +211,7 @@ ExperimentResult price(const std::vector<Run>& runs, const ExperimentConfig& con
           s.comm_s = parameter_server_comm_s(r.nodes, in.message_bytes, in.net);
           break;
         case Scheme::kRingAllreduce:
-          s.comm_s = in.allreduce == AllreduceModel::kGloo
-                         ? gloo_ring_allreduce_comm_s(r.nodes, in.message_bytes, in.net)
-                         : ring_allreduce_comm_s(r.nodes, in.message_bytes, in.net);
+          s.comm_s = allreduce_comm_s(in.allreduce, r.nodes, in.message_bytes, in.net);
           break;
         case Scheme::kGossip: {
           const int delta = r.max_degree.empty()

@@ -139,53 +139,39 @@ struct MixArgs {
 };
 
 // out = [out +] Σ w_j x_j [− γ u], fma order as the cpu backend.
-__global__ void mix_kernel(float* out, MixArgs terms, bool accumulate, float neg_gamma,
-                           const float* update, long long n) {
-  for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < n;
-       k += (long long)gridDim.x * blockDim.x) {
-    float acc;
-    int first;
-    if (accumulate) {
-      acc = out[k];
-      first = 0;
-    } else {
-      acc = terms.weight[0] * terms.x[0][k];
-      first = 1;
-    }
-    for (int j = first; j < terms.count; ++j) acc = __fmaf_rn(terms.weight[j], terms.x[j][k], acc);
-    out[k] = update ? __fmaf_rn(neg_gamma, update[k], acc) : acc;
-  }
+// w·x and acc + w·x rounded once (the cpu's order), for one float or four.
+__device__ inline float scaled(float w, float x) { return w * x; }
+__device__ inline float4 scaled(float w, float4 x) {
+  return make_float4(w * x.x, w * x.y, w * x.z, w * x.w);
+}
+__device__ inline float fma_rn(float w, float x, float acc) { return __fmaf_rn(w, x, acc); }
+__device__ inline float4 fma_rn(float w, float4 x, float4 acc) {
+  return make_float4(__fmaf_rn(w, x.x, acc.x), __fmaf_rn(w, x.y, acc.y), __fmaf_rn(w, x.z, acc.z),
+                     __fmaf_rn(w, x.w, acc.w));
 }
 
-// The same, four floats per thread through 16-byte loads and stores (every pointer 16-byte
-// aligned; n4 = n / 4): each float gets the same operations in the same order as mix_kernel, so
-// the bits are the same; the wider accesses take mixing from 62% to more of the device's copy
-// bandwidth (docs/sgd.md).
-__device__ inline void fma4(float w, const float4& x, float4& acc) {
-  acc.x = __fmaf_rn(w, x.x, acc.x);
-  acc.y = __fmaf_rn(w, x.y, acc.y);
-  acc.z = __fmaf_rn(w, x.z, acc.z);
-  acc.w = __fmaf_rn(w, x.w, acc.w);
-}
-__global__ void mix4_kernel(float4* out, MixArgs terms, bool accumulate, float neg_gamma,
-                            const float4* update, long long n4) {
-  for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < n4;
+// out = Σ_j w_j x_j (added to out when `accumulate`) − γ·update, over n elements of T. T = float4
+// (every pointer 16-byte aligned, n counting float4s) takes 16-byte loads and stores, which bring
+// mixing to the device's copy bandwidth (docs/sgd.md); each float gets the same operations in the
+// same order either way, so the bits are the same.
+template <typename T>
+__global__ void mix_kernel(T* out, MixArgs terms, bool accumulate, float neg_gamma, const T* update,
+                           long long n) {
+  for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < n;
        k += (long long)gridDim.x * blockDim.x) {
-    float4 acc;
+    T acc;
     int first;
     if (accumulate) {
       acc = out[k];
       first = 0;
     } else {
-      const float4 x = reinterpret_cast<const float4*>(terms.x[0])[k];
-      const float w = terms.weight[0];
-      acc = make_float4(w * x.x, w * x.y, w * x.z, w * x.w);
+      acc = scaled(terms.weight[0], reinterpret_cast<const T*>(terms.x[0])[k]);
       first = 1;
     }
     for (int j = first; j < terms.count; ++j) {
-      fma4(terms.weight[j], reinterpret_cast<const float4*>(terms.x[j])[k], acc);
+      acc = fma_rn(terms.weight[j], reinterpret_cast<const T*>(terms.x[j])[k], acc);
     }
-    if (update) fma4(neg_gamma, update[k], acc);
+    if (update) acc = fma_rn(neg_gamma, update[k], acc);
     out[k] = acc;
   }
 }
@@ -388,7 +374,7 @@ class CudaBackend final : public Backend {
       for (std::size_t j = 0; j < count; ++j) wide = wide && aligned16(args.x[j]);
       const std::size_t n4 = wide ? n / 4 : 0;
       if (n4 > 0) {
-        mix4_kernel<<<blocks_for(n4), kThreads, 0, compute_>>>(
+        mix_kernel<float4><<<blocks_for(n4), kThreads, 0, compute_>>>(
             reinterpret_cast<float4*>(out), args, first > 0, -gamma,
             reinterpret_cast<const float4*>(u), static_cast<long long>(n4));
       }
@@ -396,7 +382,7 @@ class CudaBackend final : public Backend {
       if (done < n) {
         MixArgs tail = args;
         for (std::size_t j = 0; j < count; ++j) tail.x[j] = args.x[j] + done;
-        mix_kernel<<<blocks_for(n - done), kThreads, 0, compute_>>>(
+        mix_kernel<float><<<blocks_for(n - done), kThreads, 0, compute_>>>(
             out + done, tail, first > 0, -gamma, u ? u + done : nullptr,
             static_cast<long long>(n - done));
       }

@@ -52,9 +52,13 @@ struct AttachRun {
   }
 };
 
-// Node 2's trainer died at iteration 15 of 40 under CARRY_ON: its daemon left (exit 7) with a
-// checkpoint at 15, and the other three finished.
-void check_node_2_left_at_15(const AttachRun& run) {
+// Launches `run` under CARRY_ON with node 2's trainer killed at iteration 15 by `fault` (an
+// attach_trainer flag taking the iteration) and checks that its daemon left (exit 7) with a
+// checkpoint at 15 while the other three finished their 40 iterations.
+void launch_with_node_2_killed_at_15(AttachRun& run, const std::string& fault) {
+  run.launch(run.trainer(" $( [ $GOSSIP_NODE_ID = 2 ] && echo " + fault + " 15 )"),
+             "--set fault.policy=CARRY_ON");
+  INFO(run.out);
   CHECK(run.rc == kExitTrainerGone);
   CHECK(fs::exists(run.dir.path + "/ckpt/node-2/" + "ckpt-000000000015.bin"));
   for (int i : {0, 1, 3}) {
@@ -105,10 +109,8 @@ TEST_CASE(
     "attach: a trainer that dies makes its daemon leave the group (exit 7, checkpoint of the mixed "
     "state), and the others carry on to the end") {
   AttachRun run(40, 3000);
-  run.launch(run.trainer(" $( [ $GOSSIP_NODE_ID = 2 ] && echo --die-at 15 )"),
-             "--set fault.policy=CARRY_ON");
+  launch_with_node_2_killed_at_15(run, "--die-at");
   INFO(run.out);
-  check_node_2_left_at_15(run);
   CHECK(run.log(2).find("the trainer disconnected (EOF) while the daemon waited for POST(15)") !=
         std::string::npos);
   for (int i : {0, 1, 3})
@@ -119,10 +121,8 @@ TEST_CASE(
     "attach: a trainer that dies between its POST and its UPDATE makes its daemon leave with the "
     "checkpoint of x_t it posted, and the others carry on") {
   AttachRun run(40, 3000);
-  run.launch(run.trainer(" $( [ $GOSSIP_NODE_ID = 2 ] && echo --die-after-post 15 )"),
-             "--set fault.policy=CARRY_ON");
+  launch_with_node_2_killed_at_15(run, "--die-after-post");
   INFO(run.out);
-  check_node_2_left_at_15(run);
   CHECK(run.log(2).find("while the daemon waited for UPDATE(15)") != std::string::npos);
   // x_15 is what the trainer posted (the daemon had sent it; the trainer never writes it in an
   // update session): the checkpoint is at 15, not 16.

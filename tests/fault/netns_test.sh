@@ -113,29 +113,9 @@ echo "TCP host 0 -> 1: ${free} Mbit/s free, ${capped} Mbit/s with rate 8mbit" >&
 ((free >= 3 * capped)) || fail "without tbf only $free Mbit/s (with: $capped)"
 "$netns" rate off 0
 
-# tcp_rtt_ms FROM TO: the median round trip of 200 1-byte TCP ping-pongs, in ms.
+# tcp_rtt_ms FROM TO: the median round trip of 200 1-byte TCP ping-pongs, in 1/100 ms.
 tcp_rtt_ms() {
-  local from=$1 to=$2 port=$((20000 + BASHPID % 40000))
-  "$netns" exec "$to" /usr/bin/python3 -c '
-import socket, sys
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("0.0.0.0", int(sys.argv[1]))); s.listen(1); c, _ = s.accept()
-c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-while (b := c.recv(1)): c.sendall(b)' "$port" &
-  local server=$!
-  "$netns" exec "$from" /usr/bin/python3 -c '
-import socket, statistics, sys, time
-for _ in range(100):
-    try:
-        c = socket.create_connection((sys.argv[1], int(sys.argv[2]))); break
-    except OSError:
-        time.sleep(0.05)
-c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-rtt = []
-for _ in range(200):
-    t = time.perf_counter(); c.sendall(b"x"); c.recv(1); rtt.append(time.perf_counter() - t)
-print("%.0f" % (statistics.median(rtt) * 1e3 * 100))' "$("$netns" addr "$to")" "$port"
-  wait "$server" || true
+  /usr/bin/python3 -c "print('%.0f' % ($("$netns" rtt "$1" "$2" 200) * 1e5))"
 }
 rtt=$(tcp_rtt_ms 0 1)   # in 1/100 ms
 "$netns" delay 5
