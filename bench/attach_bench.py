@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """attach_bench: what attaching a Python trainer adds to one iteration, per parameter count.
 
-Runs tests/daemon/attach_peer --echo (the real AttachServer answering every POST at once, buffer
+Runs tests/attach/attach_peer --echo (the real AttachServer answering every POST at once, buffer
 untouched) and measures, as medians over --iterations:
   round trip   Client.post_and_get(): POST, the daemon side's wait_post/reply_mixed, MIXED
   gossip()     GossipOptimizer.gossip() on a CPU model (everything attach adds to a CPU PyTorch
@@ -12,7 +12,7 @@ untouched) and measures, as medians over --iterations:
                wrapper without the views would, costs)
 The daemon's own iteration times at the same sizes are in docs/daemon.md ("Benchmark").
 
-    ATTACH_PEER=build/tests/daemon/attach_peer bench/attach_bench.py --params 1M,25M
+    ATTACH_PEER=build/tests/attach/attach_peer bench/attach_bench.py --params 1M,25M
 """
 
 import argparse
@@ -108,7 +108,7 @@ def main():
     ap.add_argument("--params", default="1M,25M", help="comma-separated parameter counts")
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--peer", default=os.environ.get("ATTACH_PEER",
-                                                     "build/tests/daemon/attach_peer"))
+                                                     "build/tests/attach/attach_peer"))
     args = ap.parse_args()
     if not os.path.exists(args.peer):
         sys.exit(f"attach_bench: no attach_peer at {args.peer} (build it, or set --peer)")

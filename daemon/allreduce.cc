@@ -207,8 +207,8 @@ NodeResult run_allreduce(const NodeOptions& options, const topology::Topology& t
   const std::size_t d = problem.spec.num_params();
   // As run_node: epochs count passes over the mean shard.
   const std::uint64_t total =
-      total_iterations(cfg, static_cast<std::size_t>(problem.train->num_examples / n));
-  sgd::OptimizerConfig opt_cfg = to_optimizer_config(cfg, total);
+      config::total_iterations(cfg, static_cast<std::size_t>(problem.train->num_examples / n));
+  sgd::OptimizerConfig opt_cfg = config::to_optimizer_config(cfg, total);
   if (Status s = opt_cfg.validate(); !s.is_ok())
     return fail(kExitUsage, s.with_context("optimizer"));
   sgd::Optimizer optimizer(opt_cfg, d);

@@ -8,7 +8,8 @@
 
 namespace gossip::daemon {
 
-AttachStep::AttachStep(std::unique_ptr<AttachServer> server, std::chrono::milliseconds post_timeout)
+AttachStep::AttachStep(std::unique_ptr<attach::AttachServer> server,
+                       std::chrono::milliseconds post_timeout)
     : server_(std::move(server)), post_timeout_(post_timeout) {}
 
 Status AttachStep::start(std::uint64_t iteration, std::span<const float> x) {

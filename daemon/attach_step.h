@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/attach.h"
+#include "attach/server.h"
 #include "daemon/local_step.h"
 
 namespace gossip::daemon {
@@ -39,7 +39,7 @@ namespace gossip::daemon {
 class AttachStep final : public LocalStep {
  public:
   // `server` has accepted the trainer's HELLO (AttachServer::accept_hello).
-  AttachStep(std::unique_ptr<AttachServer> server, std::chrono::milliseconds post_timeout);
+  AttachStep(std::unique_ptr<attach::AttachServer> server, std::chrono::milliseconds post_timeout);
 
   // WELCOME: training starts at `iteration`; `x` non-empty hands the trainer parameters to load
   // (a resumed run's mixed state).
@@ -64,7 +64,7 @@ class AttachStep final : public LocalStep {
  private:
   Status send_pending_mixed();
 
-  std::unique_ptr<AttachServer> server_;
+  std::unique_ptr<attach::AttachServer> server_;
   std::chrono::milliseconds post_timeout_;
   float gamma_ = 0.0f;                          // γ_t of the UPDATE (update sessions)
   std::optional<std::uint64_t> mixed_pending_;  // MIXED(t) not sent yet

@@ -22,11 +22,11 @@
 #include <thread>
 
 #include "common/log.h"
+#include "config/load.h"
 #include "daemon/checkpoint.h"
 #include "daemon/exit_codes.h"
 #include "daemon/metrics.h"
 #include "daemon/node.h"
-#include "daemon/options.h"
 #include "daemon/run.h"
 #include "sgd/backend.h"
 #include "sgd/problem.h"
@@ -240,9 +240,9 @@ std::int64_t common_checkpoint(const TrainConfig& config, const topology::Topolo
 
 int launch_command(const LaunchOptions& o) {
   set_log_prefix("launch");
-  Result<TrainConfig> config_or = load_config_with_overrides(
+  Result<TrainConfig> config_or = config::load_config_with_overrides(
       o.config_path, o.overrides, Env::system(),
-      o.attach_dir.empty() ? ConfigUse::kOwnTrainer : ConfigUse::kAttachedTrainer);
+      o.attach_dir.empty() ? config::ConfigUse::kOwnTrainer : config::ConfigUse::kAttachedTrainer);
   if (!config_or.is_ok()) {
     std::fprintf(stderr, "gossipd launch: %s\n", config_or.status().to_string().c_str());
     return kExitUsage;
@@ -575,7 +575,7 @@ int launch_command(const LaunchOptions& o) {
   // and the model is gossipd's own: an attached trainer's model is its own business).
   double avg_acc = NAN, avg_loss = NAN;
   if (worst == kExitOk && static_cast<int>(views.size()) == n && o.attach_dir.empty()) {
-    Result<sgd::Problem> problem = sgd::make_problem(to_problem_config(config, n));
+    Result<sgd::Problem> problem = sgd::make_problem(config::to_problem_config(config, n));
     if (problem.is_ok()) {
       const std::size_t d = problem->spec.num_params();
       std::vector<double> sum(d, 0.0);

@@ -46,8 +46,8 @@ std::string config_fingerprint(const TrainConfig& config) {
   if (c.optimizer().lr() == 0) c.mutable_optimizer()->clear_lr();
   c.set_seed(config.seed());
   // Only ALLREDUCE is named, so the fingerprints of D-PSGD checkpoints stay what they were.
-  if (config.algorithm() == pb::TrainConfig::ALLREDUCE) c.set_algorithm(config.algorithm());
-  std::string text = to_text(c);
+  if (config.algorithm() == config::pb::TrainConfig::ALLREDUCE) c.set_algorithm(config.algorithm());
+  std::string text = config::to_text(c);
   uLong crc =
       crc32(0L, reinterpret_cast<const Bytef*>(text.data()), static_cast<uInt>(text.size()));
   char buf[16];
@@ -278,7 +278,7 @@ class NodeRun {
     // Fault policy (node.h). Carry-on needs a symmetric W(t); Metropolis–Hastings rows are
     // recomputed from the degrees both ends announce, other schemes move a dropped edge's weight
     // onto the diagonal.
-    if (cfg_.fault().policy() == pb::Fault::FAIL_STOP) return false;
+    if (cfg_.fault().policy() == config::pb::Fault::FAIL_STOP) return false;
     if (mixing_is_symmetric(topology_)) return true;
     GOSSIP_LOG(kWarning)
         << "fault.policy CARRY_ON needs a symmetric W(t) (an undirected topology); "

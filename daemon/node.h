@@ -32,18 +32,20 @@
 #include <vector>
 
 #include "common/env.h"
+#include "config/sgd_config.h"
+#include "config/train_config.h"
 #include "daemon/exchange.h"
 #include "daemon/local_step.h"
 #include "daemon/membership.h"
 #include "daemon/node_checkpoints.h"
-#include "daemon/sgd_config.h"
-#include "daemon/train_config.h"
 #include "sgd/backend.h"
 #include "sgd/optimizer.h"
 #include "sgd/problem.h"
 #include "topology/topology.h"
 
 namespace gossip::daemon {
+
+using config::TrainConfig;
 
 struct NodeOptions {
   int node_id = 0;

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "daemon/sgd_config.h"
+#include "config/sgd_config.h"
 
 namespace gossip::daemon {
 
@@ -30,11 +30,11 @@ Result<NodeJob> make_sgd_job(const TrainConfig& config, const sgd::Problem& prob
                              sgd::Backend& backend, int node, int num_nodes) {
   NodeJob job;
   job.num_params = problem.spec.num_params();
-  job.total_iterations =
-      total_iterations(config, static_cast<std::size_t>(problem.train->num_examples / num_nodes));
+  job.total_iterations = config::total_iterations(
+      config, static_cast<std::size_t>(problem.train->num_examples / num_nodes));
   Result<std::unique_ptr<SgdStep>> step =
-      SgdStep::create(backend, problem, to_optimizer_config(config, job.total_iterations), node,
-                      static_cast<int>(config.batch_size()));
+      SgdStep::create(backend, problem, config::to_optimizer_config(config, job.total_iterations),
+                      node, static_cast<int>(config.batch_size()));
   if (!step.is_ok()) return step.status();
   job.step = std::move(*step);
   job.initial_params = problem.initial_params();

@@ -7,8 +7,8 @@
 #include <memory>
 
 #include "common/status.h"
+#include "config/train_config.h"
 #include "daemon/node.h"
-#include "daemon/train_config.h"
 #include "sgd/backend.h"
 #include "sgd/dataset.h"
 #include "sgd/problem.h"

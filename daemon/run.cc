@@ -14,14 +14,14 @@
 #if GOSSIP_HAVE_GLOO
 #include "daemon/allreduce.h"
 #endif
-#include "daemon/attach.h"
+#include "attach/server.h"
+#include "config/load.h"
 #include "daemon/attach_step.h"
 #include "daemon/checkpoint.h"
 #include "daemon/exchange.h"
 #include "daemon/exit_codes.h"
 #include "daemon/node.h"
 #include "daemon/node_job.h"
-#include "daemon/options.h"
 #include "net/transport.h"
 #include "sgd/backend.h"
 #include "sgd/problem.h"
@@ -72,12 +72,13 @@ std::string job_id_for(const TrainConfig& config, const topology::Topology& topo
 
 int run_command(const RunOptions& o) {
   set_log_prefix("node " + std::to_string(o.node_id));
-  Result<TrainConfig> config_or = load_config_with_overrides(
+  Result<TrainConfig> config_or = config::load_config_with_overrides(
       o.config_path, o.overrides, Env::system(),
-      o.attach_socket.empty() ? ConfigUse::kOwnTrainer : ConfigUse::kAttachedTrainer);
+      o.attach_socket.empty() ? config::ConfigUse::kOwnTrainer
+                              : config::ConfigUse::kAttachedTrainer);
   if (!config_or.is_ok()) return usage_error(config_or.status());
   TrainConfig config = *config_or;
-  if (o.print_config) std::fputs(to_text(config).c_str(), stdout);
+  if (o.print_config) std::fputs(config::to_text(config).c_str(), stdout);
   Result<topology::Topology> topo_or = topology::load_topology(o.topology_path);
   if (!topo_or.is_ok()) return usage_error(topo_or.status());
   const topology::Topology& topo = *topo_or;
@@ -93,7 +94,7 @@ int run_command(const RunOptions& o) {
     return usage_error(
         invalid_argument("give --certs DIR (TLS, made by scripts/gen-certs.sh) or --insecure"));
   }
-  const bool allreduce = config.algorithm() == pb::TrainConfig::ALLREDUCE;
+  const bool allreduce = config.algorithm() == config::pb::TrainConfig::ALLREDUCE;
   if (allreduce && !o.insecure) {
     return usage_error(invalid_argument(
         "algorithm ALLREDUCE needs --insecure: Debian's Gloo has no TLS transport, so its gradient "
@@ -117,9 +118,9 @@ int run_command(const RunOptions& o) {
   }
 
   Result<sgd::Device> device =
-      sgd::parse_device(config.device() == pb::TrainConfig::CPU    ? "cpu"
-                        : config.device() == pb::TrainConfig::CUDA ? "cuda"
-                                                                   : "auto");
+      sgd::parse_device(config.device() == config::pb::TrainConfig::CPU    ? "cpu"
+                        : config.device() == config::pb::TrainConfig::CUDA ? "cuda"
+                                                                           : "auto");
 
   // A run from iteration 0 in a directory holding checkpoints is refused before any neighbour
   // (or trainer) is contacted (open_node_start checks again; checkpoint.h says why).
@@ -133,14 +134,15 @@ int run_command(const RunOptions& o) {
 
   // Attach mode: the trainer says how many parameters it gossips before anything else happens, so
   // that the Hello to the neighbours carries that count (a mismatch is refused there).
-  std::unique_ptr<AttachServer> attached;
+  std::unique_ptr<attach::AttachServer> attached;
   std::uint64_t attached_params = 0;
   if (attach) {
-    Result<std::unique_ptr<AttachServer>> server = AttachServer::listen(o.attach_socket);
+    Result<std::unique_ptr<attach::AttachServer>> server =
+        attach::AttachServer::listen(o.attach_socket);
     if (!server.is_ok()) return usage_error(server.status().with_context("--attach"));
     GOSSIP_LOG(kInfo) << "waiting up to timeouts.connect_ms=" << config.timeouts().connect_ms()
                       << " ms for a trainer on " << log_escape(o.attach_socket);
-    AttachOptions ao;
+    attach::AttachOptions ao;
     ao.node_id = static_cast<std::uint32_t>(o.node_id);
     ao.num_nodes = static_cast<std::uint32_t>(topo.num_nodes());
     Result<std::uint64_t> n =
@@ -160,7 +162,7 @@ int run_command(const RunOptions& o) {
   // Data and backend.
   Result<sgd::Problem> problem =
       attach ? Result<sgd::Problem>(sgd::Problem())
-             : sgd::make_problem(to_problem_config(config, topo.num_nodes()));
+             : sgd::make_problem(config::to_problem_config(config, topo.num_nodes()));
   if (!problem.is_ok()) return usage_error(problem.status());
   {
     // Before anything is allocated or any neighbour is contacted: the float32 buffers run_node
@@ -318,7 +320,7 @@ int run_command(const RunOptions& o) {
     (*transport)->shutdown();
     return kExitUsage;
   }
-  const bool carry_on = !allreduce && config.fault().policy() != pb::Fault::FAIL_STOP;
+  const bool carry_on = !allreduce && config.fault().policy() != config::pb::Fault::FAIL_STOP;
   if (!connected && !g_stop.load() && carry_on) {
     // Carry-on: start with whoever is there; the others are dropped in the first iteration's
     // verdict phase and re-admitted when they connect.

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/train_config.h"
+#include "config/train_config.h"
 #include "topology/topology.h"
 
 namespace gossip::daemon {
@@ -37,7 +37,7 @@ struct RunOptions {
 
 // The job id announced in Hello and named by certificates (OU): the config's job_id, else the
 // topology's name, else "gossip"; characters outside [A-Za-z0-9._-] become '_'.
-std::string job_id_for(const TrainConfig& config, const topology::Topology& topology);
+std::string job_id_for(const config::TrainConfig& config, const topology::Topology& topology);
 
 // Returns the process exit code (daemon/exit_codes.h).
 int run_command(const RunOptions& options);

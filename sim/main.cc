@@ -14,8 +14,8 @@
 #include "common/env.h"
 #include "common/escape.h"
 #include "common/memory.h"
-#include "daemon/options.h"
-#include "daemon/sgd_config.h"
+#include "config/load.h"
+#include "config/sgd_config.h"
 #include "sgd/optimizer.h"
 #include "sgd/problem.h"
 #include "sim/experiment.h"
@@ -376,12 +376,12 @@ std::string training_flag_given(const CLI::App& sub) {
 }
 
 // --config: the training config, loaded as gossipd loads it (file, --set, defaults, validation)
-// and mapped to the sgd configs by daemon/sgd_config.h, the mapping gossipd runs, so the simulated
+// and mapped to the sgd configs by config/sgd_config.h, the mapping gossipd runs, so the simulated
 // nodes draw the same shards and batches and take the same steps as gossipd's.
 Status apply_train_config(const Options& o, ExperimentConfig& c) {
-  GOSSIP_ASSIGN_OR_RETURN(const daemon::TrainConfig t,
-                          daemon::load_config_with_overrides(o.config, o.sets));
-  c.problem = daemon::to_problem_config(t, c.nodes);
+  GOSSIP_ASSIGN_OR_RETURN(const config::TrainConfig t,
+                          config::load_config_with_overrides(o.config, o.sets));
+  c.problem = config::to_problem_config(t, c.nodes);
   std::int64_t train_examples = 0;
   if (t.iterations() == 0) {
     // Epochs count passes over the mean shard, as gossipd counts them: the data set's size.
@@ -389,9 +389,9 @@ Status apply_train_config(const Options& o, ExperimentConfig& c) {
     train_examples = problem.train->num_examples;
   }
   const std::uint64_t total =
-      daemon::total_iterations(t, static_cast<std::size_t>(train_examples / std::max(c.nodes, 1)));
+      config::total_iterations(t, static_cast<std::size_t>(train_examples / std::max(c.nodes, 1)));
   RunConfig& r = c.run;
-  r.optimizer = daemon::to_optimizer_config(t, total);
+  r.optimizer = config::to_optimizer_config(t, total);
   r.batch_size = static_cast<int>(t.batch_size());
   r.iterations = static_cast<std::int64_t>(total);
   // gossipd's eval_every 0 means "at the end only"; the simulator always evaluates at the end.

@@ -1,4 +1,4 @@
-"""The attach protocol's wire format (the C++ side is daemon/attach_protocol.h; docs/attach.md).
+"""The attach protocol's wire format (the C++ side is attach/protocol.h; docs/attach.md).
 
 Every message is a 12-byte little-endian header (u32 magic "GSAT", u16 version, u16 type,
 u32 payload_bytes) followed by its payload. Only control messages travel through the socket; the

@@ -1,5 +1,5 @@
 // attach_trainer: an external trainer for gossipd's attach mode (gossipd run --attach), written
-// against the C++ client (daemon/attach_client.h), for the tests that attach trainers to real
+// against the C++ client (attach/client.h), for the tests that attach trainers to real
 // gossipd processes.
 //
 // It runs gossipd's own step outside gossipd: gossip_sgd's model, optimizer and batch sampler on
@@ -33,11 +33,11 @@
 #include <thread>
 #include <vector>
 
-#include "daemon/attach_client.h"
+#include "attach/client.h"
+#include "config/load.h"
+#include "config/sgd_config.h"
+#include "config/train_config.h"
 #include "daemon/local_step.h"
-#include "daemon/options.h"
-#include "daemon/sgd_config.h"
-#include "daemon/train_config.h"
 #include "sgd/backend.h"
 #include "sgd/problem.h"
 
@@ -46,6 +46,7 @@ namespace {
 using gossip::Status;
 using gossip::StatusCode;
 using namespace gossip::daemon;
+using gossip::attach::AttachClient;
 using Clock = std::chrono::steady_clock;
 
 int fail(const std::string& what, const Status& s) {
@@ -80,18 +81,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "attach_trainer: give --socket or set GOSSIP_ATTACH_SOCKET\n");
     return 2;
   }
-  gossip::Result<TrainConfig> config = load_config_with_overrides(config_path, overrides);
+  gossip::Result<gossip::config::TrainConfig> config =
+      gossip::config::load_config_with_overrides(config_path, overrides);
   if (!config.is_ok()) return fail("config", config.status()) + 1;
   gossip::Result<gossip::sgd::Problem> problem =
-      gossip::sgd::make_problem(to_problem_config(*config, nodes));
+      gossip::sgd::make_problem(gossip::config::to_problem_config(*config, nodes));
   if (!problem.is_ok()) return fail("problem", problem.status()) + 1;
   gossip::Result<std::unique_ptr<gossip::sgd::Backend>> backend =
       gossip::sgd::make_backend(gossip::sgd::Device::kCpu, static_cast<int>(config->cpu_threads()));
   if (!backend.is_ok()) return fail("backend", backend.status()) + 1;
   const std::uint64_t total = config->iterations();
   gossip::Result<std::unique_ptr<SgdStep>> step =
-      SgdStep::create(**backend, *problem, to_optimizer_config(*config, total), node,
-                      static_cast<int>(config->batch_size()));
+      SgdStep::create(**backend, *problem, gossip::config::to_optimizer_config(*config, total),
+                      node, static_cast<int>(config->batch_size()));
   if (!step.is_ok()) return fail("step", step.status()) + 1;
   const std::size_t d = problem->spec.num_params();
   gossip::sgd::DeviceBuffer x = (*backend)->alloc(d), u = (*backend)->alloc(d);
@@ -100,7 +102,7 @@ int main(int argc, char** argv) {
 
   // The daemon may still be starting: wait for its socket.
   const auto connect_deadline = Clock::now() + std::chrono::seconds(60);
-  const std::uint32_t flags = plain ? 0 : gossip::daemon::attach::kHelloUpdate;
+  const std::uint32_t flags = plain ? 0 : gossip::attach::kHelloUpdate;
   gossip::Result<std::unique_ptr<AttachClient>> client =
       AttachClient::connect(socket, announce.value_or(d), connect_deadline, flags);
   // (A socket file appears at bind(), a moment before listen(): a second is allowed for that.)
@@ -115,8 +117,7 @@ int main(int argc, char** argv) {
   if (!client.is_ok()) return fail("connect", client.status());
   AttachClient& c = **client;
   std::span<float> shared = c.parameters();
-  const bool initialized =
-      (c.welcome().flags & gossip::daemon::attach::kFlagBufferInitialized) != 0;
+  const bool initialized = (c.welcome().flags & gossip::attach::kFlagBufferInitialized) != 0;
   const auto wait = [&] { return c.wait_mixed(Clock::now() + std::chrono::seconds(120)); };
   if (!plain) {
     // x is the shared buffer itself (the cpu backend computes in host memory).

@@ -27,7 +27,7 @@ using gossip::testing::TempDir;
 using Row = std::vector<std::pair<int, double>>;
 
 TrainConfig config_with(std::uint64_t iterations, double lr) {
-  auto c = parse_train_config(R"(
+  auto c = config::parse_train_config(R"(
     seed: 5
     model { kind: LOGISTIC }
     data { dataset: SYNTHETIC_LOGISTIC num_examples: 512 dim: 6 test_examples: 64 noise: 1 }
@@ -36,12 +36,12 @@ TrainConfig config_with(std::uint64_t iterations, double lr) {
     checkpoint { every: 0 keep: 2 }
     timeouts { deadline_ms: 400 heartbeat_ms: 100 }
   )",
-                              "test");
+                                      "test");
   REQUIRE(c.is_ok());
   c->set_iterations(iterations);
   c->mutable_optimizer()->set_lr(lr);
-  fill_defaults(*c);
-  REQUIRE(validate_train_config(*c).is_ok());
+  config::fill_defaults(*c);
+  REQUIRE(config::validate_train_config(*c).is_ok());
   return *c;
 }
 
@@ -275,7 +275,7 @@ TEST_CASE(
   const int n = 6;
   topology::Topology topo = make(topology::GeneratorKind::kRing, n);
   TrainConfig config = config_with(100, 0.1);
-  auto problem = sgd::make_problem(to_problem_config(config, n));
+  auto problem = sgd::make_problem(config::to_problem_config(config, n));
   REQUIRE(problem.is_ok());
   TempDir dir;
   LocalExchangeHub hub(n);
@@ -329,7 +329,7 @@ TEST_CASE("pure gossip through a dead node: survivors finish and converge to the
   topology::Topology topo = make(topology::GeneratorKind::kTorus, n, 3);
   const std::uint64_t iterations = 150;
   TrainConfig config = config_with(iterations, 1e-30);  // pure gossip (lr 0 is refused by sgd)
-  auto problem = sgd::make_problem(to_problem_config(config, n));
+  auto problem = sgd::make_problem(config::to_problem_config(config, n));
   REQUIRE(problem.is_ok());
   TempDir dir;
   std::vector<std::vector<float>> x0 = distinct_starts(topo, *problem, config, dir.path);

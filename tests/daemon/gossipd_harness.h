@@ -233,7 +233,7 @@ inline void exactness(const std::string& kind, int n, bool tls, const std::strin
   MESSAGE(kind << " n=" << n << ": max |gossipd - gossip-sim| = " << diff);
   CHECK(diff <= tol);
   // gossip-sim --config on gossipd's own config file runs the simulation the flags describe, to
-  // the bit: the user simulates exactly what they run (daemon/sgd_config.h, one mapping).
+  // the bit: the user simulates exactly what they run (config/sgd_config.h, one mapping).
   REQUIRE(run_shell(bin("sim/gossip-sim") + " run --algorithm dpsgd --topology " + topo +
                     " --nodes " + std::to_string(n) + " --config " + cfg +
                     " --quiet --dump-params " + dir.path + "/sim_config > " + dir.path +

@@ -231,12 +231,12 @@ TEST_CASE(
   std::ofstream(cfg) << cfg_text;
   std::string work = dir.path + "/run", ckpt = dir.path + "/ckpt";
   // Distinct random x_0 per node through iteration-0 checkpoints (then `launch --resume`).
-  auto config = parse_train_config(cfg_text, "train.pbtxt");
+  auto config = config::parse_train_config(cfg_text, "train.pbtxt");
   REQUIRE(config.is_ok());
-  fill_defaults(*config);
+  config::fill_defaults(*config);
   auto topo = topology::load_topology(topo_path);
   REQUIRE_MESSAGE(topo.is_ok(), topo.status().to_string());
-  auto problem = sgd::make_problem(to_problem_config(*config, n));
+  auto problem = sgd::make_problem(config::to_problem_config(*config, n));
   REQUIRE(problem.is_ok());
   std::vector<std::vector<float>> x0;
   std::mt19937 rng(11);

@@ -25,7 +25,7 @@ namespace {
 using gossip::testing::TempDir;
 
 TrainConfig small_config(std::uint64_t iterations) {
-  auto c = parse_train_config(R"(
+  auto c = config::parse_train_config(R"(
     seed: 9
     model { kind: MLP hidden: 8 }
     data { dataset: SYNTHETIC_LOGISTIC num_examples: 512 dim: 6 test_examples: 128 noise: 3 }
@@ -35,11 +35,11 @@ TrainConfig small_config(std::uint64_t iterations) {
     checkpoint { every: 10 keep: 5 }
     timeouts { deadline_ms: 2000 heartbeat_ms: 100 }
   )",
-                              "test");
+                                      "test");
   REQUIRE(c.is_ok());
   c->set_iterations(iterations);
-  fill_defaults(*c);
-  REQUIRE(validate_train_config(*c).is_ok());
+  config::fill_defaults(*c);
+  REQUIRE(config::validate_train_config(*c).is_ok());
   return *c;
 }
 
@@ -79,7 +79,7 @@ void check_against_simulator(topology::GeneratorKind kind, int n) {
   const std::uint64_t iterations = 25;
   TrainConfig config = small_config(iterations);
   topology::Topology topo = make_topology(kind, n);
-  auto problem = sgd::make_problem(to_problem_config(config, n));
+  auto problem = sgd::make_problem(config::to_problem_config(config, n));
   REQUIRE_MESSAGE(problem.is_ok(), problem.status().to_string());
 
   auto results = run_cluster(topo, *problem, config, dir.path);
@@ -87,7 +87,7 @@ void check_against_simulator(topology::GeneratorKind kind, int n) {
 
   sim::RunConfig rc;
   rc.algorithm = sim::Algorithm::kDpsgd;
-  rc.optimizer = to_optimizer_config(config, iterations);
+  rc.optimizer = config::to_optimizer_config(config, iterations);
   rc.batch_size = static_cast<int>(config.batch_size());
   rc.iterations = static_cast<std::int64_t>(iterations);
   rc.eval_every = static_cast<std::int64_t>(iterations);
@@ -129,7 +129,7 @@ TEST_CASE("a resumed run equals an uninterrupted one bit for bit") {
   const int n = 4;
   topology::Topology topo = make_topology(topology::GeneratorKind::kRing, n);
   TrainConfig full = small_config(30);
-  auto problem = sgd::make_problem(to_problem_config(full, n));
+  auto problem = sgd::make_problem(config::to_problem_config(full, n));
   REQUIRE(problem.is_ok());
   TempDir a, b;
   for (const auto& r : run_cluster(topo, *problem, full, a.path)) REQUIRE(r.exit_code == kExitOk);
@@ -154,8 +154,8 @@ TEST_CASE(
   topology::Topology topo = make_topology(topology::GeneratorKind::kRing, n);
   TrainConfig config = small_config(30);
   config.mutable_timeouts()->set_deadline_ms(300);
-  config.mutable_fault()->set_policy(pb::Fault::FAIL_STOP);
-  auto problem = sgd::make_problem(to_problem_config(config, n));
+  config.mutable_fault()->set_policy(config::pb::Fault::FAIL_STOP);
+  auto problem = sgd::make_problem(config::to_problem_config(config, n));
   REQUIRE(problem.is_ok());
   TempDir dir;
   auto results = run_cluster(topo, *problem, config, dir.path, false, /*dead=*/{2});

@@ -1,17 +1,17 @@
 // Hostile and broken training configs (issue 8), through the loader gossipd uses
-// (daemon::load_config_with_overrides: file, --set overrides, defaults, validation). Every case is
+// (config::load_config_with_overrides: file, --set overrides, defaults, validation). Every case is
 // an InvalidArgument naming the file, the line:column where the value was written (or the
 // override's path) and the field. The real `gossipd run` on such files is in
 // bad_input_cli_test.cc.
-#include "daemon/options.h"
-#include "daemon/train_config.h"
+#include "config/load.h"
+#include "config/train_config.h"
 #include "tests/fault/fault_test_util.h"
 
 namespace gossip::fault_testing {
 namespace {
 
-using daemon::load_config_with_overrides;
-using daemon::TrainConfig;
+using config::load_config_with_overrides;
+using config::TrainConfig;
 
 // A small valid config; `extra` is appended (text format allows a field to be set once, so the
 // cases add fields the base does not set, or replace a line).

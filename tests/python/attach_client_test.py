@@ -1,4 +1,4 @@
-"""Tests of gossip_sgd.Client against the real C++ AttachServer (tests/daemon/attach_peer): values
+"""Tests of gossip_sgd.Client against the real C++ AttachServer (tests/attach/attach_peer): values
 against a numpy replay of the ring, refusals with their texts, and the daemon dying, hanging or
 missing (the client raises within its timeout, never hangs). Run: ATTACH_PEER=... python3 this."""
 

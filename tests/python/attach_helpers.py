@@ -1,4 +1,4 @@
-"""Shared by the attach tests: start tests/daemon/attach_peer (the real AttachServer answering as
+"""Shared by the attach tests: start tests/attach/attach_peer (the real AttachServer answering as
 node 0 of a simulated ring) and replay that ring in numpy as the independent reference."""
 
 import os

@@ -1,5 +1,5 @@
 """Tests of gossip_sgd.torch_optim (GossipOptimizer / wrap) against the real C++ AttachServer
-(tests/daemon/attach_peer). The model's loss is the ring's quadratic for node 0, so a torch SGD
+(tests/attach/attach_peer). The model's loss is the ring's quadratic for node 0, so a torch SGD
 step is the step the numpy replay of the ring takes: the parameters after each step() must match
 it. `--device cuda` runs the same through the pinned-memory staging path and exits 77 (skipped)
 where there is no CUDA device. Run: ATTACH_PEER=... python3 this [--device cpu|cuda]."""

@@ -143,7 +143,7 @@ with tempfile.TemporaryDirectory() as tmp:
         check("Traceback" not in p.stderr and p.stdout == "", f"nothing but the message for {bad}")
 
     # --config: gossipd's training config instead of the training flags. The same run as the
-    # equivalent flags, to the bit (daemon/sgd_config.h is the one mapping); epochs count passes
+    # equivalent flags, to the bit (config/sgd_config.h is the one mapping); epochs count passes
     # over the mean shard as gossipd counts them; conflicts and bad overrides are errors.
     cfg = os.path.join(tmp, "train.pbtxt")
     with open(cfg, "w") as f:

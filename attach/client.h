@@ -39,11 +39,11 @@
 #include <string>
 #include <string_view>
 
+#include "attach/protocol.h"
+#include "attach/socket.h"
 #include "common/status.h"
-#include "daemon/attach_protocol.h"
-#include "daemon/attach_socket.h"
 
-namespace gossip::daemon {
+namespace gossip::attach {
 
 class AttachClient {
  public:
@@ -97,4 +97,4 @@ class AttachClient {
   bool updated_ = false;  // its UPDATE sent (update sessions)
 };
 
-}  // namespace gossip::daemon
+}  // namespace gossip::attach

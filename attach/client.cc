@@ -1,5 +1,5 @@
 // AttachClient (contract in attach_client.h) over the shared message I/O of attach_socket.h.
-#include "daemon/attach_client.h"
+#include "attach/client.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -11,9 +11,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "daemon/attach_socket.h"
+#include "attach/socket.h"
 
-namespace gossip::daemon {
+namespace gossip::attach {
 
 using attach::MessageType;
 using Clock = std::chrono::steady_clock;
@@ -232,4 +232,4 @@ void AttachClient::fail(std::string_view message) {
   close_connection();
 }
 
-}  // namespace gossip::daemon
+}  // namespace gossip::attach

@@ -1,7 +1,7 @@
-// Unit tests of AttachClient (daemon/attach_client.h) against AttachServer over a real Unix
+// Unit tests of AttachClient (attach/client.h) against AttachServer over a real Unix
 // socket and memfd: the round trip with values, and each way a session ends as the Status the
 // trainer gets (BYE, refusal, ERROR, daemon gone, nobody listening).
-#include "daemon/attach_client.h"
+#include "attach/client.h"
 
 #include <doctest/doctest.h>
 #include <unistd.h>
@@ -11,10 +11,10 @@
 #include <string>
 #include <thread>
 
-#include "daemon/attach.h"
-#include "tests/daemon/attach_test_support.h"
+#include "attach/server.h"
+#include "tests/attach/attach_test_support.h"
 
-namespace gossip::daemon {
+namespace gossip::attach {
 namespace {
 
 using namespace std::chrono_literals;
@@ -190,4 +190,4 @@ TEST_CASE(
 }
 
 }  // namespace
-}  // namespace gossip::daemon
+}  // namespace gossip::attach

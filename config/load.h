@@ -9,13 +9,13 @@
 
 #include "common/env.h"
 #include "common/status.h"
-#include "daemon/train_config.h"
+#include "config/train_config.h"
 
-namespace gossip::daemon {
+namespace gossip::config {
 
 Result<TrainConfig> load_config_with_overrides(const std::string& path,
                                                const std::vector<std::string>& overrides,
                                                Env& env = Env::system(),
                                                ConfigUse use = ConfigUse::kOwnTrainer);
 
-}  // namespace gossip::daemon
+}  // namespace gossip::config

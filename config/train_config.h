@@ -1,4 +1,4 @@
-// Training config: loading (Protobuf text format, daemon/train_config.proto), defaults, validation
+// Training config: loading (Protobuf text format, config/train_config.proto), defaults, validation
 // and command-line overrides. Errors name the file, line, column and field so a user can fix them:
 //
 //   fmnist.pbtxt:7:14: optimizer.lr: must be finite and >= 0, got nan
@@ -15,9 +15,9 @@
 
 #include "common/env.h"
 #include "common/status.h"
-#include "daemon/train_config.pb.h"
+#include "config/train_config.pb.h"
 
-namespace gossip::daemon {
+namespace gossip::config {
 
 using TrainConfig = pb::TrainConfig;
 
@@ -54,4 +54,4 @@ std::string to_text(const TrainConfig& config);
 // The number of iterations to run: `iterations`, or ceil(epochs * shard_size / batch_size).
 std::uint64_t total_iterations(const TrainConfig& config, std::size_t shard_size);
 
-}  // namespace gossip::daemon
+}  // namespace gossip::config

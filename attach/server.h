@@ -1,7 +1,7 @@
 // AttachServer: gossipd's side of "bring your own model" (docs/attach.md). One external trainer
 // connects over a Unix-domain stream socket; its parameters live in a shared-memory buffer that
 // the server creates (memfd_create, sealed against resizing) and passes to the trainer with
-// SCM_RIGHTS, so no parameter byte crosses the socket. Wire format: daemon/attach_protocol.h.
+// SCM_RIGHTS, so no parameter byte crosses the socket. Wire format: attach/protocol.h.
 //
 // Use by the D-PSGD loop, one iteration t at a time (the same semantics and timing as the
 // daemon's own step: the trainer's local step replaces the built-in one):
@@ -53,11 +53,11 @@
 #include <string>
 #include <string_view>
 
+#include "attach/protocol.h"
+#include "attach/socket.h"
 #include "common/status.h"
-#include "daemon/attach_protocol.h"
-#include "daemon/attach_socket.h"
 
-namespace gossip::daemon {
+namespace gossip::attach {
 
 // What the daemon tells (and asks of) the trainer at the handshake.
 struct AttachOptions {
@@ -159,4 +159,4 @@ class AttachServer {
   std::uint64_t hello_num_params_ = 0;  // the count the trainer announced
 };
 
-}  // namespace gossip::daemon
+}  // namespace gossip::attach

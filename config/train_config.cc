@@ -1,6 +1,6 @@
 // Training config parsing, defaults, validation and overrides. Field locations for validation
 // messages come from protobuf's ParseInfoTree, so a bad value is reported where the user wrote it.
-#include "daemon/train_config.h"
+#include "config/train_config.h"
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/io/tokenizer.h>
@@ -15,7 +15,7 @@
 
 #include "common/strings.h"
 
-namespace gossip::daemon {
+namespace gossip::config {
 namespace {
 
 namespace gp = google::protobuf;
@@ -422,4 +422,4 @@ std::uint64_t total_iterations(const TrainConfig& config, std::size_t shard_size
   return static_cast<std::uint64_t>(std::max(1.0, its));
 }
 
-}  // namespace gossip::daemon
+}  // namespace gossip::config

@@ -31,7 +31,7 @@
 #include <string>
 #include <string_view>
 
-namespace gossip::daemon::attach {
+namespace gossip::attach {
 
 inline constexpr std::uint32_t kMagic = 0x54415347;  // bytes 'G' 'S' 'A' 'T' read little-endian
 inline constexpr std::uint16_t kProtocolVersion = 2;
@@ -145,4 +145,4 @@ Hello decode_hello(std::span<const std::byte> payload);      // payload.size() =
 Welcome decode_welcome(std::span<const std::byte> payload);  // payload.size() == kWelcomeBytes
 Update decode_update(std::span<const std::byte> payload);    // payload.size() == kUpdateBytes
 
-}  // namespace gossip::daemon::attach
+}  // namespace gossip::attach

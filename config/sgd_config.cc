@@ -1,8 +1,8 @@
 // Training config -> sgd configs. Enum values the config leaves unspecified were filled by
 // fill_defaults; the fallbacks here only keep the switch total.
-#include "daemon/sgd_config.h"
+#include "config/sgd_config.h"
 
-namespace gossip::daemon {
+namespace gossip::config {
 
 sgd::ProblemConfig to_problem_config(const TrainConfig& c, int num_nodes) {
   sgd::ProblemConfig p;
@@ -85,4 +85,4 @@ sgd::OptimizerConfig to_optimizer_config(const TrainConfig& c, std::uint64_t tot
   return oc;
 }
 
-}  // namespace gossip::daemon
+}  // namespace gossip::config

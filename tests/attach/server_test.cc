@@ -1,7 +1,7 @@
-// Unit tests of AttachServer (daemon/attach.h) over a real Unix socket and a real memfd. The
+// Unit tests of AttachServer (attach/server.h) over a real Unix socket and a real memfd. The
 // trainer side is written here with raw POSIX calls (connect, recvmsg + SCM_RIGHTS, mmap), in a
 // thread or, where it must die, in a forked process killed with SIGKILL.
-#include "daemon/attach.h"
+#include "attach/server.h"
 
 #include <doctest/doctest.h>
 #include <signal.h>
@@ -19,9 +19,9 @@
 #include <thread>
 #include <vector>
 
-#include "tests/daemon/attach_test_support.h"
+#include "tests/attach/attach_test_support.h"
 
-namespace gossip::daemon {
+namespace gossip::attach {
 namespace {
 
 using namespace std::chrono_literals;
@@ -580,4 +580,4 @@ TEST_CASE("socket path rules: not a socket, stale socket, socket in use, too lon
 }
 
 }  // namespace
-}  // namespace gossip::daemon
+}  // namespace gossip::attach

@@ -1,12 +1,12 @@
 // Encoding of the attach protocol's messages (layout in attach_protocol.h). Written field by field
 // in little-endian order, so the bytes are the same on every host and match the Python client's
 // struct formats ("<IHHI", "<QII", ...).
-#include "daemon/attach_protocol.h"
+#include "attach/protocol.h"
 
 #include <algorithm>
 #include <bit>
 
-namespace gossip::daemon::attach {
+namespace gossip::attach {
 
 std::string dtype_name(std::uint32_t dtype) {
   switch (static_cast<Dtype>(dtype)) {
@@ -142,4 +142,4 @@ Update decode_update(std::span<const std::byte> payload) {
   return u;
 }
 
-}  // namespace gossip::daemon::attach
+}  // namespace gossip::attach

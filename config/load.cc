@@ -1,6 +1,6 @@
-#include "daemon/options.h"
+#include "config/load.h"
 
-namespace gossip::daemon {
+namespace gossip::config {
 
 Result<TrainConfig> load_config_with_overrides(const std::string& path,
                                                const std::vector<std::string>& overrides, Env& env,
@@ -13,4 +13,4 @@ Result<TrainConfig> load_config_with_overrides(const std::string& path,
   return config;
 }
 
-}  // namespace gossip::daemon
+}  // namespace gossip::config

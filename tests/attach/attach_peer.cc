@@ -1,5 +1,5 @@
 // attach_peer: a test tool that plays gossipd's side of the attach protocol with the real
-// AttachServer (daemon/attach.h), so that trainers (the Python client in tests/python) can be
+// AttachServer (attach/server.h), so that trainers (the Python client in tests/python) can be
 // tested against it before the daemon's loop serves attached trainers.
 //
 // It runs D-PSGD on a ring of --nodes nodes in which node 0 is the attached trainer and nodes
@@ -28,12 +28,12 @@
 #include <optional>
 #include <vector>
 
-#include "daemon/attach.h"
+#include "attach/server.h"
 
 namespace {
 
-using gossip::daemon::AttachOptions;
-using gossip::daemon::AttachServer;
+using gossip::attach::AttachOptions;
+using gossip::attach::AttachServer;
 using Clock = std::chrono::steady_clock;
 
 int fail(const gossip::Status& s) {

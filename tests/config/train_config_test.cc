@@ -1,12 +1,12 @@
 // Training config: parse errors with file:line:col, validation naming the field (and where it was
 // written), defaults, and generic --set overrides through reflection.
-#include "daemon/train_config.h"
+#include "config/train_config.h"
 
 #include <doctest/doctest.h>
 
 #include <cmath>
 
-namespace gossip::daemon {
+namespace gossip::config {
 namespace {
 
 constexpr const char* kGood = R"(
@@ -201,4 +201,4 @@ TEST_CASE(
 }
 
 }  // namespace
-}  // namespace gossip::daemon
+}  // namespace gossip::config

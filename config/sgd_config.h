@@ -1,4 +1,4 @@
-// The training config (daemon/train_config.proto) as gossip_sgd configs: the one mapping from what
+// The training config (config/train_config.proto) as gossip_sgd configs: the one mapping from what
 // a user writes to what the SGD engine runs, used by gossipd (daemon/node.cc, run.cc, launcher.cc)
 // and by `gossip-sim --config FILE`, so a simulation runs exactly the problem, shards, batches and
 // optimizer of the job it models. Pure functions of a validated config (defaults filled).
@@ -6,15 +6,15 @@
 
 #include <cstdint>
 
-#include "daemon/train_config.h"
+#include "config/train_config.h"
 #include "sgd/optimizer.h"
 #include "sgd/problem.h"
 
-namespace gossip::daemon {
+namespace gossip::config {
 
 // Model, data, shards and seed; num_nodes from the topology.
 sgd::ProblemConfig to_problem_config(const TrainConfig& config, int num_nodes);
 // Optimizer and learning-rate schedule; total_iterations from total_iterations() (cosine's T).
 sgd::OptimizerConfig to_optimizer_config(const TrainConfig& config, std::uint64_t total_iterations);
 
-}  // namespace gossip::daemon
+}  // namespace gossip::config

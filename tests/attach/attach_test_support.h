@@ -9,9 +9,9 @@
 #include <memory>
 #include <string>
 
-#include "daemon/attach.h"
+#include "attach/server.h"
 
-namespace gossip::daemon {
+namespace gossip::attach {
 
 // A fresh directory under /tmp (socket paths must stay under 108 bytes), removed at the end.
 struct SocketDir {
@@ -34,4 +34,4 @@ inline std::unique_ptr<AttachServer> listen_or_fail(const std::string& path) {
   return std::move(server).value();
 }
 
-}  // namespace gossip::daemon
+}  // namespace gossip::attach

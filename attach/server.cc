@@ -1,7 +1,7 @@
 // AttachServer (contract in attach.h). Plain POSIX sockets with poll() deadlines rather than Asio:
 // there is one peer, one outstanding message at a time, and the caller is the loop's own thread,
 // which blocks on the trainer anyway; an io_context would add a thread hand-off and nothing else.
-#include "daemon/attach.h"
+#include "attach/server.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -15,7 +15,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace gossip::daemon {
+namespace gossip::attach {
 
 using attach::ErrorCode;
 using attach::MessageType;
@@ -373,4 +373,4 @@ Status AttachServer::reply_mixed(std::uint64_t iteration) {
   return s;
 }
 
-}  // namespace gossip::daemon
+}  // namespace gossip::attach

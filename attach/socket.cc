@@ -1,6 +1,6 @@
 // Message I/O of the attach protocol (attach_socket.h): poll() deadlines over a non-blocking
 // socket, recvmsg/sendmsg for the descriptors.
-#include "daemon/attach_socket.h"
+#include "attach/socket.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace gossip::daemon::attach {
+namespace gossip::attach {
 
 namespace {
 
@@ -152,4 +152,4 @@ Status send_message(int fd, std::string_view bytes, int fd_to_pass, Clock::time_
   return Status::ok();
 }
 
-}  // namespace gossip::daemon::attach
+}  // namespace gossip::attach

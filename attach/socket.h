@@ -9,10 +9,10 @@
 #include <string_view>
 #include <vector>
 
+#include "attach/protocol.h"
 #include "common/status.h"
-#include "daemon/attach_protocol.h"
 
-namespace gossip::daemon::attach {
+namespace gossip::attach {
 
 struct Message {
   Header header;
@@ -38,4 +38,4 @@ Status send_message(int fd, std::string_view bytes, int fd_to_pass,
 // -1 error (errno set).
 int wait_fd(int fd, short events, std::chrono::steady_clock::time_point deadline);
 
-}  // namespace gossip::daemon::attach
+}  // namespace gossip::attach
