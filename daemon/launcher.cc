@@ -23,6 +23,7 @@
 
 #include "common/log.h"
 #include "config/load.h"
+#include "config/sgd_config.h"
 #include "daemon/checkpoint.h"
 #include "daemon/exit_codes.h"
 #include "daemon/metrics.h"

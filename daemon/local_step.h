@@ -1,9 +1,9 @@
-// LocalStep: the part of a D-PSGD iteration that is not gossip — the node's own step — behind one
-// small interface, so that the loop (daemon/node.h) does not care who computes it. SgdStep is the
-// built-in one (gossip_sgd's model, optimizer and batch sampler on a Backend); AttachStep
-// (daemon/attach_step.h) hands the step to an external trainer.
+// LocalStep: the part of an iteration that is not communication — the node's own step — behind
+// one small interface, so that the driver and the algorithms (daemon/algorithm.h) do not care who
+// computes it. SgdStep is the built-in one (gossip_sgd's model, optimizer and batch sampler on a
+// Backend); AttachStep (daemon/attach_step.h) hands the step to an external trainer.
 //
-// The loop calls it in phases per iteration t, because the built-in update is fused with the
+// The algorithm calls it in phases per iteration t, because the built-in update is fused with the
 // mixing (x_{t+1} = Σ_j W_ij x_j^t − γ_t u_t in one pass, the arithmetic gossip-sim uses):
 //   start(t_0, x) once before the first iteration, then
 //   0. begin(t, buffers): may set x_t (an external trainer posts it here) before it is sent;
@@ -52,6 +52,10 @@ class LocalStep {
   }
   // Phase 1 at x_t (read only): the loss on this iteration's batch, if the step computes one.
   virtual std::optional<double> gradient(const float* x, std::uint64_t iteration) = 0;
+  // The gradient g_t that gradient() computed and direction() reads (num_params floats in the
+  // backend's memory), or null when the step keeps none (an external trainer). An algorithm may
+  // replace it between the two (ALLREDUCE averages it over the nodes).
+  virtual float* gradient_buffer() { return nullptr; }
   // Whether the step has an update u_t of its own (false: pure gossip, direction() returns 0).
   virtual bool has_update() const { return true; }
   // Phase 2, first half: a non-OK Status stops the loop as one from begin() does.
@@ -89,6 +93,7 @@ class SgdStep final : public LocalStep {
                                                  int batch_size);
 
   std::optional<double> gradient(const float* x, std::uint64_t iteration) override;
+  float* gradient_buffer() override { return grad_.data(); }
   float direction(const float* x, float* update, std::uint64_t iteration) override;
   std::optional<sgd::EvalResult> evaluate(const float* x, const sgd::Dataset& data) override;
   sgd::SamplerState position() const override { return sampler_.state(); }

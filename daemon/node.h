@@ -1,29 +1,11 @@
-// The D-PSGD loop of one node (Lian et al., NeurIPS 2017, Algorithm 1), independent of how
-// parameters travel (daemon/exchange.h) — the same code runs in gossipd processes over TCP and in
-// threads over an in-process hub in unit tests.
-//
-// Iteration t at node i:
-//   1. post the exchange: send x_t to N_out(i, t), receive x_j^t from N_in(i, t) (the network
-//      progresses on the transport's io thread from here on);
-//   2. meanwhile, on this thread: batch ← sampler, g ← ∇F_i(x_t; batch) on the backend;
-//   3. wait for the neighbours' x_j^t (deadline: timeouts.deadline_ms);
-//   4. u ← optimizer direction (momentum, weight decay), then in one fused pass
-//      x_{t+1} = Σ_{j ∈ N_in(i,t) ∪ {i}} W_ij(t) x_j^t − γ_t u, the terms in increasing j
-//      (the order gossip-sim uses, so the bits agree).
-// With no_overlap the exchange is posted after step 2 instead (benchmarks).
-//
-// Fail-stop: when a neighbour's data does not arrive by the deadline (or its link fails) the node
-// writes a checkpoint of the state at the start of iteration t (x_t, optimizer state and sampler
-// state untouched by the abandoned iteration), logs the neighbour and returns
-// kExitNeighbourFailed. A stop request (SIGTERM) is honoured between iterations and while waiting:
-// checkpoint, then kExitStopped. Weights are read from the topology at every iteration
-// (W(t) for time-varying topologies), so the fault-tolerance issue can recompute them per
-// iteration without changing this loop's structure.
+// What one gossipd node runs, whatever its algorithm: its options (NodeOptions), its job (NodeJob:
+// the local step, the parameter count, the iterations, x_0, the evaluation sets), where its run
+// starts (NodeStart: the checkpoint directory under the start rules and the checkpoint resumed),
+// and what the run ended with (NodeResult). The loop itself is the node driver (daemon/driver.h);
+// the algorithms are in algorithms/.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -32,15 +14,9 @@
 #include <vector>
 
 #include "common/env.h"
-#include "config/sgd_config.h"
 #include "config/train_config.h"
-#include "daemon/exchange.h"
 #include "daemon/local_step.h"
-#include "daemon/membership.h"
 #include "daemon/node_checkpoints.h"
-#include "sgd/backend.h"
-#include "sgd/optimizer.h"
-#include "sgd/problem.h"
 #include "topology/topology.h"
 
 namespace gossip::daemon {
@@ -103,24 +79,10 @@ struct NodeStart {
 // Applies the start rules of `options` to `job`. gossipd calls it before any neighbour is
 // contacted, so that a run that cannot start is refused at once; on failure `exit_code` says
 // which exit code (kExitUsage, kExitCannotResume or kExitError).
+// `algorithm_state_size`: the floats of state the algorithm adds to a checkpoint
+// (AlgorithmFactory::state_size).
 Result<NodeStart> open_node_start(const NodeOptions& options, const topology::Topology& topology,
-                                  const NodeJob& job, int* exit_code, Env& env = Env::system());
-
-// Runs the loop of `job` from `start` to the end (or failure / stop); `stop` is set
-// asynchronously by a signal handler. `backend` holds the parameter buffers and does the mixing.
-NodeResult run_node(const NodeOptions& options, const topology::Topology& topology, NodeJob& job,
-                    NodeStart& start, sgd::Backend& backend, ParameterExchange& exchange,
-                    const std::atomic<bool>& stop, Env& env = Env::system());
-
-// open_node_start, then the loop above (a failure to start is reported through the job's step).
-NodeResult run_node(const NodeOptions& options, const topology::Topology& topology, NodeJob& job,
-                    sgd::Backend& backend, ParameterExchange& exchange,
-                    const std::atomic<bool>& stop, Env& env = Env::system());
-
-// The built-in job: gossip_sgd's model on `problem` (node_job.h), then the loop above.
-// `problem` and `backend` are this node's.
-NodeResult run_node(const NodeOptions& options, const topology::Topology& topology,
-                    const sgd::Problem& problem, sgd::Backend& backend, ParameterExchange& exchange,
-                    const std::atomic<bool>& stop, Env& env = Env::system());
+                                  const NodeJob& job, int* exit_code,
+                                  std::size_t algorithm_state_size = 0, Env& env = Env::system());
 
 }  // namespace gossip::daemon

@@ -1,5 +1,6 @@
-// gossipd run. The order of the steps is chosen so that every user error (flags, config, topology)
-// is reported before any data is loaded or any socket is opened.
+// gossipd run. The phases run in an order chosen so that every user error (flags, config,
+// topology, outputs, a run that cannot start) is reported before any data is loaded or any socket
+// is opened, and a trainer's size is known before the Hello to the neighbours carries it.
 #include "daemon/run.h"
 
 #include <signal.h>
@@ -7,18 +8,19 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 
+#include "algorithms/factory.h"
+#include "attach/server.h"
 #include "common/escape.h"
 #include "common/log.h"
 #include "common/memory.h"
-#if GOSSIP_HAVE_GLOO
-#include "daemon/allreduce.h"
-#endif
-#include "attach/server.h"
 #include "config/load.h"
+#include "config/sgd_config.h"
+#include "daemon/algorithm.h"
 #include "daemon/attach_step.h"
 #include "daemon/checkpoint.h"
-#include "daemon/exchange.h"
+#include "daemon/driver.h"
 #include "daemon/exit_codes.h"
 #include "daemon/node.h"
 #include "daemon/node_job.h"
@@ -49,157 +51,144 @@ int usage_error(const Status& s) {
   return kExitUsage;
 }
 
-}  // namespace
+// A phase that ends the run: the exit code, and what to say (nothing when already logged).
+struct Exit {
+  int code = kExitError;
+};
 
-void install_stop_handlers() {
-  struct sigaction sa = {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
-}
+// What the command line names, loaded and checked (phase 1).
+struct Inputs {
+  TrainConfig config;
+  topology::Topology topology;
+  bool attach = false;
+  std::string checkpoint_dir;  // this node's
+};
 
-std::string job_id_for(const TrainConfig& config, const topology::Topology& topology) {
-  std::string job = !config.job_id().empty()
-                        ? config.job_id()
-                        : (!topology.name().empty() ? topology.name() : "gossip");
-  for (char& ch : job) {
-    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '_' && ch != '-')
-      ch = '_';
-  }
-  return job.substr(0, 64);
-}
-
-int run_command(const RunOptions& o) {
-  set_log_prefix("node " + std::to_string(o.node_id));
-  Result<TrainConfig> config_or = config::load_config_with_overrides(
-      o.config_path, o.overrides, Env::system(),
-      o.attach_socket.empty() ? config::ConfigUse::kOwnTrainer
-                              : config::ConfigUse::kAttachedTrainer);
-  if (!config_or.is_ok()) return usage_error(config_or.status());
-  TrainConfig config = *config_or;
-  if (o.print_config) std::fputs(config::to_text(config).c_str(), stdout);
-  Result<topology::Topology> topo_or = topology::load_topology(o.topology_path);
-  if (!topo_or.is_ok()) return usage_error(topo_or.status());
-  const topology::Topology& topo = *topo_or;
+Result<Inputs> load_inputs(const RunOptions& o) {
+  Inputs in;
+  GOSSIP_ASSIGN_OR_RETURN(
+      in.config, config::load_config_with_overrides(o.config_path, o.overrides, Env::system(),
+                                                    o.attach_socket.empty()
+                                                        ? config::ConfigUse::kOwnTrainer
+                                                        : config::ConfigUse::kAttachedTrainer));
+  if (o.print_config) std::fputs(config::to_text(in.config).c_str(), stdout);
+  GOSSIP_ASSIGN_OR_RETURN(in.topology, topology::load_topology(o.topology_path));
+  const topology::Topology& topo = in.topology;
   if (o.node_id < 0 || o.node_id >= topo.num_nodes()) {
-    return usage_error(invalid_argument("--node " + std::to_string(o.node_id) + ": " +
-                                        o.topology_path + " has nodes 0.." +
-                                        std::to_string(topo.num_nodes() - 1)));
+    return invalid_argument("--node " + std::to_string(o.node_id) + ": " + o.topology_path +
+                            " has nodes 0.." + std::to_string(topo.num_nodes() - 1));
   }
   if (topo.addresses().empty()) {
-    return usage_error(invalid_argument(o.topology_path + ": nodes have no addresses"));
+    return invalid_argument(o.topology_path + ": nodes have no addresses");
   }
   if (!o.insecure && o.certs_dir.empty()) {
-    return usage_error(
-        invalid_argument("give --certs DIR (TLS, made by scripts/gen-certs.sh) or --insecure"));
+    return invalid_argument("give --certs DIR (TLS, made by scripts/gen-certs.sh) or --insecure");
   }
-  const bool allreduce = config.algorithm() == config::pb::TrainConfig::ALLREDUCE;
-  if (allreduce && !o.insecure) {
-    return usage_error(invalid_argument(
-        "algorithm ALLREDUCE needs --insecure: Debian's Gloo has no TLS transport, so its gradient "
-        "traffic is plaintext"));
+  in.attach = !o.attach_socket.empty();
+  in.checkpoint_dir = in.config.checkpoint().dir() + "/node-" + std::to_string(o.node_id);
+  // A run from iteration 0 in a directory holding checkpoints is refused before any neighbour
+  // (or trainer) is contacted (open_node_start checks again; checkpoint.h says why).
+  if (!o.resume && !o.resume_or_start && !o.resume_at) {
+    GOSSIP_RETURN_IF_ERROR(check_fresh_directory(Env::system(), in.checkpoint_dir));
   }
-#if !GOSSIP_HAVE_GLOO
-  if (allreduce) {
-    return usage_error(invalid_argument(
-        "algorithm ALLREDUCE: this gossipd was built without Gloo (cmake -DGOSSIP_GLOO=OFF, as the "
-        "aarch64 cross build is); build it with libgloo-dev installed"));
-  }
-#endif
-  if (allreduce && (o.resume || o.resume_at)) {
-    return usage_error(invalid_argument("--resume: not supported with algorithm ALLREDUCE"));
-  }
-  const bool attach = !o.attach_socket.empty();
-  if (attach && allreduce) {
-    return usage_error(invalid_argument(
-        "--attach: an attached trainer gossips its parameters (algorithm DPSGD); ALLREDUCE "
-        "averages gossipd's own gradients"));
-  }
+  return in;
+}
 
+// Attach mode (phase 2): the trainer says how many parameters it gossips before anything else
+// happens, so that the Hello to the neighbours carries that count (a mismatch is refused there).
+Result<std::unique_ptr<attach::AttachServer>> accept_trainer(const RunOptions& o, const Inputs& in,
+                                                             std::uint64_t* num_params,
+                                                             Exit* exit) {
+  Result<std::unique_ptr<attach::AttachServer>> server =
+      attach::AttachServer::listen(o.attach_socket);
+  if (!server.is_ok()) {
+    exit->code = kExitUsage;
+    return server.status().with_context("--attach");
+  }
+  GOSSIP_LOG(kInfo) << "waiting up to timeouts.connect_ms=" << in.config.timeouts().connect_ms()
+                    << " ms for a trainer on " << log_escape(o.attach_socket);
+  attach::AttachOptions ao;
+  ao.node_id = static_cast<std::uint32_t>(o.node_id);
+  ao.num_nodes = static_cast<std::uint32_t>(in.topology.num_nodes());
+  Result<std::uint64_t> n =
+      (*server)->accept_hello(std::chrono::steady_clock::now() +
+                                  std::chrono::milliseconds(in.config.timeouts().connect_ms()),
+                              ao);
+  if (!n.is_ok()) {
+    exit->code = n.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitTrainerGone;
+    return n.status().with_context("attached trainer");
+  }
+  *num_params = *n;
+  GOSSIP_LOG(kInfo) << "trainer attached: " << *n << " float32 parameters"
+                    << ((*server)->with_update() ? " (update session)" : "");
+  return std::move(*server);
+}
+
+// Before anything is allocated or any neighbour is contacted: the float32 buffers the node
+// allocates (x, x_{t+1}, gradient, direction, optimizer state, one receive buffer per
+// in-neighbour, a staging and a checkpoint copy) must fit.
+Status check_fits(const RunOptions& o, const Inputs& in, std::uint64_t d, const std::string& what) {
+  const std::uint64_t in_neighbours = all_neighbours(in.topology, o.node_id).size();
+  const std::uint64_t buffers = 8 + in_neighbours;
+  const std::uint64_t bytes =
+      d > (~std::uint64_t{0}) / 4 / buffers ? ~std::uint64_t{0} : d * 4 * buffers;
+  Status fits = check_memory(
+      bytes, o.memory_cap,
+      what + " (" + std::to_string(d) + " parameters, " + std::to_string(buffers) + " buffers)");
+  return fits.with_context(o.memory_cap ? "--memory-cap" : "model");
+}
+
+// The node's job (phase 3): gossipd's own model on its shard, or the attached trainer.
+struct Job {
+  sgd::Problem problem;  // empty for an attached trainer
+  std::unique_ptr<sgd::Backend> backend;
+  NodeJob job;
+};
+
+Result<Job> make_job(const RunOptions& o, const Inputs& in,
+                     std::unique_ptr<attach::AttachServer> trainer, std::uint64_t attached) {
+  Job j;
+  const TrainConfig& config = in.config;
+  if (!in.attach) {
+    GOSSIP_ASSIGN_OR_RETURN(
+        j.problem, sgd::make_problem(config::to_problem_config(config, in.topology.num_nodes())));
+  }
+  const std::uint64_t d = in.attach ? attached : j.problem.spec.num_params();
+  GOSSIP_RETURN_IF_ERROR(check_fits(
+      o, in, d,
+      in.attach ? std::string("attached trainer's model") : "model " + j.problem.spec.to_string()));
+  // An attached trainer's parameters are mixed in host memory (its shared buffer).
   Result<sgd::Device> device =
       sgd::parse_device(config.device() == config::pb::TrainConfig::CPU    ? "cpu"
                         : config.device() == config::pb::TrainConfig::CUDA ? "cuda"
                                                                            : "auto");
-
-  // A run from iteration 0 in a directory holding checkpoints is refused before any neighbour
-  // (or trainer) is contacted (open_node_start checks again; checkpoint.h says why).
-  const std::string checkpoint_dir =
-      config.checkpoint().dir() + "/node-" + std::to_string(o.node_id);
-  if (!o.resume && !o.resume_or_start && !o.resume_at) {
-    if (Status s = check_fresh_directory(Env::system(), checkpoint_dir); !s.is_ok()) {
-      return usage_error(s);
-    }
-  }
-
-  // Attach mode: the trainer says how many parameters it gossips before anything else happens, so
-  // that the Hello to the neighbours carries that count (a mismatch is refused there).
-  std::unique_ptr<attach::AttachServer> attached;
-  std::uint64_t attached_params = 0;
-  if (attach) {
-    Result<std::unique_ptr<attach::AttachServer>> server =
-        attach::AttachServer::listen(o.attach_socket);
-    if (!server.is_ok()) return usage_error(server.status().with_context("--attach"));
-    GOSSIP_LOG(kInfo) << "waiting up to timeouts.connect_ms=" << config.timeouts().connect_ms()
-                      << " ms for a trainer on " << log_escape(o.attach_socket);
-    attach::AttachOptions ao;
-    ao.node_id = static_cast<std::uint32_t>(o.node_id);
-    ao.num_nodes = static_cast<std::uint32_t>(topo.num_nodes());
-    Result<std::uint64_t> n =
-        (*server)->accept_hello(std::chrono::steady_clock::now() +
-                                    std::chrono::milliseconds(config.timeouts().connect_ms()),
-                                ao);
-    if (!n.is_ok()) {
-      GOSSIP_LOG(kError) << "attached trainer: " << n.status().to_string();
-      return n.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitTrainerGone;
-    }
-    attached = std::move(*server);
-    attached_params = *n;
-    GOSSIP_LOG(kInfo) << "trainer attached: " << attached_params << " float32 parameters"
-                      << (attached->with_update() ? " (update session)" : "");
-  }
-
-  // Data and backend.
-  Result<sgd::Problem> problem =
-      attach ? Result<sgd::Problem>(sgd::Problem())
-             : sgd::make_problem(config::to_problem_config(config, topo.num_nodes()));
-  if (!problem.is_ok()) return usage_error(problem.status());
-  {
-    // Before anything is allocated or any neighbour is contacted: the float32 buffers run_node
-    // allocates (x, x_{t+1}, gradient, direction, optimizer state, one receive buffer per
-    // in-neighbour, a staging and a checkpoint copy) must fit.
-    const std::uint64_t d = attach ? attached_params : problem->spec.num_params();
-    const std::uint64_t in_neighbours = all_neighbours(topo, o.node_id).size();
-    const std::uint64_t buffers = 8 + in_neighbours;
-    const std::uint64_t bytes =
-        d > (~std::uint64_t{0}) / 4 / buffers ? ~std::uint64_t{0} : d * 4 * buffers;
-    Status fits = check_memory(
-        bytes, o.memory_cap,
-        (attach ? std::string("attached trainer's model") : "model " + problem->spec.to_string()) +
-            " (" + std::to_string(d) + " parameters, " + std::to_string(buffers) + " buffers)");
-    if (!fits.is_ok()) {
-      return usage_error(fits.with_context(o.memory_cap ? "--memory-cap" : "model"));
-    }
-  }
-  // An attached trainer's parameters are mixed in host memory (its shared buffer).
   Result<std::unique_ptr<sgd::Backend>> backend = sgd::make_backend(
-      attach ? sgd::Device::kCpu : *device, static_cast<int>(config.cpu_threads()));
-  if (!backend.is_ok()) return usage_error(backend.status().with_context("device"));
-  if (!attach) {
-    GOSSIP_LOG(kInfo) << "model " << problem->spec.to_string() << " (" << problem->spec.num_params()
-                      << " parameters), shard of " << problem->shards[o.node_id].size()
-                      << " examples, backend " << (*backend)->description();
+      in.attach ? sgd::Device::kCpu : *device, static_cast<int>(config.cpu_threads()));
+  if (!backend.is_ok()) return backend.status().with_context("device");
+  j.backend = std::move(*backend);
+  if (in.attach) {
+    j.job.step = std::make_unique<AttachStep>(
+        std::move(trainer), std::chrono::milliseconds(config.timeouts().deadline_ms()));
+    j.job.num_params = attached;
+    j.job.total_iterations = config.iterations();
+    return j;
   }
+  GOSSIP_LOG(kInfo) << "model " << j.problem.spec.to_string() << " (" << d
+                    << " parameters), shard of " << j.problem.shards[o.node_id].size()
+                    << " examples, backend " << j.backend->description();
+  GOSSIP_ASSIGN_OR_RETURN(
+      j.job, make_sgd_job(config, j.problem, *j.backend, o.node_id, in.topology.num_nodes()));
+  return j;
+}
 
-  // The job and where it starts: a run that cannot start (nothing usable to resume) is refused
-  // here, before any neighbour is contacted.
+NodeOptions node_options(const RunOptions& o, const Inputs& in) {
   NodeOptions n;
   n.node_id = o.node_id;
-  n.config = config;
-  n.checkpoint_dir = checkpoint_dir;
-  n.metrics_path = !o.metrics_path.empty()          ? o.metrics_path
-                   : !config.metrics_path().empty() ? config.metrics_path()
-                                                    : n.checkpoint_dir + "/metrics.jsonl";
+  n.config = in.config;
+  n.checkpoint_dir = in.checkpoint_dir;
+  n.metrics_path = !o.metrics_path.empty()             ? o.metrics_path
+                   : !in.config.metrics_path().empty() ? in.config.metrics_path()
+                                                       : n.checkpoint_dir + "/metrics.jsonl";
   if (n.metrics_path != "-" && !n.metrics_path.empty()) {
     std::size_t slash = n.metrics_path.find_last_of('/');
     if (slash != std::string::npos)
@@ -209,49 +198,26 @@ int run_command(const RunOptions& o) {
   n.resume_or_start = o.resume_or_start;
   n.resume_at = o.resume_at;
   n.dump_params_dir = o.dump_params_dir;
-  NodeJob job;
-  std::optional<NodeStart> node_start;
-  if (attach) {
-    job.step = std::make_unique<AttachStep>(
-        std::move(attached), std::chrono::milliseconds(config.timeouts().deadline_ms()));
-    job.num_params = attached_params;
-    job.total_iterations = config.iterations();
-  } else if (!allreduce) {
-    Result<NodeJob> sgd_job =
-        make_sgd_job(config, *problem, **backend, o.node_id, topo.num_nodes());
-    if (!sgd_job.is_ok()) return usage_error(sgd_job.status());
-    job = std::move(*sgd_job);
-  }
-  if (job.step) {
-    int code = kExitError;
-    Result<NodeStart> opened = open_node_start(n, topo, job, &code);
-    if (!opened.is_ok()) {
-      GOSSIP_LOG(kError) << opened.status().to_string();
-      job.step->finish(opened.status().to_string());
-      return code;
-    }
-    node_start.emplace(std::move(*opened));
-  }
+  return n;
+}
 
-  // Transport.
+// The transport's options (phase 4): this node's address and Hello, its links, TLS, timeouts.
+Result<net::TransportOptions> transport_options(const RunOptions& o, const Inputs& in,
+                                                const daemon::AlgorithmFactory& algorithm,
+                                                std::uint64_t num_params) {
+  const TrainConfig& config = in.config;
+  const topology::Topology& topo = in.topology;
   const int self = o.node_id;
   net::TransportOptions t;
   t.self.job_id = job_id_for(config, topo);
   t.self.node_id = self;
   t.self.topology_fingerprint = topology_fingerprint64(topo);
-  t.self.param_count = attach ? attached_params : problem->spec.num_params();
-  t.self.algorithm = allreduce ? "allreduce" : "";
+  t.self.param_count = num_params;
+  t.self.algorithm = algorithm.hello_name();
   const topology::NodeAddress& me = topo.addresses()[self];
   t.listen_host = o.listen_host.empty() ? me.host : o.listen_host;
   t.listen_port = static_cast<std::uint16_t>(me.port);
-  // ALLREDUCE: our links only carry Gloo's rendezvous, a star around node 0 (daemon/allreduce.h).
-#if GOSSIP_HAVE_GLOO
-  std::vector<int> peers =
-      allreduce ? star_peers(topo.num_nodes(), self) : all_neighbours(topo, self);
-#else
-  std::vector<int> peers = all_neighbours(topo, self);
-#endif
-  for (int j : peers) {
+  for (int j : algorithm.link_peers()) {
     const topology::NodeAddress& a = topo.addresses()[j];
     t.neighbours.push_back({j, a.host, static_cast<std::uint16_t>(a.port)});
   }
@@ -270,122 +236,168 @@ int run_command(const RunOptions& o) {
   }
   t.congestion_control = config.link().congestion_control();
   if (!t.congestion_control.empty()) {
-    if (Status s = net::check_congestion_control(t.congestion_control); !s.is_ok()) {
-      return usage_error(s.with_context("training config: link.congestion_control"));
-    }
+    GOSSIP_RETURN_IF_ERROR(net::check_congestion_control(t.congestion_control)
+                               .with_context("training config: link.congestion_control"));
   }
-#if GOSSIP_HAVE_GLOO
-  TransportStore store(self, g_stop, std::chrono::milliseconds(config.timeouts().connect_ms()));
-#endif
-  Result<std::unique_ptr<net::Transport>> transport = net::Transport::start(t);
-  if (!transport.is_ok()) {
-    GOSSIP_LOG(kError) << transport.status().to_string();
-    return transport.status().code() == StatusCode::kInvalidArgument ||
-                   transport.status().code() == StatusCode::kNotFound ||
-                   transport.status().code() == StatusCode::kPermissionDenied
-               ? kExitUsage
-               : kExitError;
-  }
-  // Control messages go to their consumer from here on (the transport holds what arrives before):
-  // the rendezvous store under ALLREDUCE, otherwise the exchange's membership mailbox.
-  std::unique_ptr<ParameterExchange> exchange;
-#if GOSSIP_HAVE_GLOO
-  if (allreduce) {
-    (*transport)->set_control_handler([&store](int peer, std::string_view c) {
-      return store.on_control(peer, c);
-    });
-  }
-#endif
-  if (!allreduce) exchange = make_transport_exchange(**transport);
-  GOSSIP_LOG(kInfo) << "listening on " << t.listen_host << ":" << t.listen_port;
-  install_stop_handlers();
-  auto connect_deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(config.timeouts().connect_ms());
+  return t;
+}
+
+// Waits for the links (phase 5). Returns the exit code when the run cannot start; `step` (may be
+// null) is told why.
+std::optional<int> wait_for_links(const RunOptions& o, const Inputs& in, net::Transport& transport,
+                                  const daemon::AlgorithmFactory& algorithm, LocalStep* step) {
+  const std::vector<int> peers = algorithm.link_peers();
+  const auto connect_ms = in.config.timeouts().connect_ms();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(connect_ms);
   bool connected = false;
   std::optional<Status> mismatch;
-  while (!connected && !g_stop.load() && std::chrono::steady_clock::now() < connect_deadline &&
-         !(mismatch = (*transport)->config_mismatch())) {
+  while (!connected && !g_stop.load() && std::chrono::steady_clock::now() < deadline &&
+         !(mismatch = transport.config_mismatch())) {
     // Short slices so that SIGTERM is honoured while neighbours are still starting.
-    connected =
-        (*transport)
-            ->wait_connected(peers, std::min(connect_deadline, std::chrono::steady_clock::now() +
-                                                                   std::chrono::milliseconds(100)));
+    connected = transport.wait_connected(
+        peers,
+        std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(100)));
   }
-  // ALLREDUCE needs every node: it never starts without one.
   if (mismatch) {
     // Carrying on without such a neighbour would train a different job than the user asked for.
     GOSSIP_LOG(kError) << "a neighbour runs another configuration: " << mismatch->to_string();
-    if (job.step)
-      job.step->finish("a neighbour runs another configuration: " + mismatch->message());
-    (*transport)->shutdown();
+    if (step) step->finish("a neighbour runs another configuration: " + mismatch->message());
     return kExitUsage;
   }
-  const bool carry_on = !allreduce && config.fault().policy() != config::pb::Fault::FAIL_STOP;
-  if (!connected && !g_stop.load() && carry_on) {
-    // Carry-on: start with whoever is there; the others are dropped in the first iteration's
-    // verdict phase and re-admitted when they connect.
-    std::vector<int> up = (*transport)->connected_peers();
-    GOSSIP_LOG(kWarning) << "only " << up.size() << " of " << peers.size()
-                         << " neighbours connected within timeouts.connect_ms="
-                         << config.timeouts().connect_ms()
-                         << "; starting anyway (fault.policy CARRY_ON)";
-    connected = true;
-  } else if (connected) {
+  if (connected) {
     GOSSIP_LOG(kInfo) << "connected to " << peers.size() << " neighbours"
                       << (o.insecure ? " (INSECURE: plaintext)" : " (TLS 1.3)");
+    return std::nullopt;
   }
-  if (!connected && g_stop.load()) {
+  if (g_stop.load()) {
     GOSSIP_LOG(kInfo) << "stop requested (signal) while waiting for the neighbours to connect; "
                          "nothing was trained, no checkpoint written";
-    (*transport)->shutdown();
     return kExitStopped;
   }
-  if (!connected) {
-    std::vector<int> up = (*transport)->connected_peers();
-    std::string missing;
-    for (int j : peers) {
-      if (std::find(up.begin(), up.end(), j) == up.end()) {
-        missing += ' ';  // (not " " + to_string: GCC 12 reports a false -Wrestrict there)
-        missing += std::to_string(j);
-      }
-    }
-    GOSSIP_LOG(kError) << "neighbours not connected within timeouts.connect_ms="
-                       << config.timeouts().connect_ms() << ":" << missing;
-    if (job.step) job.step->finish("gossipd: neighbours not connected:" + missing);
-    (*transport)->shutdown();
-    return kExitNeighbourFailed;
+  const std::vector<int> up = transport.connected_peers();
+  if (algorithm.may_start_without_every_link()) {
+    // Carry-on: start with whoever is there; the others are dropped in the first iteration's
+    // verdict phase and re-admitted when they connect.
+    GOSSIP_LOG(kWarning) << "only " << up.size() << " of " << peers.size()
+                         << " neighbours connected within timeouts.connect_ms=" << connect_ms
+                         << "; starting anyway (fault.policy CARRY_ON)";
+    return std::nullopt;
   }
+  std::string missing;
+  for (int j : peers) {
+    if (std::find(up.begin(), up.end(), j) == up.end()) {
+      missing += ' ';  // (not " " + to_string: GCC 12 reports a false -Wrestrict there)
+      missing += std::to_string(j);
+    }
+  }
+  GOSSIP_LOG(kError) << "neighbours not connected within timeouts.connect_ms=" << connect_ms << ":"
+                     << missing;
+  if (step) step->finish("gossipd: neighbours not connected:" + missing);
+  return kExitNeighbourFailed;
+}
 
-  NodeResult r;
-#if GOSSIP_HAVE_GLOO
-  if (allreduce) {
-    // Gloo writes to its sockets without MSG_NOSIGNAL: a peer that died would otherwise kill this
-    // process with SIGPIPE instead of failing the allreduce (exit 3, checkpoint written).
-    ::signal(SIGPIPE, SIG_IGN);
-    store.attach(transport->get(), peers);
-    Result<std::shared_ptr<gloo::Context>> gloo =
-        connect_gloo(self, topo.num_nodes(), me.host, store,
-                     std::chrono::milliseconds(config.timeouts().connect_ms()),
-                     std::chrono::milliseconds(config.timeouts().deadline_ms()));
-    if (!gloo.is_ok()) {
-      GOSSIP_LOG(kError) << gloo.status().to_string();
-      (*transport)->shutdown();
-      return g_stop.load() ? kExitStopped : kExitNeighbourFailed;
-    }
-    GOSSIP_LOG(kInfo) << "Gloo connected " << topo.num_nodes() << " nodes (ALLREDUCE, plaintext)";
-    r = run_allreduce(n, topo, *problem, **backend, *gloo, g_stop);
-    (*transport)->shutdown();
-    return r.exit_code;
+// Phases 5 and 6: the links, the algorithm, the driver. `transport` is shut down by the caller.
+int train(const RunOptions& o, const Inputs& in, Job& j, NodeStart& start,
+          daemon::AlgorithmFactory& factory, net::Transport& transport) {
+  install_stop_handlers();
+  if (std::optional<int> code = wait_for_links(o, in, transport, factory, j.job.step.get())) {
+    return *code;
   }
-#endif
-  r = run_node(n, topo, job, *node_start, **backend, *exchange, g_stop);
+  // Gloo writes to its sockets without MSG_NOSIGNAL: a peer that died would otherwise kill this
+  // process with SIGPIPE instead of failing its operation (exit 3, checkpoint written).
+  ::signal(SIGPIPE, SIG_IGN);
+  Result<std::unique_ptr<daemon::Algorithm>> algorithm = factory.connect(g_stop);
+  if (!algorithm.is_ok()) {
+    GOSSIP_LOG(kError) << algorithm.status().to_string();
+    j.job.step->finish(algorithm.status().to_string());
+    return g_stop.load() ? kExitStopped : kExitNeighbourFailed;
+  }
+  const NodeOptions n = node_options(o, in);
+  return drive_node(n, j.job, start, *j.backend, **algorithm, factory.senders(), g_stop).exit_code;
+}
+
+}  // namespace
+
+void install_stop_handlers() {
+  struct sigaction sa = {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+std::string job_id_for(const config::TrainConfig& config, const topology::Topology& topology) {
+  std::string job = !config.job_id().empty()
+                        ? config.job_id()
+                        : (!topology.name().empty() ? topology.name() : "gossip");
+  for (char& ch : job) {
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '_' && ch != '-')
+      ch = '_';
+  }
+  return job.substr(0, 64);
+}
+
+int run_command(const RunOptions& o) {
+  set_log_prefix("node " + std::to_string(o.node_id));
+  // 1. Inputs: config, topology, flags.
+  Result<Inputs> inputs = load_inputs(o);
+  if (!inputs.is_ok()) return usage_error(inputs.status());
+  const Inputs& in = *inputs;
+  // 2. The attached trainer, if any.
+  std::unique_ptr<attach::AttachServer> trainer;
+  std::uint64_t attached = 0;
+  if (in.attach) {
+    Exit exit;
+    Result<std::unique_ptr<attach::AttachServer>> t = accept_trainer(o, in, &attached, &exit);
+    if (!t.is_ok()) {
+      GOSSIP_LOG(kError) << t.status().to_string();
+      return exit.code;
+    }
+    trainer = std::move(*t);
+  }
+  // 3. The job: data, backend, the local step.
+  Result<Job> job = make_job(o, in, std::move(trainer), attached);
+  if (!job.is_ok()) return usage_error(job.status());
+  algorithms::FactoryOptions fo{o.node_id, o.insecure, job->job.num_params, job->backend.get()};
+  Result<std::unique_ptr<daemon::AlgorithmFactory>> factory =
+      algorithms::make_algorithm_factory(in.config, in.topology, fo, g_stop);
+  if (!factory.is_ok()) {
+    if (job->job.step) job->job.step->finish(factory.status().to_string());
+    return usage_error(factory.status());
+  }
+  // 4. Where the run starts: a run that cannot start (nothing usable to resume) is refused here,
+  // before any neighbour is contacted.
+  int code = kExitError;
+  Result<NodeStart> start =
+      open_node_start(node_options(o, in), in.topology, job->job, &code, (*factory)->state_size());
+  if (!start.is_ok()) {
+    GOSSIP_LOG(kError) << start.status().to_string();
+    job->job.step->finish(start.status().to_string());
+    return code;
+  }
+  // 5. The transport, its control messages to the algorithm from the start.
+  Result<net::TransportOptions> topts = transport_options(o, in, **factory, job->job.num_params);
+  if (!topts.is_ok()) return usage_error(topts.status());
+  Result<std::unique_ptr<net::Transport>> transport = net::Transport::start(*topts);
+  if (!transport.is_ok()) {
+    GOSSIP_LOG(kError) << transport.status().to_string();
+    const StatusCode c = transport.status().code();
+    return c == StatusCode::kInvalidArgument || c == StatusCode::kNotFound ||
+                   c == StatusCode::kPermissionDenied
+               ? kExitUsage
+               : kExitError;
+  }
+  (*factory)->on_transport(**transport);
+  GOSSIP_LOG(kInfo) << "listening on " << topts->listen_host << ":" << topts->listen_port;
+  // 6. Train.
+  const int exit_code = train(o, in, *job, *start, **factory, **transport);
   // After a normal end our last iteration's data may still sit in the kernel's queues on its way
   // to neighbours that are finishing theirs: seconds of it on a slow link (2.8 MB per host on the
   // exponential graph at 10 Mbit/s). Closing after the default 1 s reset such links (unread
   // heartbeats make close() send RST, which discards the unsent data) and failed the neighbour's
   // last iteration with exit 3. A neighbour needs it within one deadline, so wait up to that.
-  (*transport)->shutdown(r.exit_code == 0 ? config.timeouts().deadline_ms() : 1000);
-  return r.exit_code;
+  (*transport)->shutdown(exit_code == kExitOk ? in.config.timeouts().deadline_ms() : 1000);
+  return exit_code;
 }
 
 }  // namespace gossip::daemon

@@ -13,6 +13,7 @@
 #include <random>
 #include <thread>
 
+#include "config/sgd_config.h"
 #include "daemon/checkpoint.h"
 #include "daemon/exit_codes.h"
 #include "daemon/metrics.h"

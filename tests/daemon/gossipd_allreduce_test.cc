@@ -6,7 +6,10 @@
 //  - SIGSTOP one node mid-run (alive, silent): the others exit 3 once timeouts.deadline_ms passes
 //    (Gloo's timeout), not later and not never;
 //  - one node configured DPSGD beside ALLREDUCE nodes: refused at the handshake with a message
-//    naming both algorithms; the DPSGD node exits 2 at once, the others 2 or 3, nobody trains.
+//    naming both algorithms; the DPSGD node exits 2 at once, the others 2 or 3, nobody trains;
+//  - resume: 40 iterations then --resume to 60 equals 60 in one go bit for bit; nodes resuming
+//    from different iterations refuse to start (exit 6), naming them;
+//  - attached trainers: an update session equals gossipd's own ALLREDUCE bit for bit (SGD).
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -15,6 +18,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -202,6 +206,134 @@ TEST_CASE("ALLREDUCE beside DPSGD: refused at the handshake, every node exits no
   for (int i = 0; i < n; ++i) {
     CHECK(read_text(dir.path + "/node" + std::to_string(i) + ".log").find("finished") ==
           std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace gossip::daemon
+
+namespace gossip::daemon {
+namespace {
+
+using namespace harness;
+
+// A 4-node ALLREDUCE launch of `iterations` on the ring file `topo` (written once by the caller),
+// checkpoints every 20 in dir/ckpt; `extra`: more launch flags. Returns the launch's exit code.
+int allreduce_launch(const TempDir& dir, const std::string& topo, const std::string& cfg_text,
+                     const std::string& work, const std::string& extra) {
+  const std::string cfg = dir.path + "/train-" + std::to_string(std::hash<std::string>{}(extra)) +
+                          "-" + std::to_string(std::hash<std::string>{}(cfg_text)) + ".pbtxt";
+  std::ofstream(cfg) << cfg_text;
+  return run_shell(launch_command(dir.path, topo, cfg, work, dir.path + "/ckpt") + " " + extra +
+                   " >> " + dir.path + "/launch.out 2>&1");
+}
+
+std::string resumable_config(int iterations) {
+  Job job;
+  job.iterations = iterations;
+  std::string text = job.config_text() + "algorithm: ALLREDUCE\n";
+  const std::string every = "checkpoint { every: 50 keep: 3 }";
+  REQUIRE(text.find(every) != std::string::npos);
+  return text.replace(text.find(every), every.size(), "checkpoint { every: 20 keep: 5 }");
+}
+
+TEST_CASE(
+    "ALLREDUCE resumes: 40 iterations, then --resume to 60, equals 60 in one go bit for bit") {
+  TempDir one, two;
+  const std::string topo_one = write_topology(one.path, "RING", 4);
+  REQUIRE(allreduce_launch(one, topo_one, resumable_config(60), one.path + "/run", "") == kExitOk);
+  const std::string topo_two = write_topology(two.path, "RING", 4);
+  REQUIRE(allreduce_launch(two, topo_two, resumable_config(40), two.path + "/run", "") == kExitOk);
+  INFO(read_text(two.path + "/launch.out"));
+  REQUIRE(allreduce_launch(two, topo_two, resumable_config(60), two.path + "/run", "--resume") ==
+          kExitOk);
+  CHECK(read_text(two.path + "/launch.out").find("restarts from its checkpoint at iteration 40") !=
+        std::string::npos);
+  for (int i = 0; i < 4; ++i) {
+    const std::string name = "/run/final/node_" + std::to_string(i) + ".f32";
+    const std::vector<float> straight = read_f32(one.path + name);
+    REQUIRE(!straight.empty());
+    CHECK_MESSAGE(read_f32(two.path + name) == straight, "node " << i);
+  }
+  // The resumed nodes appended to their metrics: iterations up to 60.
+  CHECK(metrics_iteration(two.path + "/run/node-1/metrics.jsonl") == 60);
+}
+
+TEST_CASE(
+    "ALLREDUCE: nodes that resume from different iterations refuse to start, naming every "
+    "node's iteration (exit 6)") {
+  TempDir dir;
+  const std::string topo = write_topology(dir.path, "COMPLETE", 2);
+  REQUIRE(allreduce_launch(dir, topo, resumable_config(40), dir.path + "/run", "") == kExitOk);
+  // Node 1 loses its newest checkpoint: it would resume at 20, node 0 at 40.
+  fs::remove(dir.path + "/ckpt/node-1/ckpt-000000000040.bin");
+  const std::string cfg = dir.path + "/resume.pbtxt";
+  std::ofstream(cfg) << resumable_config(60);
+  std::vector<pid_t> nodes;
+  for (int i = 0; i < 2; ++i) {
+    nodes.push_back(spawn_shell(
+        "cd " + dir.path + " && exec timeout 60 " + bin("daemon/gossipd") + " run " + topo +
+        " --node " + std::to_string(i) + " --config " + cfg + " --insecure --set checkpoint.dir=" +
+        dir.path + "/ckpt --resume > " + dir.path + "/node" + std::to_string(i) + ".log 2>&1"));
+  }
+  for (pid_t p : nodes) CHECK(wait_exit(p) == kExitCannotResume);
+  const std::string log = read_text(dir.path + "/node0.log");
+  INFO(log);
+  CHECK(log.find("node 0 at 40, node 1 at 20") != std::string::npos);
+  CHECK(log.find("--resume-at N") != std::string::npos);
+}
+
+TEST_CASE(
+    "ALLREDUCE serves attached trainers: an update session averages their updates and equals "
+    "gossipd's own ALLREDUCE bit for bit (SGD), and a plain session averages their parameters") {
+  Job job;
+  job.iterations = 40;
+  std::string text = job.config_text();
+  // u_t = g_t exactly (no momentum, no weight decay), so the mean of the updates is the mean of
+  // the gradients.
+  const std::string momentum =
+      "optimizer { kind: MOMENTUM lr: 0.05 momentum: 0.9 weight_decay: "
+      "0.0001 }";
+  REQUIRE(text.find(momentum) != std::string::npos);
+  text.replace(text.find(momentum), momentum.size(), "optimizer { kind: SGD lr: 0.05 }");
+  text += "algorithm: ALLREDUCE\n";
+  TempDir dir;
+  const std::string cfg = dir.path + "/train.pbtxt";
+  std::ofstream(cfg) << text;
+  const std::string topo = write_topology(dir.path, "RING", 4);
+  REQUIRE(run_shell(launch_command(dir.path, topo, cfg, dir.path + "/own", dir.path + "/ck-own") +
+                    " > " + dir.path + "/own.out 2>&1") == kExitOk);
+  for (const bool plain : {false, true}) {
+    CAPTURE(plain);
+    const std::string work = dir.path + (plain ? "/plain" : "/update");
+    const std::string trainer = bin("tests/daemon/attach_trainer") + " --config " + cfg +
+                                " --node $GOSSIP_NODE_ID --nodes $GOSSIP_NUM_NODES --out " + work +
+                                "-trainer_$GOSSIP_NODE_ID.f32" + (plain ? " --plain" : "");
+    const int rc =
+        run_shell(launch_command(dir.path, topo, cfg, work, work + "-ck") + " --attach-dir " +
+                  work + "-sock --trainer '" + trainer + "' > " + work + ".out 2>&1");
+    INFO(read_text(work + ".out"));
+    REQUIRE(rc == kExitOk);
+    std::vector<std::vector<float>> finals;
+    for (int i = 0; i < 4; ++i) {
+      finals.push_back(read_f32(work + "-trainer_" + std::to_string(i) + ".f32"));
+      REQUIRE(!finals.back().empty());
+    }
+    if (!plain) {
+      for (int i = 0; i < 4; ++i) {
+        CHECK_MESSAGE(
+            finals[i] == read_f32(dir.path + "/own/final/node_" + std::to_string(i) + ".f32"),
+            "node " << i);
+      }
+    } else {
+      // x_{t+1} = mean(x_t) − γ u_i: the nodes differ by their own last update only.
+      double spread = 0;
+      for (std::size_t k = 0; k < finals[0].size(); ++k) {
+        spread = std::max(spread, static_cast<double>(std::fabs(finals[0][k] - finals[3][k])));
+      }
+      CHECK(spread > 0);
+      CHECK(spread < 0.5);
+    }
   }
 }
 

@@ -29,6 +29,7 @@
 #include <thread>
 
 #include "common/env.h"
+#include "config/sgd_config.h"
 #include "daemon/checkpoint.h"
 #include "daemon/exit_codes.h"
 #include "daemon/metrics.h"

@@ -1,5 +1,5 @@
 // n gossip-sgd nodes as threads of one test process over a LocalExchangeHub (header-only; shared
-// by the tests of the D-PSGD loop in tests/daemon).
+// by the tests of the driver with D-PSGD in tests/daemon).
 #pragma once
 
 #include <doctest/doctest.h>
@@ -10,11 +10,39 @@
 #include <thread>
 #include <vector>
 
+#include "algorithms/dpsgd.h"
+#include "daemon/driver.h"
+#include "daemon/exit_codes.h"
 #include "daemon/node.h"
+#include "daemon/node_job.h"
 #include "sgd/backend.h"
 #include "tests/daemon/local_exchange_hub.h"
 
 namespace gossip::testing {
+
+// One D-PSGD node of `topo` training `problem` over `exchange`, as gossipd runs it: gossip_sgd's
+// step, the start rules, the driver with algorithms::Dpsgd.
+inline daemon::NodeResult run_dpsgd_node(const daemon::NodeOptions& o,
+                                         const topology::Topology& topo,
+                                         const sgd::Problem& problem, sgd::Backend& backend,
+                                         daemon::ParameterExchange& exchange,
+                                         const std::atomic<bool>& stop) {
+  Result<daemon::NodeJob> job =
+      daemon::make_sgd_job(o.config, problem, backend, o.node_id, topo.num_nodes());
+  REQUIRE_MESSAGE(job.is_ok(), job.status().to_string());
+  int code = daemon::kExitError;
+  Result<daemon::NodeStart> start = daemon::open_node_start(o, topo, *job, &code);
+  if (!start.is_ok()) {
+    daemon::NodeResult r;
+    r.exit_code = code;
+    r.message = start.status().to_string();
+    job->step->finish(r.message);
+    return r;
+  }
+  algorithms::Dpsgd dpsgd(o.node_id, o.config, topo, exchange);
+  return daemon::drive_node(o, *job, *start, backend, dpsgd,
+                            algorithms::Dpsgd::senders(topo, o.node_id), stop);
+}
 
 // Runs every node of `topo` except `dead` (failed in the hub, never started) as a thread; a node
 // that returns drops out of the hub like an exiting process. Node i checkpoints to
@@ -41,7 +69,7 @@ inline std::vector<daemon::NodeResult> run_local_cluster(
       o.dump_params_dir = dir + "/params";
       auto backend = sgd::make_backend(sgd::Device::kCpu, 1);
       REQUIRE(backend.is_ok());
-      results[i] = daemon::run_node(o, topo, problem, **backend, hub.node(i), stop);
+      results[i] = run_dpsgd_node(o, topo, problem, **backend, hub.node(i), stop);
       hub.fail_node(i);
     });
   }

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "config/sgd_config.h"
 #include "daemon/checkpoint.h"
 #include "daemon/exit_codes.h"
 #include "sim/simulator.h"

@@ -30,13 +30,12 @@
 
 #include "common/env.h"
 #include "common/status.h"
-#include "daemon/node.h"
+#include "config/train_config.h"
+#include "daemon/algorithm.h"
 #include "net/transport.h"
 #include "sgd/backend.h"
-#include "sgd/problem.h"
-#include "topology/topology.h"
 
-namespace gossip::daemon {
+namespace gossip::algorithms {
 
 // The peers node `self` of `num_nodes` links to for the rendezvous: node 0 to every other node,
 // every other node to node 0.
@@ -92,12 +91,45 @@ Result<std::shared_ptr<gloo::Context>> connect_gloo(int rank, int size, const st
                                                     std::chrono::milliseconds connect_timeout,
                                                     std::chrono::milliseconds op_timeout);
 
-// The C-PSGD loop of one node over a connected Gloo context (size = the topology's node count).
-// The same options, metrics, checkpoints and outputs as run_node (resume is not supported:
-// kExitUsage). `stop` is honoured between iterations.
-NodeResult run_allreduce(const NodeOptions& options, const topology::Topology& topology,
-                         const sgd::Problem& problem, sgd::Backend& backend,
-                         const std::shared_ptr<gloo::Context>& context,
-                         const std::atomic<bool>& stop, Env& env = Env::system());
+// ALLREDUCE as an algorithm of the node driver (daemon/algorithm.h), over a connected Gloo context
+// (size = the topology's node count). Per iteration, what is averaged depends on the local step:
+//  - gossipd's own step (LocalStep::gradient_buffer): the gradient, then the optimizer's
+//    single-node step on the mean (C-PSGD, as above);
+//  - an attached trainer in an update session: its update u_t, then x_{t+1} = x_t − γ_t·mean(u);
+//  - an attached trainer in a plain session: its parameters, x_{t+1} = mean(x_t).
+// The mean is Gloo's float32 ring sum divided by n in double and rounded once, the same on every
+// node, so every node holds the same x_{t+1}.
+//
+// Start: the nodes agree on the iteration they start from through the rendezvous store (a run
+// whose nodes resumed from different checkpoints would never meet in Gloo's tagged operations):
+// a mismatch ends the run before the first iteration with kExitCannotResume, naming every node's
+// iteration. A failed or timed-out allreduce abandons the iteration with kExitNeighbourFailed.
+class Allreduce final : public daemon::Algorithm {
+ public:
+  // Node `node`; `context` connected, `store` its rendezvous store, `backend` the node's (for the
+  // gradient's copy to host memory); all borrowed for the run.
+  Allreduce(int node, const config::TrainConfig& config, std::shared_ptr<gloo::Context> context,
+            TransportStore& store, sgd::Backend& backend, std::size_t num_params);
 
-}  // namespace gossip::daemon
+  std::string_view name() const override { return "allreduce"; }
+  Result<std::uint64_t> start(std::uint64_t start, bool rejoining, std::uint64_t total,
+                              daemon::RunServices& services, int* exit_code) override;
+  daemon::IterationOutcome iterate(std::uint64_t t, daemon::LocalStep& step,
+                                   daemon::ParameterBuffers& buffers) override;
+
+ private:
+  // v ← mean over the nodes of v (host memory, num_params floats); false with `why` on failure.
+  bool average(std::uint64_t t, float* v, std::string* why);
+
+  const int self_;
+  const int num_nodes_;
+  const std::chrono::milliseconds timeout_;
+  std::shared_ptr<gloo::Context> context_;
+  TransportStore& store_;
+  sgd::Backend& backend_;
+  const std::size_t num_params_;
+  sgd::DeviceBuffer host_;  // what Gloo reduces in place: host memory (page-locked on a GPU node)
+  daemon::RunServices* services_ = nullptr;
+};
+
+}  // namespace gossip::algorithms

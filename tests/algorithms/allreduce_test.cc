@@ -1,10 +1,10 @@
-// TransportStore (daemon/allreduce.h) over real net::Transport links on loopback, n nodes as
+// TransportStore (algorithms/allreduce.h) over real net::Transport links on loopback, n nodes as
 // threads of this process in the star the daemon uses:
 //  - every key set at any node reaches every node through node 0, values longer than one
 //    512-byte part and empty ones included; a key set before node 0 attached is still relayed;
 //  - Gloo connects over it and a ring allreduce of known integer vectors gives their exact sum;
 //  - wait() for a key nobody sets throws after its timeout, naming the key.
-#include "daemon/allreduce.h"
+#include "algorithms/allreduce.h"
 
 #include <doctest/doctest.h>
 #include <gloo/allreduce.h>
@@ -20,7 +20,7 @@
 
 #include "tests/support/ports.h"
 
-namespace gossip::daemon {
+namespace gossip::algorithms {
 namespace {
 
 struct StarCluster {
@@ -150,4 +150,4 @@ TEST_CASE("TransportStore: waiting for a key nobody sets throws after the timeou
 }
 
 }  // namespace
-}  // namespace gossip::daemon
+}  // namespace gossip::algorithms

@@ -1,0 +1,118 @@
+// make_algorithm_factory (see factory.h): one factory per algorithm. Gloo is optional at build
+// time (CMake GOSSIP_GLOO), so ALLREDUCE's factory exists only where it is built.
+#include "algorithms/factory.h"
+
+#include <chrono>
+#include <utility>
+
+#include "algorithms/dpsgd.h"
+#include "common/log.h"
+#include "daemon/algorithm.h"
+#include "daemon/exchange.h"
+#include "daemon/node.h"
+#if GOSSIP_HAVE_GLOO
+#include "algorithms/allreduce.h"
+#endif
+
+namespace gossip::algorithms {
+namespace {
+
+class DpsgdFactory final : public daemon::AlgorithmFactory {
+ public:
+  DpsgdFactory(const config::TrainConfig& config, const topology::Topology& topology, int node)
+      : config_(config), topology_(topology), node_(node) {}
+
+  std::vector<int> link_peers() const override { return daemon::all_neighbours(topology_, node_); }
+  std::string hello_name() const override { return ""; }
+  bool may_start_without_every_link() const override {
+    return config_.fault().policy() != config::pb::Fault::FAIL_STOP;
+  }
+  std::vector<int> senders() const override { return Dpsgd::senders(topology_, node_); }
+  void on_transport(net::Transport& transport) override {
+    exchange_ = daemon::make_transport_exchange(transport);
+  }
+  Result<std::unique_ptr<daemon::Algorithm>> connect(const std::atomic<bool>&) override {
+    return std::unique_ptr<daemon::Algorithm>(
+        std::make_unique<Dpsgd>(node_, config_, topology_, *exchange_));
+  }
+
+ private:
+  const config::TrainConfig& config_;
+  const topology::Topology& topology_;
+  const int node_;
+  std::unique_ptr<daemon::ParameterExchange> exchange_;
+};
+
+#if GOSSIP_HAVE_GLOO
+// ALLREDUCE: the transport's links form a star around node 0 and carry only Gloo's rendezvous
+// (allreduce.h); Gloo opens its own links once every node is there.
+class AllreduceFactory final : public daemon::AlgorithmFactory {
+ public:
+  AllreduceFactory(const config::TrainConfig& config, const topology::Topology& topology,
+                   const FactoryOptions& options, const std::atomic<bool>& stop)
+      : config_(config),
+        topology_(topology),
+        options_(options),
+        store_(options.node, stop, std::chrono::milliseconds(config.timeouts().connect_ms())) {}
+
+  std::vector<int> link_peers() const override {
+    return star_peers(topology_.num_nodes(), options_.node);
+  }
+  std::string hello_name() const override { return "allreduce"; }
+  bool may_start_without_every_link() const override { return false; }
+  void on_transport(net::Transport& transport) override {
+    transport_ = &transport;
+    transport.set_control_handler(
+        [this](int peer, std::string_view c) { return store_.on_control(peer, c); });
+  }
+  Result<std::unique_ptr<daemon::Algorithm>> connect(const std::atomic<bool>& stop) override {
+    store_.attach(transport_, link_peers());
+    const int n = topology_.num_nodes();
+    Result<std::shared_ptr<gloo::Context>> gloo =
+        connect_gloo(options_.node, n, topology_.addresses()[options_.node].host, store_,
+                     std::chrono::milliseconds(config_.timeouts().connect_ms()),
+                     std::chrono::milliseconds(config_.timeouts().deadline_ms()));
+    if (!gloo.is_ok()) {
+      return stop.load() ? aborted("stop requested (signal) while Gloo connected the nodes")
+                         : gloo.status();
+    }
+    GOSSIP_LOG(kInfo) << "Gloo connected " << n << " nodes (ALLREDUCE, plaintext)";
+    return std::unique_ptr<daemon::Algorithm>(std::make_unique<Allreduce>(
+        options_.node, config_, *gloo, store_, *options_.backend, options_.num_params));
+  }
+
+ private:
+  const config::TrainConfig& config_;
+  const topology::Topology& topology_;
+  const FactoryOptions options_;
+  TransportStore store_;
+  net::Transport* transport_ = nullptr;
+};
+#endif
+
+}  // namespace
+
+Result<std::unique_ptr<daemon::AlgorithmFactory>> make_algorithm_factory(
+    const config::TrainConfig& config, const topology::Topology& topology,
+    const FactoryOptions& options, const std::atomic<bool>& stop) {
+  if (config.algorithm() != config::pb::TrainConfig::ALLREDUCE) {
+    return std::unique_ptr<daemon::AlgorithmFactory>(
+        std::make_unique<DpsgdFactory>(config, topology, options.node));
+  }
+#if GOSSIP_HAVE_GLOO
+  if (!options.insecure) {
+    return invalid_argument(
+        "algorithm ALLREDUCE needs --insecure: Debian's Gloo has no TLS transport, so its gradient "
+        "traffic is plaintext");
+  }
+  return std::unique_ptr<daemon::AlgorithmFactory>(
+      std::make_unique<AllreduceFactory>(config, topology, options, stop));
+#else
+  (void)stop;
+  return invalid_argument(
+      "algorithm ALLREDUCE: this gossipd was built without Gloo (cmake -DGOSSIP_GLOO=OFF, as the "
+      "aarch64 cross build is); build it with libgloo-dev installed");
+#endif
+}
+
+}  // namespace gossip::algorithms
