@@ -13,7 +13,7 @@
 //   int8  per block of block_floats consecutive elements (the last block may be shorter, len
 //         elements): a float32 scale s = fl(max_k |x_k| / 127) (IEEE division), then len signed
 //         bytes q_k = round_half_even(clamp(fl(x_k / s), −127, 127)); s = 0 and every q_k = 0 when
-//         s rounds to 0 (an all-zero block, or max |x_k| < 127 · 2⁻¹⁴⁹). Block b starts at byte
+//         s rounds to 0 (an all-zero block, or max |x_k| ≤ 127 · 2⁻¹⁵⁰). Block b starts at byte
 //         b · (4 + block_floats), so a block-aligned slice of the vector compresses to the matching
 //         slice of the bytes. compressed_bytes = n + 4 · ⌈n / block_floats⌉.
 //         Decoding: D_k = fl(q_k · s) (one IEEE multiply); any byte is accepted (−128 included).
@@ -29,7 +29,8 @@
 //   v_k = fl(x_k + e_k);  out = C(v);  e_k ← v_k − D_k
 // with v_k − D_k rounded once: fma(−q_k, s, v_k) for int8; exact for bf16 (the dropped low bits;
 // it overflows only where v rounds to ±inf) and 0 for none. So Σ_rounds D + e stays Σ_rounds x up
-// to one rounding of e per round, and a biased compressor's error does not accumulate.
+// to the roundings of v and e (a few ulps per round), and a biased compressor's error does not
+// accumulate: the mean of what was sent converges to x like 1/rounds.
 //
 // Adding a decoded vector into floats, decompress_add: out_k ← out_k ⊕ D_k, with ⊕ the exact sum
 // rounded once: fma(q_k, s, out_k) for int8 (NOT fl(out_k + fl(q_k·s)): one rounding fewer, and the

@@ -1,6 +1,6 @@
 // The arithmetic of a compressed ring allreduce of the mean (Patarasuk and Yuan 2009's
 // bandwidth-optimal ring: reduce-scatter, then allgather; re-quantised at every hop as INTELLECT-1
-// does, arXiv 2412.01152 §2): the per-hop primitives a node calls as its messages arrive over the
+// does, arXiv 2412.01152): the per-hop primitives a node calls as its messages arrive over the
 // network, and a reference that runs all n nodes in one process (the simulator's) from the same
 // primitives, so both give the same bits. No sockets here: a node moves the bytes itself.
 //

@@ -77,7 +77,7 @@ void encode_int8_block(const float* x, float* y, std::size_t len, std::byte* out
       q[k] = static_cast<std::int8_t>(qi);
     }
   } else {
-    // All zero, too small for a normal scale (max < 127 · 2⁻¹⁴⁹ rounds s to 0), or non-finite
+    // All zero, too small for any scale (max ≤ 127 · 2⁻¹⁵⁰ rounds s to 0), or non-finite
     // (NaN scale): every q is 0, and y's update below uses the s the receiver reads.
     std::memset(q, 0, len);
   }

@@ -66,7 +66,7 @@ TEST_CASE("none: the copy is x after one round from zero, and the message is x")
   CHECK(std::memcmp(msg.data(), x.data(), 100 * sizeof(float)) == 0);
 }
 
-TEST_CASE("int8: one encode leaves |x − ĉ| ≤ s/2; a fixed x is approached ~254× per round") {
+TEST_CASE("int8: one encode leaves |x − ĉ| ≤ s/2, a fixed x is approached ~254× per round") {
   const std::size_t block = 64, n = block * 6;
   const CompressionSpec spec = spec_of(CompressionKind::kInt8, block);
   Rng rng(3);

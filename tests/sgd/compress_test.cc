@@ -117,7 +117,7 @@ TEST_CASE("int8: the scale and half-even quantisation of a worked block, little-
   CHECK(d[16] == -127.0f * (2.54f / 127.0f));
 }
 
-TEST_CASE("int8: an all-zero block has scale 0 and decodes to zeros; tiny blocks too") {
+TEST_CASE("int8: an all-zero block has scale 0 and decodes to zeros, tiny blocks too") {
   const CompressionSpec spec = spec_of(CompressionKind::kInt8, 16);
   std::vector<float> x(32, 0.0f);
   x[20] = from_bits(0x00000005);  // 5 · 2⁻¹⁴⁹: s = fl(that / 127) = 0
@@ -125,6 +125,21 @@ TEST_CASE("int8: an all-zero block has scale 0 and decodes to zeros; tiny blocks
   CHECK(scale_of(bytes, 16, 0) == 0.0f);
   CHECK(scale_of(bytes, 16, 1) == 0.0f);
   for (float v : decode(spec, bytes, x.size())) CHECK(v == 0.0f);
+}
+
+TEST_CASE("int8: a subnormal scale rounds down, and the clamp holds |q| at 127") {
+  const CompressionSpec spec = spec_of(CompressionKind::kInt8, 16);
+  // max = 190 · 2⁻¹⁴⁹: s = fl(1.496 · 2⁻¹⁴⁹) = 2⁻¹⁴⁹, so max/s = 190 and −95 · 2⁻¹⁴⁹ / s = −95.
+  std::vector<float> x(16, 0.0f);
+  x[0] = from_bits(190);
+  x[1] = -from_bits(95);
+  const std::vector<std::byte> bytes = encode(spec, x);
+  CHECK(scale_of(bytes, 16, 0) == from_bits(1));
+  CHECK(q_at(bytes, 16, 0) == 127);
+  CHECK(q_at(bytes, 16, 1) == -95);
+  const std::vector<float> d = decode(spec, bytes, 16);
+  CHECK(d[0] == from_bits(127));
+  CHECK(d[1] == -from_bits(95));
 }
 
 TEST_CASE("int8: |D(C(x)) − x| ≤ s/2 (plus rounding), the block max maps to ±127") {
@@ -189,7 +204,7 @@ TEST_CASE("decompress_add: int8 rounds q·s + out once (fma), bf16 and none add 
   }
 }
 
-TEST_CASE("error feedback: e = v − D(out) exactly as stated; decoded sums track Σx like 1/T") {
+TEST_CASE("error feedback: e = v − D(out) exactly as stated, decoded sums track Σx like 1/T") {
   const std::size_t n = 48;
   const std::vector<float> x = randn(n, 7);
   for (CompressionKind kind :

@@ -73,7 +73,7 @@ TEST_CASE("random pseudo-gradients: the float recursion stays within rounding of
   }
 }
 
-TEST_CASE("the stated operations bit for bit; none is a − d; pseudo_gradient is a − z") {
+TEST_CASE("the stated operations bit for bit, none is a − d, pseudo_gradient is a − z") {
   Rng rng(6);
   const std::size_t n = 100;
   std::vector<float> a(n), z(n), d(n), m(n);
