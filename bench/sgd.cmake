@@ -7,3 +7,8 @@ if(TARGET gossip_sgd_cuda)
   target_link_libraries(sgd_bench PRIVATE gossip_sgd_cuda)
   target_compile_definitions(sgd_bench PRIVATE GOSSIP_SGD_CUDA=1)
 endif()
+
+# compress_bench: compressors, CHOCO, the ring hop, the outer step and AdamW in GB/s beside memcpy,
+# per instruction-set level. Run: build/bench/compress_bench [--floats N] [--seconds S]
+add_executable(compress_bench ${CMAKE_CURRENT_LIST_DIR}/compress_bench.cc)
+target_link_libraries(compress_bench PRIVATE gossip_sgd CLI11::CLI11)

@@ -34,7 +34,7 @@ std::optional<double> SgdStep::gradient(const float* x, std::uint64_t /*iteratio
 }
 
 float SgdStep::direction(const float* x, float* update, std::uint64_t iteration) {
-  optimizer_.direction(backend_, x, grad_.data(),
+  optimizer_.direction(backend_, static_cast<std::int64_t>(iteration), x, grad_.data(),
                        optimizer_.state_size() > 0 ? state_.data() : nullptr, update);
   return static_cast<float>(optimizer_.learning_rate(static_cast<std::int64_t>(iteration)));
 }

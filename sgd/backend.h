@@ -89,6 +89,17 @@ class Model {
   Batch rows_scratch_;  // loss_and_grad_rows' default gather
 };
 
+// AdamW's scalars for one step (Optimizer computes them in double and rounds each once to float,
+// so every backend gets the same bits): β1, β2, fl(1 − β1), fl(1 − β2), the bias corrections
+// fl(1 / (1 − β1^t)) and fl(1 / √(1 − β2^t)) for step count t, ε, and the decoupled weight decay λ.
+struct AdamWCoefficients {
+  float beta1 = 0.9f, beta2 = 0.999f;
+  float one_minus_beta1 = 0.1f, one_minus_beta2 = 0.001f;
+  float inv_bias1 = 1.0f, inv_sqrt_bias2 = 1.0f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+};
+
 // A float buffer in a backend's memory (RAII, move-only).
 class DeviceBuffer {
  public:
@@ -153,6 +164,16 @@ class Backend {
   // `velocity` may be null when momentum == 0.
   virtual void sgd_direction(float* u, float* velocity, const float* x, const float* g,
                              std::size_t n, float momentum, float weight_decay, bool nesterov) = 0;
+
+  // AdamW's direction (Loshchilov and Hutter, ICLR 2019, Alg. 2, as torch.optim.AdamW), so that
+  // x − γ·u is AdamW's step with learning rate γ: with c = coefficients, per element
+  //   m = fma(β1, m, fl(c.one_minus_beta1 · g))
+  //   v = fma(β2, v, fl(fl(c.one_minus_beta2 · g) · g))
+  //   u = fma(λ, x, fl(fl(m · c.inv_bias1) / fma(√v, c.inv_sqrt_bias2, ε)))
+  // i.e. u = m̂ / (√v̂ + ε) + λx with IEEE square root and division; every backend rounds each
+  // operation alike (bit-identical). m and v are n floats each, starting at zero.
+  virtual void adamw_direction(float* u, float* m, float* v, const float* x, const float* g,
+                               std::size_t n, const AdamWCoefficients& c) = 0;
 };
 
 // Selects a backend: cpu always works; cuda is Unimplemented when this build has no CUDA backend

@@ -1,5 +1,6 @@
-// Learning-rate schedules and the momentum optimizer; the element-wise arithmetic is the backend's
-// (Backend::sgd_direction), so the same code drives the cpu and cuda paths.
+// Learning-rate schedules, the momentum optimizer and AdamW; the element-wise arithmetic is the
+// backend's (Backend::sgd_direction, Backend::adamw_direction), so the same code drives the cpu and
+// cuda paths.
 #include "sgd/optimizer.h"
 
 #include <cmath>
@@ -45,11 +46,39 @@ double LrSchedule::at(std::int64_t t) const {
 }
 
 Status OptimizerConfig::validate() const {
+  if (kind != OptimizerKind::kSgd && kind != OptimizerKind::kAdamW) {
+    return invalid_argument("kind: expected " + kOptimizerKinds.choices());
+  }
   GOSSIP_RETURN_IF_ERROR(schedule.validate());
   if (!(momentum >= 0) || momentum >= 1) return invalid_argument("momentum: must be in [0, 1)");
   if (nesterov && momentum == 0) return invalid_argument("nesterov: needs momentum > 0");
-  if (!(weight_decay >= 0)) return invalid_argument("weight_decay: must be >= 0");
+  if (!(weight_decay >= 0) || !std::isfinite(weight_decay)) {
+    return invalid_argument("weight_decay: must be finite and >= 0");
+  }
+  if (kind != OptimizerKind::kAdamW) return Status::ok();
+  if (momentum != 0) return invalid_argument("momentum: not used by adamw (its beta1 is)");
+  if (!(beta1 >= 0) || beta1 >= 1) return invalid_argument("beta1: must be in [0, 1)");
+  if (!(beta2 >= 0) || beta2 >= 1) return invalid_argument("beta2: must be in [0, 1)");
+  if (!(eps > 0) || !std::isfinite(eps) || !std::isfinite(static_cast<float>(eps)) ||
+      static_cast<float>(eps) == 0) {
+    return invalid_argument("eps: must be finite and > 0 in float32");
+  }
   return Status::ok();
+}
+
+AdamWCoefficients adamw_coefficients(const OptimizerConfig& config, std::int64_t iteration) {
+  GOSSIP_CHECK(iteration >= 0) << "iteration " << iteration;
+  const auto t = static_cast<double>(iteration) + 1;
+  AdamWCoefficients c;
+  c.beta1 = static_cast<float>(config.beta1);
+  c.beta2 = static_cast<float>(config.beta2);
+  c.one_minus_beta1 = static_cast<float>(1 - config.beta1);
+  c.one_minus_beta2 = static_cast<float>(1 - config.beta2);
+  c.inv_bias1 = static_cast<float>(1 / (1 - std::pow(config.beta1, t)));
+  c.inv_sqrt_bias2 = static_cast<float>(1 / std::sqrt(1 - std::pow(config.beta2, t)));
+  c.eps = static_cast<float>(config.eps);
+  c.weight_decay = static_cast<float>(config.weight_decay);
+  return c;
 }
 
 Optimizer::Optimizer(const OptimizerConfig& config, std::size_t num_params)
@@ -58,15 +87,25 @@ Optimizer::Optimizer(const OptimizerConfig& config, std::size_t num_params)
   GOSSIP_CHECK(s.is_ok()) << s.to_string();
 }
 
-void Optimizer::direction(Backend& backend, const float* x, const float* g, float* state,
-                          float* u) const {
+std::size_t Optimizer::state_size() const {
+  if (config_.kind == OptimizerKind::kAdamW) return 2 * num_params_;
+  return config_.momentum > 0 ? num_params_ : 0;
+}
+
+void Optimizer::direction(Backend& backend, std::int64_t iteration, const float* x, const float* g,
+                          float* state, float* u) const {
+  if (config_.kind == OptimizerKind::kAdamW) {
+    backend.adamw_direction(u, state, state + num_params_, x, g, num_params_,
+                            adamw_coefficients(config_, iteration));
+    return;
+  }
   backend.sgd_direction(u, state, x, g, num_params_, static_cast<float>(config_.momentum),
                         static_cast<float>(config_.weight_decay), config_.nesterov);
 }
 
 void Optimizer::step(Backend& backend, std::int64_t iteration, float* x, const float* g,
                      float* state, float* u) const {
-  direction(backend, x, g, state, u);
+  direction(backend, iteration, x, g, state, u);
   const MixTerm self{1.0f, x};
   backend.mix(x, std::span<const MixTerm>(&self, 1), static_cast<float>(learning_rate(iteration)),
               u, num_params_);

@@ -195,7 +195,8 @@ Result<RunTrace> Simulator::run(const ProgressFn& progress) {
   }
   next_ = StateMatrix::Zero(d, cols);
   u_ = StateMatrix::Zero(cpsgd ? d : 0, 1);  // its padding rows stay zero
-  velocity_ = StateMatrix::Zero(optimizer_->state_size() > 0 ? d : 0, cols);
+  velocity_ =
+      StateMatrix::Zero(d * static_cast<Eigen::Index>(optimizer_->state_size() / dim_), cols);
   grad_.assign(cpsgd ? dim_ : 0, 0.0f);
   grad_sum_.assign(cpsgd ? dim_ : 0, 0.0);
   // C-PSGD on several workers keeps every node's gradient (summed in node order afterwards), up to
@@ -280,7 +281,7 @@ double Simulator::node_direction(Worker& w, int i, std::int64_t t, const float* 
   const std::int64_t start_ns = timed ? clock.monotonic_ns() : 0;
   const double loss = w.model->loss_and_grad_rows(xi, *problem_->train, train_rows_.get(),
                                                   samplers_[i].next(), w.grad.data());
-  optimizer_->direction(*w.backend, xi, w.grad.data(),
+  optimizer_->direction(*w.backend, t, xi, w.grad.data(),
                         velocity_.size() > 0 ? velocity_.col(i).data() : nullptr, w.u.data());
   if (timed) {
     w.compute_s += 1e-9 * static_cast<double>(clock.monotonic_ns() - start_ns);

@@ -153,6 +153,10 @@ class CpuBackend final : public Backend {
                      float momentum, float weight_decay, bool nesterov) override {
     cpu::sgd_direction(u, velocity, x, g, n, momentum, weight_decay, nesterov);
   }
+  void adamw_direction(float* u, float* m, float* v, const float* x, const float* g, std::size_t n,
+                       const AdamWCoefficients& c) override {
+    cpu::adamw_direction(u, m, v, x, g, n, c);
+  }
 
  private:
   int threads_;
@@ -226,6 +230,12 @@ void sgd_direction(float* u, float* velocity, const float* x, const float* g, st
   GOSSIP_CHECK(momentum == 0.0f || velocity != nullptr) << "momentum needs a velocity buffer";
   GOSSIP_ISA_PICK(gossip::sgd::cpu, sgd_direction)
   (u, velocity, x, g, n, momentum, weight_decay, nesterov);
+}
+
+void adamw_direction(float* u, float* m, float* v, const float* x, const float* g, std::size_t n,
+                     const AdamWCoefficients& c) {
+  GOSSIP_CHECK(n == 0 || (m != nullptr && v != nullptr)) << "adamw needs its m and v buffers";
+  GOSSIP_ISA_PICK(gossip::sgd::cpu, adamw_direction)(u, m, v, x, g, n, c);
 }
 
 }  // namespace gossip::sgd::cpu

@@ -23,5 +23,7 @@ void mix(float* out, std::span<const MixTerm> terms, float gamma, const float* u
          std::size_t n, int threads = 1);
 void sgd_direction(float* u, float* velocity, const float* x, const float* g, std::size_t n,
                    float momentum, float weight_decay, bool nesterov);
+void adamw_direction(float* u, float* m, float* v, const float* x, const float* g, std::size_t n,
+                     const AdamWCoefficients& c);
 
 }  // namespace gossip::sgd::cpu

@@ -1,5 +1,6 @@
 // The cpu backend's flat kernels (flat_kernels.h), compiled once per instruction-set level
-// (common/isa_kernel_begin.h): plain loops with std::fma, which GCC vectorises for the level.
+// (common/isa_kernel_begin.h): plain loops with std::fma, which GCC vectorises for the level, and
+// AdamW on simd16.h's F16 (GCC does not vectorise std::sqrt).
 #include "sgd/cpu/flat_kernels.h"
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <span>
 
 #include "common/isa_kernel_begin.h"
+#include "sgd/cpu/simd16.h"
 
 namespace gossip::sgd::cpu::GOSSIP_ISA_NS {
 namespace {
@@ -90,6 +92,59 @@ void sgd_direction(float* u, float* velocity, const float* x, const float* g, st
     const float v = std::fma(momentum, velocity[k], gk);
     velocity[k] = v;
     u[k] = nesterov ? std::fma(momentum, v, gk) : v;
+  }
+}
+
+// One float with F16's operations (simd16.h), for the tails of the F16 loops.
+struct F1 {
+  float v;
+  static F1 load(const float* p) { return {*p}; }
+  void store(float* p) const { *p = v; }
+  static F1 broadcast(float w) { return {w}; }
+  static F1 mul(F1 a, F1 b) { return {a.v * b.v}; }
+  static F1 mul(float w, F1 a) { return {w * a.v}; }
+  static F1 fma(float w, F1 a, F1 c) { return {std::fma(w, a.v, c.v)}; }
+  static F1 fma(F1 a, F1 b, F1 c) { return {std::fma(a.v, b.v, c.v)}; }
+  static F1 div(F1 a, F1 b) { return {a.v / b.v}; }
+  static F1 sqrt(F1 a) { return {std::sqrt(a.v)}; }
+};
+
+// Backend::adamw_direction's operations on one F16 (16 elements) or one F1: written once for both
+// widths, so the tail rounds like the body. (The square root is explicit: GCC keeps std::sqrt
+// scalar for errno's sake.)
+template <typename V>
+inline void adamw_at(float* u, float* m, float* v, const float* x, const float* g,
+                     const AdamWCoefficients& c) {
+  const V gk = V::load(g);
+  const V mk = V::fma(c.beta1, V::load(m), V::mul(c.one_minus_beta1, gk));
+  const V vk = V::fma(c.beta2, V::load(v), V::mul(V::mul(c.one_minus_beta2, gk), gk));
+  mk.store(m);
+  vk.store(v);
+  const V den = V::fma(V::sqrt(vk), V::broadcast(c.inv_sqrt_bias2), V::broadcast(c.eps));
+  V::fma(c.weight_decay, V::load(x), V::div(V::mul(c.inv_bias1, mk), den)).store(u);
+}
+
+void adamw_direction(float* u, float* m, float* v, const float* x, const float* g, std::size_t n,
+                     const AdamWCoefficients& c) {
+  using F16 = F16ForLevel<GOSSIP_ISA_LEVEL>;
+  std::size_t k = 0;
+  for (; k + 16 <= n; k += 16) adamw_at<F16>(u + k, m + k, v + k, x + k, g + k, c);
+  for (; k < n; ++k) adamw_at<F1>(u + k, m + k, v + k, x + k, g + k, c);
+}
+
+// outer_optimizer.h's recurrences: momentum 0 is a ← a − lr·d (lr = 1: a − d exactly).
+void outer_step(float* anchor, const float* d, float* m, std::size_t n, float lr, float momentum,
+                bool nesterov) {
+  const float neg_lr = -lr;
+  if (momentum == 0.0f) {
+    for (std::size_t k = 0; k < n; ++k) anchor[k] = std::fma(neg_lr, d[k], anchor[k]);
+    return;
+  }
+  for (std::size_t k = 0; k < n; ++k) {
+    const float mk = std::fma(momentum, m[k], d[k]);
+    m[k] = mk;
+    const float step = nesterov ? std::fma(momentum, mk, d[k]) : mk;
+    anchor[k] = std::fma(neg_lr, step, anchor[k]);
   }
 }
 

@@ -1,7 +1,8 @@
 // F16: 16 floats as one 512-bit register (F16Avx512), two 256-bit ones (F16Avx2: AVX2 + FMA), or a
 // plain array (F16Portable), for kernels whose rounding must not depend on the instruction set.
-// Only element-wise multiply, add and fused multiply-add (exactly std::fma), so every type gives
-// identical bits; what a kernel sums in which lane is written out by the kernel itself. GCC's
+// Only element-wise multiply, add, fused multiply-add (exactly std::fma), division and square root
+// (IEEE, correctly rounded in the default rounding mode), so every type gives identical bits; what
+// a kernel sums in which lane is written out by the kernel itself. GCC's
 // auto-vectoriser does not keep such accumulators in registers reliably (it spilled them, or
 // vectorised across the wrong loop with gathers), hence the explicit types.
 //
@@ -43,6 +44,14 @@ struct F16Avx512 {
   }
   GOSSIP_F16_AVX512 static F16Avx512 fma(F16Avx512 a, F16Avx512 b, F16Avx512 c) {
     return {_mm512_fmadd_ps(a.v, b.v, c.v)};
+  }
+  GOSSIP_F16_AVX512 static F16Avx512 div(F16Avx512 a, F16Avx512 b) {
+    return {_mm512_div_ps(a.v, b.v)};
+  }
+  // maskz with every lane set: _mm512_sqrt_ps itself has an undefined pass-through operand, on
+  // which GCC 12 warns falsely (see sum_pairwise).
+  GOSSIP_F16_AVX512 static F16Avx512 sqrt(F16Avx512 a) {
+    return {_mm512_maskz_sqrt_ps(static_cast<__mmask16>(0xffff), a.v)};
   }
   // The first len lanes (0 ≤ len ≤ 16) of p, zeros above; store only the first len lanes.
   GOSSIP_F16_AVX512 static F16Avx512 load_head(const float* p, int len) {
@@ -104,6 +113,12 @@ struct F16Avx2 {
   GOSSIP_F16_AVX2 static F16Avx2 fma(F16Avx2 a, F16Avx2 b, F16Avx2 c) {
     return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
   }
+  GOSSIP_F16_AVX2 static F16Avx2 div(F16Avx2 a, F16Avx2 b) {
+    return {_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)};
+  }
+  GOSSIP_F16_AVX2 static F16Avx2 sqrt(F16Avx2 a) {
+    return {_mm256_sqrt_ps(a.lo), _mm256_sqrt_ps(a.hi)};
+  }
   GOSSIP_F16_AVX2 static F16Avx2 load_head(const float* p, int len) {
     alignas(32) float t[16] = {};
     for (int l = 0; l < len; ++l) t[l] = p[l];
@@ -162,6 +177,14 @@ struct F16Portable {
   static F16Portable fma(F16Portable a, F16Portable b, F16Portable c) {
     for (int k = 0; k < 16; ++k) c.v[k] = std::fma(a.v[k], b.v[k], c.v[k]);
     return c;
+  }
+  static F16Portable div(F16Portable a, F16Portable b) {
+    for (int k = 0; k < 16; ++k) a.v[k] = a.v[k] / b.v[k];
+    return a;
+  }
+  static F16Portable sqrt(F16Portable a) {
+    for (float& x : a.v) x = std::sqrt(x);
+    return a;
   }
   static F16Portable load_head(const float* p, int len) {
     F16Portable r{};

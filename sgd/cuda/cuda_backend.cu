@@ -1,9 +1,10 @@
 // The cuda backend: cuBLAS SGEMMs for every matrix product of the dense networks, our kernels for
-// the rest (bias + ReLU, the output losses, ReLU backward, mixing, SGD), two streams.
+// the rest (bias + ReLU, the output losses, ReLU backward, mixing, SGD, AdamW), two streams.
 //
 // Numerics: cuBLAS runs in its default FP32 mode (no TF32), so gradients agree with the cpu backend
 // to float rounding (the parity test states the tolerance). The flat kernels use __fmaf_rn in the
-// order of the cpu loops and the file is built with --fmad=false, so mix() and sgd_direction() are
+// order of the cpu loops (AdamW adds __fsqrt_rn and __fdiv_rn, IEEE-rounded like the cpu's) and the
+// file is built with --fmad=false, so mix(), sgd_direction() and adamw_direction() are
 // bit-identical to the cpu backend.
 //
 // Layout and shapes as in model_spec.h / cpu/dense_net.h: column-major W (out × in), activations
@@ -191,6 +192,22 @@ __global__ void sgd_direction_kernel(float* u, float* velocity, const float* x, 
       velocity[k] = v;
       u[k] = nesterov ? __fmaf_rn(momentum, v, gk) : v;
     }
+  }
+}
+
+// Backend::adamw_direction in the cpu kernel's order, every operation with its IEEE rounding
+// spelled out (the file is built with --fmad=false as well).
+__global__ void adamw_direction_kernel(float* u, float* m, float* v, const float* x, const float* g,
+                                       long long n, AdamWCoefficients c) {
+  for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < n;
+       k += (long long)gridDim.x * blockDim.x) {
+    const float gk = g[k];
+    const float mk = __fmaf_rn(c.beta1, m[k], __fmul_rn(c.one_minus_beta1, gk));
+    const float vk = __fmaf_rn(c.beta2, v[k], __fmul_rn(__fmul_rn(c.one_minus_beta2, gk), gk));
+    m[k] = mk;
+    v[k] = vk;
+    const float den = __fmaf_rn(__fsqrt_rn(vk), c.inv_sqrt_bias2, c.eps);
+    u[k] = __fmaf_rn(c.weight_decay, x[k], __fdiv_rn(__fmul_rn(mk, c.inv_bias1), den));
   }
 }
 
@@ -397,6 +414,16 @@ class CudaBackend final : public Backend {
     if (n == 0) return;
     sgd_direction_kernel<<<blocks_for(n), kThreads, 0, compute_>>>(
         u, velocity, x, g, static_cast<long long>(n), momentum, weight_decay, nesterov);
+    GOSSIP_CUDA_CHECK(cudaGetLastError());
+  }
+
+  void adamw_direction(float* u, float* m, float* v, const float* x, const float* g, std::size_t n,
+                       const AdamWCoefficients& c) override {
+    GOSSIP_CHECK(n == 0 || (m != nullptr && v != nullptr)) << "adamw needs its m and v buffers";
+    begin_compute();
+    if (n == 0) return;
+    adamw_direction_kernel<<<blocks_for(n), kThreads, 0, compute_>>>(u, m, v, x, g,
+                                                                     static_cast<long long>(n), c);
     GOSSIP_CUDA_CHECK(cudaGetLastError());
   }
 

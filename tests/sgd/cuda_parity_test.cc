@@ -1,11 +1,12 @@
 // CPU/CUDA parity (ctest label gpu): the same parameters and the same batch give the same loss and
-// gradient on both backends within float tolerance, and the flat kernels (mix, sgd_direction) give
-// bit-identical results. Exits 77 (ctest: skipped) where the build has no CUDA backend or the
-// machine no device.
+// gradient on both backends within float tolerance, and the flat kernels (mix, sgd_direction,
+// adamw_direction) give bit-identical results. Exits 77 (ctest: skipped) where the build has no
+// CUDA backend or the machine no device.
 //
 // Tolerances: GEMM summation order differs between Eigen and cuBLAS, so gradients agree to
-// |Δg| ≤ 1e-4·max(1, ‖g‖∞) and losses to a relative 1e-5; mix and sgd_direction use the same fused
-// multiply-adds in the same order on both sides, so they must agree exactly.
+// |Δg| ≤ 1e-4·max(1, ‖g‖∞) and losses to a relative 1e-5; mix, sgd_direction and adamw_direction
+// use the same fused multiply-adds (and IEEE square root and division) in the same order on both
+// sides, so they must agree exactly.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -17,6 +18,7 @@
 #include "common/random.h"
 #include "sgd/backend.h"
 #include "sgd/dataset.h"
+#include "sgd/optimizer.h"
 #if GOSSIP_SGD_CUDA
 #include "sgd/cuda/cuda_backend.h"
 #endif
@@ -181,6 +183,32 @@ TEST_CASE("sgd_direction: bit-identical on cpu and cuda") {
     p.cpu->sgd_direction(u.data(), v.data(), x.data(), g.data(), n, 0.9f, 1e-3f, nesterov);
     p.gpu->sgd_direction(du.data(), dv.data(), dx.data(), dg.data(), n, 0.9f, 1e-3f, nesterov);
     CHECK(std::memcmp(u.data(), to_host(*p.gpu, du).data(), n * sizeof(float)) == 0);
+    CHECK(std::memcmp(v.data(), to_host(*p.gpu, dv).data(), n * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("adamw_direction: bit-identical on cpu and cuda over several steps") {
+  Pair p = backends();
+  const std::size_t n = 100003;
+  OptimizerConfig oc;
+  oc.kind = OptimizerKind::kAdamW;
+  oc.weight_decay = 0.01;
+  // Gradients over six orders of magnitude, so that ε, the square root and the division all
+  // matter; m and v start at zero and are carried across steps on both sides.
+  std::vector<float> x = randn(n, 31), m(n, 0.0f), v(n, 0.0f), u(n);
+  for (std::size_t k = 0; k < n; k += 3) x[k] *= 1e-3f;
+  DeviceBuffer dx = to_device(*p.gpu, x), dm = to_device(*p.gpu, m), dv = to_device(*p.gpu, v),
+               du = p.gpu->alloc(n);
+  for (std::int64_t t = 0; t < 5; ++t) {
+    CAPTURE(t);
+    std::vector<float> g = randn(n, 40 + t);
+    for (std::size_t k = 0; k < n; ++k) g[k] *= std::pow(10.0f, static_cast<float>(k % 7) - 4);
+    DeviceBuffer dg = to_device(*p.gpu, g);
+    const AdamWCoefficients c = adamw_coefficients(oc, t);
+    p.cpu->adamw_direction(u.data(), m.data(), v.data(), x.data(), g.data(), n, c);
+    p.gpu->adamw_direction(du.data(), dm.data(), dv.data(), dx.data(), dg.data(), n, c);
+    CHECK(std::memcmp(u.data(), to_host(*p.gpu, du).data(), n * sizeof(float)) == 0);
+    CHECK(std::memcmp(m.data(), to_host(*p.gpu, dm).data(), n * sizeof(float)) == 0);
     CHECK(std::memcmp(v.data(), to_host(*p.gpu, dv).data(), n * sizeof(float)) == 0);
   }
 }

@@ -1,9 +1,13 @@
 // Optimizer: trajectories worked out by hand (in the comments) for plain SGD, heavy-ball, Nesterov
-// and weight decay; the learning-rate schedules at chosen iterations; config validation.
+// and weight decay; AdamW on a constant gradient against its closed form (m̂ = g, v̂ = g², so
+// u = g/(|g| + ε) + λx at every step) and its stated operations bit for bit; the learning-rate
+// schedules at chosen iterations; config validation. (AdamW against torch.optim.AdamW:
+// torch_optim_test.cc.)
 #include "sgd/optimizer.h"
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <vector>
@@ -87,12 +91,80 @@ TEST_CASE("direction() with momentum over a vector matches the recurrence elemen
   cfg.weight_decay = 0.1;
   Optimizer opt(cfg, 3);
   std::vector<float> x{1, -2, 4}, g{0.5f, 0.25f, -1}, v{1, 0, -1}, u(3);
-  opt.direction(*backend, x.data(), g.data(), v.data(), u.data());
+  opt.direction(*backend, 0, x.data(), g.data(), v.data(), u.data());
   // g' = g + 0.1x = {0.6, 0.05, −0.6}; v = 0.5·v + g' = {1.1, 0.05, −1.1}; u = v.
   const float want[3] = {1.1f, 0.05f, -1.1f};
   for (int k = 0; k < 3; ++k) {
     CHECK(v[k] == doctest::Approx(want[k]).epsilon(1e-6));
     CHECK(u[k] == doctest::Approx(want[k]).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("AdamW on a constant gradient: u = g/(|g| + eps) + lambda x at every step") {
+  auto backend = cpu_backend();
+  OptimizerConfig cfg;
+  cfg.kind = OptimizerKind::kAdamW;
+  cfg.schedule.lr = 0.01;
+  cfg.eps = 1e-8;
+  // g ≈ ε: the bias-corrected ratio is g/(g + ε) = 1/2; g ≫ ε: ±1.
+  const std::vector<float> g{1e-8f, 1e-3f, -1.0f, 250.0f};
+  const std::size_t n = g.size();
+  Optimizer opt(cfg, n);
+  REQUIRE(opt.state_size() == 2 * n);
+  std::vector<float> x(n, 1.0f), state(opt.state_size(), 0.0f), u(n);
+  for (std::int64_t t = 0; t < 40; ++t) {
+    CAPTURE(t);
+    opt.direction(*backend, t, x.data(), g.data(), state.data(), u.data());
+    for (std::size_t k = 0; k < n; ++k) {
+      const double want = g[k] / (std::fabs(double{g[k]}) + cfg.eps);
+      CHECK(u[k] == doctest::Approx(want).epsilon(1e-6));
+    }
+  }
+  // With decoupled weight decay λ and the constant c = g/(|g| + ε):
+  // x_{t+1} = (1 − γλ)·x_t − γc, so x_T = (1 − γλ)^T (x_0 + c/λ) − c/λ.
+  cfg.weight_decay = 0.5;
+  Optimizer decayed(cfg, n);
+  std::fill(x.begin(), x.end(), 1.0f);
+  std::fill(state.begin(), state.end(), 0.0f);
+  const int steps = 60;
+  for (int t = 0; t < steps; ++t)
+    decayed.step(*backend, t, x.data(), g.data(), state.data(), u.data());
+  for (std::size_t k = 0; k < n; ++k) {
+    const double c = g[k] / (std::fabs(double{g[k]}) + cfg.eps), lam = 0.5, gamma = 0.01;
+    const double want = std::pow(1 - gamma * lam, steps) * (1 + c / lam) - c / lam;
+    CHECK(x[k] == doctest::Approx(want).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("AdamW: the direction is the stated operations, with bias correction for t + 1") {
+  auto backend = cpu_backend();
+  OptimizerConfig cfg;
+  cfg.kind = OptimizerKind::kAdamW;
+  cfg.beta1 = 0.8;
+  cfg.beta2 = 0.99;
+  cfg.eps = 1e-6;
+  cfg.weight_decay = 0.1;
+  const std::size_t n = 5;
+  Optimizer opt(cfg, n);
+  std::vector<float> x{1, -2, 0.5f, 3, 0}, g{0.3f, -0.01f, 2, 0, 1e-7f};
+  std::vector<float> m{0.1f, 0, -0.2f, 0.05f, 0}, v{0.01f, 1e-4f, 0.5f, 0, 0};
+  std::vector<float> state = m;
+  state.insert(state.end(), v.begin(), v.end());
+  std::vector<float> u(n);
+  const std::int64_t iteration = 6;  // step count t = 7
+  opt.direction(*backend, iteration, x.data(), g.data(), state.data(), u.data());
+  const float b1 = 0.8f, b2 = 0.99f, c1 = static_cast<float>(1 - 0.8),
+              c2 = static_cast<float>(1 - 0.99);
+  const auto a1 = static_cast<float>(1 / (1 - std::pow(0.8, 7)));
+  const auto a2 = static_cast<float>(1 / std::sqrt(1 - std::pow(0.99, 7)));
+  for (std::size_t k = 0; k < n; ++k) {
+    CAPTURE(k);
+    const float mk = std::fma(b1, m[k], c1 * g[k]);
+    const float vk = std::fma(b2, v[k], (c2 * g[k]) * g[k]);
+    const float den = std::fma(std::sqrt(vk), a2, 1e-6f);
+    CHECK(state[k] == mk);
+    CHECK(state[n + k] == vk);
+    CHECK(u[k] == std::fma(0.1f, x[k], (mk * a1) / den));
   }
 }
 
@@ -146,6 +218,38 @@ TEST_CASE("invalid optimizer configs are rejected with the field named") {
   cfg.schedule.kind = ScheduleKind::kCosine;
   CHECK(!cfg.validate().is_ok());  // total_steps missing
   CHECK(!kScheduleKinds.parse("exp").is_ok());
+}
+
+TEST_CASE("invalid AdamW configs are rejected with the field named") {
+  OptimizerConfig cfg;
+  cfg.kind = OptimizerKind::kAdamW;
+  CHECK(cfg.validate().is_ok());
+  CHECK(Optimizer(cfg, 7).state_size() == 14);
+  for (double b : {1.0, -0.1, std::nan(""), 1.5}) {
+    CAPTURE(b);
+    cfg.beta1 = b;
+    CHECK(cfg.validate().message().find("beta1") != std::string::npos);
+    cfg.beta1 = 0.9;
+    cfg.beta2 = b;
+    CHECK(cfg.validate().message().find("beta2") != std::string::npos);
+    cfg.beta2 = 0.999;
+  }
+  cfg.beta1 = 0;  // no first moment (RMSprop-like): allowed
+  CHECK(cfg.validate().is_ok());
+  for (double eps : {0.0, -1e-8, std::nan(""), HUGE_VAL, 1e-60}) {
+    CAPTURE(eps);
+    cfg.eps = eps;
+    CHECK(cfg.validate().message().find("eps") != std::string::npos);
+  }
+  cfg.eps = 1e-8;
+  cfg.momentum = 0.9;
+  CHECK(cfg.validate().message().find("momentum") != std::string::npos);
+  cfg.momentum = 0;
+  cfg.weight_decay = -1;
+  CHECK(cfg.validate().message().find("weight_decay") != std::string::npos);
+  CHECK(kOptimizerKinds.parse("adamw").value() == OptimizerKind::kAdamW);
+  CHECK(kOptimizerKinds.parse("adam").status().message() ==
+        "optimizer 'adam': expected sgd or adamw");
 }
 
 }  // namespace
