@@ -27,7 +27,7 @@ class DpsgdFactory final : public daemon::AlgorithmFactory {
   bool may_start_without_every_link() const override {
     return config_.fault().policy() != config::pb::Fault::FAIL_STOP;
   }
-  std::vector<int> senders() const override { return Dpsgd::senders(topology_, node_); }
+  std::vector<int> senders() const override { return Neighbourhood::senders(topology_, node_); }
   void on_transport(net::Transport& transport) override {
     exchange_ = daemon::make_transport_exchange(transport);
   }

@@ -82,7 +82,48 @@ sgd::OptimizerConfig to_optimizer_config(const TrainConfig& c, std::uint64_t tot
   oc.momentum = momentum ? o.momentum() : 0.0;
   oc.nesterov = o.kind() == pb::Optimizer::NESTEROV;
   oc.weight_decay = o.weight_decay();
+  if (o.kind() == pb::Optimizer::ADAMW) {
+    oc.kind = sgd::OptimizerKind::kAdamW;
+    oc.beta1 = o.beta1();
+    oc.beta2 = o.beta2();
+    oc.eps = o.eps();
+  }
   return oc;
+}
+
+sgd::RoundConfig to_round_config(const TrainConfig& c) {
+  sgd::RoundConfig r;
+  r.local_steps = static_cast<int>(c.local_steps());
+  switch (c.outer().kind()) {
+    case pb::Outer::SGD:
+      r.outer.kind = sgd::OuterKind::kSgd;
+      break;
+    case pb::Outer::NESTEROV:
+      r.outer.kind = sgd::OuterKind::kNesterov;
+      break;
+    default:
+      r.outer.kind = sgd::OuterKind::kNone;
+      break;
+  }
+  if (r.outer.kind != sgd::OuterKind::kNone) {
+    r.outer.lr = c.outer().lr();
+    r.outer.momentum = c.outer().momentum();
+  }
+  switch (c.compression().kind()) {
+    case pb::Compression::BF16:
+      r.compression.kind = sgd::CompressionKind::kBf16;
+      break;
+    case pb::Compression::INT8:
+      r.compression.kind = sgd::CompressionKind::kInt8;
+      break;
+    default:
+      r.compression.kind = sgd::CompressionKind::kNone;
+      break;
+  }
+  r.compression.block_floats = c.compression().block_floats();
+  if (c.compression().has_choco_step()) r.choco_step = c.compression().choco_step();
+  r.overlap = c.overlap();
+  return r;
 }
 
 }  // namespace gossip::config

@@ -9,6 +9,7 @@
 #include "config/train_config.h"
 #include "sgd/optimizer.h"
 #include "sgd/problem.h"
+#include "sgd/round.h"
 
 namespace gossip::config {
 
@@ -16,5 +17,7 @@ namespace gossip::config {
 sgd::ProblemConfig to_problem_config(const TrainConfig& config, int num_nodes);
 // Optimizer and learning-rate schedule; total_iterations from total_iterations() (cosine's T).
 sgd::OptimizerConfig to_optimizer_config(const TrainConfig& config, std::uint64_t total_iterations);
+// Local steps, the outer optimizer, compression and overlap.
+sgd::RoundConfig to_round_config(const TrainConfig& config);
 
 }  // namespace gossip::config

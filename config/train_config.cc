@@ -82,6 +82,61 @@ void check_finite_range(std::vector<FieldError>& errors, const std::string& path
   if (!ok) errors.push_back({path, std::string("must be ") + expect + ", got " + fmt(v)});
 }
 
+// AdamW's own fields, and no AdamW field on another kind.
+void collect_adamw_errors(const pb::Optimizer& o, std::vector<FieldError>& e) {
+  if (o.kind() != pb::Optimizer::ADAMW) {
+    for (const auto& [set, path] :
+         {std::pair{o.has_beta1(), "optimizer.beta1"}, std::pair{o.has_beta2(), "optimizer.beta2"},
+          std::pair{o.has_eps(), "optimizer.eps"}}) {
+      if (set) e.push_back({path, "set kind ADAMW to use it"});
+    }
+    return;
+  }
+  check_finite_range(e, "optimizer.beta1", o.beta1(), 0, false, 1, true, "in [0, 1)");
+  check_finite_range(e, "optimizer.beta2", o.beta2(), 0, false, 1, true, "in [0, 1)");
+  check_finite_range(e, "optimizer.eps", o.eps(), 0, true, HUGE_VAL, true, "finite and > 0");
+}
+
+// Local steps, the outer optimizer, compression, overlap, and which combinations run.
+void collect_round_errors(const TrainConfig& c, std::vector<FieldError>& e) {
+  if (c.local_steps() == 0) {
+    e.push_back({"local_steps", "must be >= 1 (1: communicate every iteration)"});
+  } else if (c.local_steps() > 1000000) {
+    e.push_back({"local_steps", "must be at most 1000000, got " + std::to_string(c.local_steps())});
+  }
+  const pb::Outer& outer = c.outer();
+  if (outer.kind() == pb::Outer::NONE) {
+    if (outer.has_lr()) e.push_back({"outer.lr", "set outer.kind SGD or NESTEROV to use it"});
+    if (outer.has_momentum()) {
+      e.push_back({"outer.momentum", "set outer.kind SGD or NESTEROV to use it"});
+    }
+  } else {
+    check_finite_range(e, "outer.lr", outer.lr(), 0, true, HUGE_VAL, true, "finite and > 0");
+    if (outer.kind() == pb::Outer::NESTEROV) {
+      check_finite_range(e, "outer.momentum", outer.momentum(), 0, true, 1, true, "in (0, 1)");
+    } else {
+      check_finite_range(e, "outer.momentum", outer.momentum(), 0, false, 1, true, "in [0, 1)");
+    }
+  }
+  const pb::Compression& k = c.compression();
+  const std::uint32_t block = k.block_floats();
+  if (block < 16 || block > 65536 || (block & (block - 1)) != 0) {
+    e.push_back({"compression.block_floats",
+                 "must be a power of two in [16, 65536], got " + std::to_string(block)});
+  }
+  const bool allreduce = c.algorithm() == pb::TrainConfig::ALLREDUCE;
+  if (allreduce && k.has_choco_step()) {
+    e.push_back({"compression.choco_step",
+                 "CHOCO-SGD is D-PSGD's; ALLREDUCE compresses with error feedback instead"});
+  } else if (!allreduce) {
+    check_finite_range(e, "compression.choco_step", k.choco_step(), 0, true, 1, false, "in (0, 1]");
+  }
+  if (c.overlap() && !allreduce) {
+    e.push_back(
+        {"overlap", "ALLREDUCE only: D-PSGD's exchange already runs during the H local steps"});
+  }
+}
+
 std::vector<FieldError> collect_errors(const TrainConfig& c) {
   std::vector<FieldError> e;
   constexpr double kInf = HUGE_VAL;
@@ -158,6 +213,7 @@ std::vector<FieldError> collect_errors(const TrainConfig& c) {
   }
   check_finite_range(e, "optimizer.weight_decay", o.weight_decay(), 0, false, kInf, true,
                      "finite and >= 0");
+  collect_adamw_errors(o, e);
   if (o.schedule() == pb::Optimizer::STEP) {
     if (o.step_size() == 0) e.push_back({"optimizer.step_size", "must be > 0 for schedule STEP"});
     check_finite_range(e, "optimizer.step_factor", o.step_factor(), 0, true, 1, false, "in (0, 1]");
@@ -191,6 +247,7 @@ std::vector<FieldError> collect_errors(const TrainConfig& c) {
   if (c.fault().admit_margin() > 1000000) {
     e.push_back({"fault.admit_margin", "must be at most 1000000 iterations"});
   }
+  collect_round_errors(c, e);
   return e;
 }
 
@@ -240,6 +297,34 @@ Result<TrainConfig> parse_train_config(std::string_view text, const std::string&
   return config;
 }
 
+namespace {
+
+// Local steps, the outer optimizer and compression (train_config.proto); AdamW's constants.
+void fill_round_defaults(TrainConfig& c) {
+  pb::Optimizer* o = c.mutable_optimizer();
+  if (o->kind() == pb::Optimizer::ADAMW) {
+    if (!o->has_beta1()) o->set_beta1(0.9);
+    if (!o->has_beta2()) o->set_beta2(0.999);
+    if (!o->has_eps()) o->set_eps(1e-8);
+  }
+  if (!c.has_local_steps()) c.set_local_steps(1);
+  pb::Outer* outer = c.mutable_outer();
+  if (outer->kind() == pb::Outer::KIND_UNSPECIFIED) outer->set_kind(pb::Outer::NONE);
+  if (outer->kind() == pb::Outer::NESTEROV) {
+    if (!outer->has_lr()) outer->set_lr(0.7);
+    if (!outer->has_momentum()) outer->set_momentum(0.9);
+  } else if (outer->kind() == pb::Outer::SGD) {
+    if (!outer->has_lr()) outer->set_lr(1.0);
+    if (!outer->has_momentum()) outer->set_momentum(0.0);
+  }
+  pb::Compression* k = c.mutable_compression();
+  if (k->kind() == pb::Compression::KIND_UNSPECIFIED) k->set_kind(pb::Compression::NONE);
+  if (!k->has_block_floats()) k->set_block_floats(256);
+  if (!k->has_choco_step() && c.algorithm() != pb::TrainConfig::ALLREDUCE) k->set_choco_step(1.0);
+}
+
+}  // namespace
+
 void fill_defaults(TrainConfig& c) {
   pb::Data* d = c.mutable_data();
   if (d->dataset() == pb::Data::FASHION_MNIST && d->path().empty()) {
@@ -278,6 +363,7 @@ void fill_defaults(TrainConfig& c) {
   pb::Fault* f = c.mutable_fault();
   if (f->policy() == pb::Fault::POLICY_UNSPECIFIED) f->set_policy(pb::Fault::CARRY_ON);
   if (!f->has_admit_margin()) f->set_admit_margin(2);
+  fill_round_defaults(c);
 }
 
 Status validate_train_config(const TrainConfig& config, const std::string& name,

@@ -41,7 +41,7 @@ inline daemon::NodeResult run_dpsgd_node(const daemon::NodeOptions& o,
   }
   algorithms::Dpsgd dpsgd(o.node_id, o.config, topo, exchange);
   return daemon::drive_node(o, *job, *start, backend, dpsgd,
-                            algorithms::Dpsgd::senders(topo, o.node_id), stop);
+                            algorithms::Neighbourhood::senders(topo, o.node_id), stop);
 }
 
 // Runs every node of `topo` except `dead` (failed in the hub, never started) as a thread; a node

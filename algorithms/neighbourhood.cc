@@ -1,0 +1,248 @@
+// Neighbourhood (see neighbourhood.h).
+#include "algorithms/neighbourhood.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "common/log.h"
+#include "daemon/exit_codes.h"
+#include "daemon/node.h"
+
+namespace gossip::algorithms {
+namespace {
+
+// Whether neighbour `peer` has announced an exchange before t (it is alive and behind).
+std::function<bool(int)> behind_of(const daemon::ParameterExchange& exchange, std::uint64_t t) {
+  return [&exchange, t](int peer) {
+    std::optional<std::uint64_t> at = exchange.peer_iteration(peer);
+    return at && *at < t;
+  };
+}
+
+daemon::IterationEnd abandon(int code, const std::string& why) {
+  return {daemon::IterationEnd::Kind::kAbandon, code, aborted(why)};
+}
+
+}  // namespace
+
+Neighbourhood::Neighbourhood(int node, const config::TrainConfig& config,
+                             const topology::Topology& topology,
+                             daemon::ParameterExchange& exchange)
+    : self_(node),
+      cfg_(config),
+      topology_(topology),
+      exchange_(exchange),
+      deadline_(std::chrono::milliseconds(config.timeouts().deadline_ms())),
+      carry_on_(carry_on_policy()),
+      everyone_(daemon::all_neighbours(topology, node)),
+      peers_(exchange),
+      mh_(carry_on_ && daemon::uses_metropolis_hastings(topology, node)) {}
+
+std::vector<int> Neighbourhood::senders(const topology::Topology& topology, int node) {
+  std::vector<int> senders;
+  for (int t = 0; t < topology.period(); ++t) {
+    for (const topology::Neighbor& nb : topology.in_neighbors(node, t)) senders.push_back(nb.node);
+  }
+  std::sort(senders.begin(), senders.end());
+  senders.erase(std::unique(senders.begin(), senders.end()), senders.end());
+  return senders;
+}
+
+bool Neighbourhood::carry_on_policy() const {
+  // Carry-on needs a symmetric W(t); Metropolis–Hastings rows are recomputed from the degrees both
+  // ends announce, other schemes move a dropped edge's weight onto the diagonal.
+  if (cfg_.fault().policy() == config::pb::Fault::FAIL_STOP) return false;
+  if (daemon::mixing_is_symmetric(topology_)) return true;
+  GOSSIP_LOG(kWarning) << "fault.policy CARRY_ON needs a symmetric W(t) (an undirected topology); "
+                       << (topology_.name().empty() ? std::string("this topology")
+                                                    : topology_.name())
+                       << " is directed, so this node fails stop (checkpoint, exit "
+                       << daemon::kExitNeighbourFailed << ") when a neighbour fails";
+  return false;
+}
+
+void Neighbourhood::start(daemon::RunServices& services) {
+  services_ = &services;
+  membership_ = std::make_unique<daemon::Membership>(
+      daemon::Membership::Options{
+          self_, everyone_, cfg_.fault().admit_margin(),
+          std::chrono::duration_cast<std::chrono::nanoseconds>(deadline_).count()},
+      peers_, services.clock);
+}
+
+// Carries out Membership's decisions at exchange t.
+void Neighbourhood::carry_out(const daemon::MembershipActions& a, std::uint64_t t) {
+  daemon::MetricsWriter& metrics = services_->metrics;
+  for (const auto& [to_peer, message] : a.send) exchange_.send_admission(to_peer, message);
+  for (int j : a.admitted) {
+    exchange_.skip_before(j, t);  // nothing it sent before the gap may fill a receive
+    changed_.insert(j);
+    GOSSIP_LOG(kInfo) << "edge to node " << j << " re-admitted from iteration " << t;
+    metrics.event(t, "edge_admitted",
+                  "node " + std::to_string(j) + " from iteration " + std::to_string(t), j);
+  }
+  for (const auto& [j, reason] : a.dropped) {
+    changed_.insert(j);
+    GOSSIP_LOG(kWarning) << "dropping the edge to node " << j << " from iteration " << t << ": "
+                         << reason;
+    metrics.event(t, "edge_dropped", "node " + std::to_string(j) + ": " + reason, j);
+  }
+}
+
+std::set<int> Neighbourhood::take_changed_edges() { return std::exchange(changed_, {}); }
+
+// A restarted node (resumed from a checkpoint while its neighbours are ahead) rejoins at an
+// agreed t_a (membership.h); returns the exchange to go on from.
+std::uint64_t Neighbourhood::rejoin(std::uint64_t start, std::uint64_t total) {
+  if (!carry_on_) return start;
+  std::optional<std::uint64_t> ahead = membership_->begin_rejoin(start);
+  if (!ahead) return start;
+  Clock& clock = services_->clock;
+  daemon::MembershipActions actions;
+  for (int round = 0; round < 5 && !interrupted(); ++round) {
+    carry_out(membership_->propose_rejoin(start), start);
+    // Answers (and crossing proposals) arrive within the deadline.
+    const std::int64_t until_ns =
+        clock.monotonic_ns() +
+        std::chrono::duration_cast<std::chrono::nanoseconds>(deadline_).count();
+    while (membership_->awaiting_answers() && clock.monotonic_ns() < until_ns && !interrupted()) {
+      clock.sleep_for_ns(2'000'000);
+      carry_out(membership_->receive(exchange_.take_admissions(), start), start);
+    }
+    actions = {};
+    const bool agreed = membership_->end_rejoin_round(round, start, actions);
+    carry_out(actions, start);
+    if (agreed) break;
+  }
+  actions = {};
+  const std::uint64_t t_a = membership_->finish_rejoin(start, actions);
+  carry_out(actions, start);
+  GOSSIP_LOG(kInfo) << "rejoining: checkpoint at iteration " << start << ", neighbours at up to "
+                    << *ahead << "; jumping to iteration " << t_a << " (" << membership_->agreed()
+                    << " of " << everyone_.size() << " neighbours accepted)";
+  if (t_a < total) rejoin_at_ = t_a;
+  return t_a;
+}
+
+void Neighbourhood::plan(std::uint64_t t, std::int64_t time) {
+  if (carry_on_) carry_out(membership_->start_iteration(t, exchange_.take_admissions()), t);
+  in_ = topology_.in_neighbors(self_, time);
+  out_ = topology_.out_neighbors(self_, time);
+  if (carry_on_) {
+    auto is_dropped = [&](const topology::Neighbor& nb) {
+      return membership_->is_dropped(nb.node);
+    };
+    std::erase_if(in_, is_dropped);
+    std::erase_if(out_, is_dropped);
+  }
+  planned_ = static_cast<std::uint32_t>(in_.size());  // d_i(t)
+  exchange_.set_iteration(t, planned_);
+  to_.clear();
+  for (const topology::Neighbor& nb : out_) to_.push_back(nb.node);
+  unusable_.clear();
+  pending_.clear();
+}
+
+void Neighbourhood::post(std::uint64_t t, std::span<const float> payload,
+                         std::span<const daemon::Inbox> from) {
+  pending_.push_back(exchange_.begin(t, payload, to_, from));
+}
+
+void Neighbourhood::post_each(std::uint64_t t, std::span<const Outgoing> to,
+                              std::span<const daemon::Inbox> from) {
+  // One exchange per destination; the receives ride on the first (or on their own).
+  if (to.empty()) pending_.push_back(exchange_.begin(t, {}, {}, from));
+  for (std::size_t k = 0; k < to.size(); ++k) {
+    const int peer = to[k].peer;
+    pending_.push_back(exchange_.begin(t, to[k].payload, std::span<const int>(&peer, 1),
+                                       k == 0 ? from : std::span<const daemon::Inbox>()));
+  }
+}
+
+std::map<int, std::string> Neighbourhood::receive(std::uint64_t t,
+                                                  std::span<const daemon::Inbox> from) {
+  std::unique_ptr<daemon::PendingExchange> first = exchange_.begin(t, {}, {}, from);
+  std::map<int, std::string> failed;
+  for (const daemon::NeighbourFailure& f : first->wait(
+           after_deadline(), [this] { return interrupted(); }, behind_of(exchange_, t))) {
+    failed.emplace(f.peer, f.status.to_string());
+  }
+  unusable_.insert(failed.begin(), failed.end());
+  return failed;
+}
+
+std::optional<daemon::IterationEnd> Neighbourhood::wait(
+    std::uint64_t t, const std::function<std::string(int)>& check) {
+  // A neighbour that is connected but still finishing exchange t-1 (held up by a failure
+  // elsewhere) is waited for longer; under fail-stop only the deadline counts.
+  for (std::unique_ptr<daemon::PendingExchange>& p : pending_) {
+    for (const daemon::NeighbourFailure& f : p->wait(
+             after_deadline(), [this] { return interrupted(); },
+             carry_on_ ? behind_of(exchange_, t) : std::function<bool(int)>())) {
+      unusable_.emplace(f.peer, f.status.to_string());
+    }
+  }
+  pending_.clear();
+  for (const topology::Neighbor& nb : in_) {
+    if (unusable_.count(nb.node)) continue;
+    if (std::string why = check(nb.node); !why.empty()) unusable_.emplace(nb.node, why);
+  }
+  if (!unusable_.empty() && interrupted()) {
+    return abandon(daemon::kExitStopped, "stop requested (signal)");
+  }
+  used_.clear();
+  if (!carry_on_) {
+    if (!unusable_.empty()) {
+      std::string why;
+      for (const auto& [peer, reason] : unusable_) {
+        GOSSIP_LOG(kError) << "neighbour " << peer << " failed at iteration " << t << ": "
+                           << reason;
+        why += (why.empty() ? "" : "; ") + std::string("neighbour ") + std::to_string(peer) + ": " +
+               reason;
+      }
+      return abandon(daemon::kExitNeighbourFailed, why);
+    }
+    for (const topology::Neighbor& nb : in_) used_[nb.node] = 0;
+    return std::nullopt;
+  }
+  // Verdict phase: the edge is used at t iff both ends have each other's message and both
+  // verdicts arrived; otherwise both ends drop it from t on.
+  std::vector<int> peers;
+  for (const topology::Neighbor& nb : in_) {
+    peers.push_back(nb.node);
+    exchange_.send_verdict(nb.node, {t, unusable_.count(nb.node) == 0, planned_});
+  }
+  std::map<int, daemon::Verdict> verdicts;
+  if (!peers.empty()) {
+    verdicts =
+        exchange_.wait_verdicts(t, peers, after_deadline(), [this] { return interrupted(); });
+  }
+  if (verdicts.size() < peers.size() && interrupted()) {
+    return abandon(daemon::kExitStopped, "stop requested (signal)");
+  }
+  daemon::MembershipActions actions;
+  used_ = membership_->decide(peers, unusable_, verdicts, actions);
+  carry_out(actions, t);
+  if (used_.size() < peers.size()) {
+    GOSSIP_LOG(kWarning) << "active degree dropped to " << used_.size() << " at iteration " << t;
+    if (membership_->partitioned()) {
+      GOSSIP_LOG(kWarning) << "partitioned: no neighbours left at iteration " << t
+                           << "; training alone";
+      services_->metrics.event(t, "partitioned", "no neighbours left; training alone");
+    }
+  }
+  return std::nullopt;
+}
+
+daemon::RowWeights Neighbourhood::weights(std::uint64_t t, std::int64_t time) {
+  daemon::RowWeights w = daemon::row_weights(topology_, self_, time, mh_, planned_, used_);
+  std::vector<std::pair<int, double>> row = w.row(self_);
+  if (!row_logged_ || row != last_row_) {
+    services_->metrics.weights(t, row);
+    last_row_ = std::move(row);
+    row_logged_ = true;
+  }
+  return w;
+}
+
+}  // namespace gossip::algorithms

@@ -1,0 +1,66 @@
+// The arithmetic of a round (see round.h).
+#include "sgd/round.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/check.h"
+
+namespace gossip::sgd {
+
+Status RoundConfig::validate() const {
+  if (local_steps < 1) return invalid_argument("local_steps: must be >= 1");
+  GOSSIP_RETURN_IF_ERROR(outer.validate());
+  GOSSIP_RETURN_IF_ERROR(compression.validate());
+  if (!(choco_step > 0 && choco_step <= 1)) {
+    return invalid_argument("compression.choco_step: must be in (0, 1]");
+  }
+  return Status::ok();
+}
+
+void plain_gossip_terms(std::span<const RoundTerm> row, std::vector<MixTerm>& out) {
+  for (const RoundTerm& t : row) out.push_back({static_cast<float>(t.weight), t.values});
+}
+
+void choco_gossip_terms(const float* own_anchor, double choco_step,
+                        std::span<const RoundTerm> in_edges, std::span<const RoundTerm> out_edges,
+                        std::vector<MixTerm>& out) {
+  out.push_back({1.0f, own_anchor});
+  for (const RoundTerm& t : in_edges) {
+    out.push_back({static_cast<float>(choco_step * t.weight), t.values});
+  }
+  for (const RoundTerm& t : out_edges) {
+    out.push_back({-static_cast<float>(choco_step * t.weight), t.values});
+  }
+}
+
+void combine(Backend& cpu, std::span<float> z, std::span<const MixTerm> terms,
+             std::span<const float> delta) {
+  GOSSIP_CHECK_EQ(z.size(), delta.size());
+  GOSSIP_CHECK(!terms.empty());
+  cpu.mix(z.data(), terms, 1.0f, delta.data(), z.size());
+}
+
+void gossip_outer_step(const OuterConfig& outer, std::span<float> anchor, std::span<const float> z,
+                       std::span<float> d, std::span<float> m) {
+  if (outer.kind == OuterKind::kNone) {
+    std::copy(z.begin(), z.end(), anchor.begin());
+    return;
+  }
+  pseudo_gradient(d, anchor, z);
+  outer_step(outer, anchor, d, m);
+}
+
+void allreduce_round_input(const CompressionSpec& spec, std::span<const float> delta,
+                           std::span<float> residual, std::span<std::byte> bytes,
+                           std::span<float> input) {
+  GOSSIP_CHECK_EQ(input.size(), delta.size());
+  if (spec.kind == CompressionKind::kNone) {
+    std::copy(delta.begin(), delta.end(), input.begin());
+    return;
+  }
+  compress_with_feedback(spec, delta, residual, bytes);
+  decompress(spec, bytes, input);
+}
+
+}  // namespace gossip::sgd
