@@ -187,36 +187,39 @@ Allreduce::Allreduce(int node, const config::TrainConfig& config,
   GOSSIP_CHECK_EQ(context_->rank, node);
 }
 
-Result<std::uint64_t> Allreduce::start(std::uint64_t start, bool /*rejoining*/,
-                                       std::uint64_t /*total*/, daemon::RunServices& services,
-                                       int* exit_code) {
-  services_ = &services;
-  // Every node publishes where it starts; all must agree (allreduce.h).
+Status agree_start(TransportStore& store, int self, int num_nodes, std::uint64_t start,
+                   const daemon::RunServices& services, int* exit_code) {
   const std::string mine = std::to_string(start);
   std::vector<std::string> keys;
   try {
-    store_.set("start/" + std::to_string(self_), std::vector<char>(mine.begin(), mine.end()));
-    for (int j = 0; j < num_nodes_; ++j) keys.push_back("start/" + std::to_string(j));
-    store_.wait(keys);
+    store.set("start/" + std::to_string(self), std::vector<char>(mine.begin(), mine.end()));
+    for (int j = 0; j < num_nodes; ++j) keys.push_back("start/" + std::to_string(j));
+    store.wait(keys);
   } catch (const std::exception& e) {
     *exit_code = services.interrupted() ? daemon::kExitStopped : daemon::kExitNeighbourFailed;
     return unavailable(std::string("ALLREDUCE: the nodes' start iterations: ") + e.what());
   }
   std::string starts;
   bool agree = true;
-  for (int j = 0; j < num_nodes_; ++j) {
-    const std::vector<char> v = store_.get(keys[j]);
+  for (int j = 0; j < num_nodes; ++j) {
+    const std::vector<char> v = store.get(keys[j]);
     const std::string theirs(v.begin(), v.end());
     agree = agree && theirs == mine;
     starts += (j ? ", " : "") + std::string("node ") + std::to_string(j) + " at " + theirs;
   }
-  if (!agree) {
-    *exit_code = daemon::kExitCannotResume;
-    return failed_precondition(
-        "ALLREDUCE: the nodes start from different iterations (" + starts +
-        "); every node must resume from the same checkpoint iteration: gossipd launch --resume "
-        "picks the newest one all nodes hold, or give every node --resume-at N");
-  }
+  if (agree) return Status::ok();
+  *exit_code = daemon::kExitCannotResume;
+  return failed_precondition(
+      "ALLREDUCE: the nodes start from different iterations (" + starts +
+      "); every node must resume from the same checkpoint iteration: gossipd launch --resume "
+      "picks the newest one all nodes hold, or give every node --resume-at N");
+}
+
+Result<std::uint64_t> Allreduce::start(std::uint64_t start, bool /*rejoining*/,
+                                       std::uint64_t /*total*/, daemon::RunServices& services,
+                                       int* exit_code) {
+  services_ = &services;
+  GOSSIP_RETURN_IF_ERROR(agree_start(store_, self_, num_nodes_, start, services, exit_code));
   return start;
 }
 

@@ -91,6 +91,13 @@ Result<std::shared_ptr<gloo::Context>> connect_gloo(int rank, int size, const st
                                                     std::chrono::milliseconds connect_timeout,
                                                     std::chrono::milliseconds op_timeout);
 
+// The nodes agree, through the rendezvous store, on the iteration they start from: every node
+// publishes its own; a mismatch is FailedPrecondition naming every node's (*exit_code
+// kExitCannotResume), a store that fails Unavailable (kExitNeighbourFailed, or kExitStopped on a
+// stop request).
+Status agree_start(TransportStore& store, int self, int num_nodes, std::uint64_t start,
+                   const daemon::RunServices& services, int* exit_code);
+
 // ALLREDUCE as an algorithm of the node driver (daemon/algorithm.h), over a connected Gloo context
 // (size = the topology's node count). Per iteration, what is averaged depends on the local step:
 //  - gossipd's own step (LocalStep::gradient_buffer): the gradient, then the optimizer's

@@ -6,40 +6,67 @@
 #include <utility>
 
 #include "algorithms/dpsgd.h"
+#include "algorithms/local_gossip.h"
 #include "common/log.h"
+#include "config/sgd_config.h"
 #include "daemon/algorithm.h"
 #include "daemon/exchange.h"
 #include "daemon/node.h"
 #if GOSSIP_HAVE_GLOO
 #include "algorithms/allreduce.h"
+#include "algorithms/diloco.h"
 #endif
 
 namespace gossip::algorithms {
 namespace {
 
+// D-PSGD, per iteration (Dpsgd) or in rounds (LocalGossip).
 class DpsgdFactory final : public daemon::AlgorithmFactory {
  public:
-  DpsgdFactory(const config::TrainConfig& config, const topology::Topology& topology, int node)
-      : config_(config), topology_(topology), node_(node) {}
+  DpsgdFactory(const config::TrainConfig& config, const topology::Topology& topology,
+               const FactoryOptions& options)
+      : config_(config),
+        topology_(topology),
+        node_(options.node),
+        options_(options),
+        round_(config::to_round_config(config)) {}
 
   std::vector<int> link_peers() const override { return daemon::all_neighbours(topology_, node_); }
-  std::string hello_name() const override { return ""; }
+  std::string hello_name() const override {
+    return config::hello_algorithm(config_, options_.num_params);
+  }
   bool may_start_without_every_link() const override {
     return config_.fault().policy() != config::pb::Fault::FAIL_STOP;
   }
-  std::vector<int> senders() const override { return Neighbourhood::senders(topology_, node_); }
+  std::vector<int> senders() const override {
+    if (!round_.per_iteration()) return {};  // LocalGossip keeps its own
+    return Neighbourhood::senders(topology_, node_);
+  }
+  std::size_t state_size() const override {
+    if (round_.per_iteration()) return 0;
+    return LocalGossip::state_floats(round_, topology_, node_, options_.num_params);
+  }
+  std::uint64_t message_floats(std::uint64_t num_params) const override {
+    return LocalGossip::message_floats(round_, num_params);
+  }
   void on_transport(net::Transport& transport) override {
     exchange_ = daemon::make_transport_exchange(transport);
   }
   Result<std::unique_ptr<daemon::Algorithm>> connect(const std::atomic<bool>&) override {
-    return std::unique_ptr<daemon::Algorithm>(
-        std::make_unique<Dpsgd>(node_, config_, topology_, *exchange_));
+    if (round_.per_iteration()) {
+      return std::unique_ptr<daemon::Algorithm>(
+          std::make_unique<Dpsgd>(node_, config_, topology_, *exchange_));
+    }
+    return std::unique_ptr<daemon::Algorithm>(std::make_unique<LocalGossip>(
+        node_, config_, topology_, *exchange_, options_.num_params, options_.attached));
   }
 
  private:
   const config::TrainConfig& config_;
   const topology::Topology& topology_;
   const int node_;
+  const FactoryOptions options_;
+  const sgd::RoundConfig round_;
   std::unique_ptr<daemon::ParameterExchange> exchange_;
 };
 
@@ -58,8 +85,14 @@ class AllreduceFactory final : public daemon::AlgorithmFactory {
   std::vector<int> link_peers() const override {
     return star_peers(topology_.num_nodes(), options_.node);
   }
-  std::string hello_name() const override { return "allreduce"; }
+  std::string hello_name() const override {
+    return config::hello_algorithm(config_, options_.num_params);
+  }
   bool may_start_without_every_link() const override { return false; }
+  std::size_t state_size() const override {
+    const sgd::RoundConfig round = config::to_round_config(config_);
+    return round.per_iteration() ? 0 : Diloco::state_floats(round, options_.num_params);
+  }
   void on_transport(net::Transport& transport) override {
     transport_ = &transport;
     transport.set_control_handler(
@@ -77,6 +110,10 @@ class AllreduceFactory final : public daemon::AlgorithmFactory {
                          : gloo.status();
     }
     GOSSIP_LOG(kInfo) << "Gloo connected " << n << " nodes (ALLREDUCE, plaintext)";
+    if (!config::to_round_config(config_).per_iteration()) {
+      return std::unique_ptr<daemon::Algorithm>(std::make_unique<Diloco>(
+          options_.node, config_, *gloo, store_, options_.num_params, options_.attached));
+    }
     return std::unique_ptr<daemon::Algorithm>(std::make_unique<Allreduce>(
         options_.node, config_, *gloo, store_, *options_.backend, options_.num_params));
   }
@@ -95,9 +132,16 @@ class AllreduceFactory final : public daemon::AlgorithmFactory {
 Result<std::unique_ptr<daemon::AlgorithmFactory>> make_algorithm_factory(
     const config::TrainConfig& config, const topology::Topology& topology,
     const FactoryOptions& options, const std::atomic<bool>& stop) {
+  const sgd::RoundConfig round = config::to_round_config(config);
+  if (options.update_session && !round.per_iteration()) {
+    return invalid_argument(
+        "the attached trainer opened an update session, which hands gossipd its update at every "
+        "step; with local_steps, outer or compression set the trainer takes its own steps between "
+        "rounds: attach in a plain session (python: update=False)");
+  }
   if (config.algorithm() != config::pb::TrainConfig::ALLREDUCE) {
     return std::unique_ptr<daemon::AlgorithmFactory>(
-        std::make_unique<DpsgdFactory>(config, topology, options.node));
+        std::make_unique<DpsgdFactory>(config, topology, options));
   }
 #if GOSSIP_HAVE_GLOO
   if (!options.insecure) {

@@ -2,7 +2,8 @@
 // maps a config to its AlgorithmFactory (daemon/algorithm.h), so `gossipd run` (daemon/run.cc)
 // knows none of them by name.
 //
-//   DPSGD      algorithms/dpsgd.h: gossip with the topology's neighbours
+//   DPSGD      algorithms/dpsgd.h: gossip with the topology's neighbours, every iteration; with
+//              local steps, an outer optimizer or compression: algorithms/local_gossip.h
 //   ALLREDUCE  algorithms/allreduce.h: C-PSGD over Gloo (a build with -DGOSSIP_GLOO=OFF refuses it)
 #pragma once
 
@@ -26,6 +27,8 @@ struct FactoryOptions {
   bool insecure = false;            // the links are plaintext (--insecure)
   std::size_t num_params = 0;       // the model's (or the attached trainer's) parameter count
   sgd::Backend* backend = nullptr;  // the node's; borrowed for the run
+  bool attached = false;            // the local step is an external trainer (docs/attach.md)
+  bool update_session = false;      // ... which hands gossipd its update at every step
 };
 
 // The factory for `config`'s algorithm at node `options.node` of `topology` (both borrowed for

@@ -27,8 +27,9 @@ daemon::IterationEnd abandon(int code, const std::string& why) {
 
 Neighbourhood::Neighbourhood(int node, const config::TrainConfig& config,
                              const topology::Topology& topology,
-                             daemon::ParameterExchange& exchange)
+                             daemon::ParameterExchange& exchange, int iterations_per_exchange)
     : self_(node),
+      per_exchange_(iterations_per_exchange),
       cfg_(config),
       topology_(topology),
       exchange_(exchange),
@@ -77,15 +78,16 @@ void Neighbourhood::carry_out(const daemon::MembershipActions& a, std::uint64_t 
   for (int j : a.admitted) {
     exchange_.skip_before(j, t);  // nothing it sent before the gap may fill a receive
     changed_.insert(j);
-    GOSSIP_LOG(kInfo) << "edge to node " << j << " re-admitted from iteration " << t;
-    metrics.event(t, "edge_admitted",
-                  "node " + std::to_string(j) + " from iteration " + std::to_string(t), j);
+    GOSSIP_LOG(kInfo) << "edge to node " << j << " re-admitted from iteration " << iteration(t);
+    metrics.event(iteration(t), "edge_admitted",
+                  "node " + std::to_string(j) + " from iteration " + std::to_string(iteration(t)),
+                  j);
   }
   for (const auto& [j, reason] : a.dropped) {
     changed_.insert(j);
-    GOSSIP_LOG(kWarning) << "dropping the edge to node " << j << " from iteration " << t << ": "
-                         << reason;
-    metrics.event(t, "edge_dropped", "node " + std::to_string(j) + ": " + reason, j);
+    GOSSIP_LOG(kWarning) << "dropping the edge to node " << j << " from iteration " << iteration(t)
+                         << ": " << reason;
+    metrics.event(iteration(t), "edge_dropped", "node " + std::to_string(j) + ": " + reason, j);
   }
 }
 
@@ -117,9 +119,10 @@ std::uint64_t Neighbourhood::rejoin(std::uint64_t start, std::uint64_t total) {
   actions = {};
   const std::uint64_t t_a = membership_->finish_rejoin(start, actions);
   carry_out(actions, start);
-  GOSSIP_LOG(kInfo) << "rejoining: checkpoint at iteration " << start << ", neighbours at up to "
-                    << *ahead << "; jumping to iteration " << t_a << " (" << membership_->agreed()
-                    << " of " << everyone_.size() << " neighbours accepted)";
+  GOSSIP_LOG(kInfo) << "rejoining: checkpoint at iteration " << iteration(start)
+                    << ", neighbours at up to " << iteration(*ahead) << "; jumping to iteration "
+                    << iteration(t_a) << " (" << membership_->agreed() << " of " << everyone_.size()
+                    << " neighbours accepted)";
   if (t_a < total) rejoin_at_ = t_a;
   return t_a;
 }
@@ -195,8 +198,8 @@ std::optional<daemon::IterationEnd> Neighbourhood::wait(
     if (!unusable_.empty()) {
       std::string why;
       for (const auto& [peer, reason] : unusable_) {
-        GOSSIP_LOG(kError) << "neighbour " << peer << " failed at iteration " << t << ": "
-                           << reason;
+        GOSSIP_LOG(kError) << "neighbour " << peer << " failed at iteration " << iteration(t)
+                           << ": " << reason;
         why += (why.empty() ? "" : "; ") + std::string("neighbour ") + std::to_string(peer) + ": " +
                reason;
       }
@@ -224,11 +227,12 @@ std::optional<daemon::IterationEnd> Neighbourhood::wait(
   used_ = membership_->decide(peers, unusable_, verdicts, actions);
   carry_out(actions, t);
   if (used_.size() < peers.size()) {
-    GOSSIP_LOG(kWarning) << "active degree dropped to " << used_.size() << " at iteration " << t;
+    GOSSIP_LOG(kWarning) << "active degree dropped to " << used_.size() << " at iteration "
+                         << iteration(t);
     if (membership_->partitioned()) {
-      GOSSIP_LOG(kWarning) << "partitioned: no neighbours left at iteration " << t
+      GOSSIP_LOG(kWarning) << "partitioned: no neighbours left at iteration " << iteration(t)
                            << "; training alone";
-      services_->metrics.event(t, "partitioned", "no neighbours left; training alone");
+      services_->metrics.event(iteration(t), "partitioned", "no neighbours left; training alone");
     }
   }
   return std::nullopt;
@@ -238,7 +242,7 @@ daemon::RowWeights Neighbourhood::weights(std::uint64_t t, std::int64_t time) {
   daemon::RowWeights w = daemon::row_weights(topology_, self_, time, mh_, planned_, used_);
   std::vector<std::pair<int, double>> row = w.row(self_);
   if (!row_logged_ || row != last_row_) {
-    services_->metrics.weights(t, row);
+    services_->metrics.weights(iteration(t), row);
     last_row_ = std::move(row);
     row_logged_ = true;
   }

@@ -38,8 +38,10 @@ struct Outgoing {
 class Neighbourhood {
  public:
   // Node `node` of `topology` under `config`, over `exchange` (all borrowed for the run).
+  // `iterations_per_exchange`: exchange t covers iterations [t·k, t·k + k) (k = H for rounds), so
+  // logs and metrics events name iteration t·k.
   Neighbourhood(int node, const config::TrainConfig& config, const topology::Topology& topology,
-                daemon::ParameterExchange& exchange);
+                daemon::ParameterExchange& exchange, int iterations_per_exchange = 1);
 
   // Every node that sends to `node` at some time of the topology's period.
   static std::vector<int> senders(const topology::Topology& topology, int node);
@@ -102,7 +104,11 @@ class Neighbourhood {
     const daemon::ParameterExchange& exchange_;
   };
 
+  // The first iteration of exchange t (what logs and metrics name).
+  std::uint64_t iteration(std::uint64_t t) const { return t * per_exchange_; }
+
   const int self_;
+  const int per_exchange_;
   const config::TrainConfig& cfg_;
   const topology::Topology& topology_;
   daemon::ParameterExchange& exchange_;

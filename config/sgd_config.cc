@@ -2,6 +2,8 @@
 // fill_defaults; the fallbacks here only keep the switch total.
 #include "config/sgd_config.h"
 
+#include <cstdio>
+
 namespace gossip::config {
 
 sgd::ProblemConfig to_problem_config(const TrainConfig& c, int num_nodes) {
@@ -124,6 +126,29 @@ sgd::RoundConfig to_round_config(const TrainConfig& c) {
   if (c.compression().has_choco_step()) r.choco_step = c.compression().choco_step();
   r.overlap = c.overlap();
   return r;
+}
+
+std::string hello_algorithm(const TrainConfig& c, std::uint64_t num_params) {
+  const bool allreduce = c.algorithm() == pb::TrainConfig::ALLREDUCE;
+  const sgd::RoundConfig r = to_round_config(c);
+  if (r.per_iteration()) return allreduce ? "allreduce" : "";
+  auto number = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    return std::string(buf);
+  };
+  std::string outer(sgd::kOuterKinds.name(r.outer.kind));
+  if (r.outer.kind != sgd::OuterKind::kNone) {
+    outer += "(" + number(r.outer.lr) + "," + number(r.outer.momentum) + ")";
+  }
+  std::string compression(sgd::kCompressionKinds.name(r.compression.kind));
+  if (r.compression.kind == sgd::CompressionKind::kInt8) {
+    compression += "(" + std::to_string(r.compression.block_floats) + ")";
+  }
+  return std::string(allreduce ? "allreduce" : "dpsgd") +
+         " local_steps=" + std::to_string(r.local_steps) + " outer=" + outer +
+         " compression=" + compression + " choco_step=" + number(allreduce ? 0 : r.choco_step) +
+         " overlap=" + (r.overlap ? "1" : "0") + " params=" + std::to_string(num_params);
 }
 
 }  // namespace gossip::config

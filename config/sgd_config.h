@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "config/train_config.h"
 #include "sgd/optimizer.h"
@@ -19,5 +20,11 @@ sgd::ProblemConfig to_problem_config(const TrainConfig& config, int num_nodes);
 sgd::OptimizerConfig to_optimizer_config(const TrainConfig& config, std::uint64_t total_iterations);
 // Local steps, the outer optimizer, compression and overlap.
 sgd::RoundConfig to_round_config(const TrainConfig& config);
+// The algorithm and its settings as gossipd announces them in Hello, so that nodes of one job with
+// different settings refuse each other naming the field: "" (D-PSGD per iteration) or "allreduce"
+// (C-PSGD per iteration), else "<dpsgd|allreduce> local_steps=H outer=... compression=...
+// choco_step=... overlap=0|1 params=d" (the model's parameter count: a compressed message's size
+// no longer tells it).
+std::string hello_algorithm(const TrainConfig& config, std::uint64_t num_params);
 
 }  // namespace gossip::config

@@ -131,8 +131,12 @@ class AlgorithmFactory {
   virtual bool may_start_without_every_link() const = 0;
   // Floats of Algorithm::state() (the checkpoint's shape is known before the links are up).
   virtual std::size_t state_size() const { return 0; }
-  // The nodes whose parameter vectors this node receives (one receive buffer each).
+  // The nodes whose parameter vectors this node receives into the driver's buffers (one receive
+  // buffer each; an algorithm that keeps its own says none).
   virtual std::vector<int> senders() const { return {}; }
+  // The floats (4-byte words) of one parameter message on the transport (Hello's param_count): the
+  // model's parameter count unless the algorithm compresses its messages.
+  virtual std::uint64_t message_floats(std::uint64_t num_params) const { return num_params; }
 
   // Right after the transport started (borrowed; outlives the algorithm): take its control
   // messages from now on.

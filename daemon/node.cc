@@ -17,6 +17,7 @@
 #include "common/clock.h"
 #include "common/divergence.h"
 #include "common/log.h"
+#include "config/sgd_config.h"
 #include "daemon/exit_codes.h"
 #include "daemon/metrics.h"
 #include "daemon/node_checkpoints.h"
@@ -37,8 +38,15 @@ std::string config_fingerprint(const TrainConfig& config) {
   // (and the fingerprint of checkpoints written then) stays the same without it.
   if (c.optimizer().lr() == 0) c.mutable_optimizer()->clear_lr();
   c.set_seed(config.seed());
-  // Only ALLREDUCE is named, so the fingerprints of D-PSGD checkpoints stay what they were.
+  // Only ALLREDUCE is named, so the fingerprints of D-PSGD checkpoints stay what they were; rounds
+  // likewise only when they differ from one exchange per iteration.
   if (config.algorithm() == config::pb::TrainConfig::ALLREDUCE) c.set_algorithm(config.algorithm());
+  if (!config::to_round_config(config).per_iteration()) {
+    c.set_local_steps(config.local_steps());
+    *c.mutable_outer() = config.outer();
+    *c.mutable_compression() = config.compression();
+    c.set_overlap(config.overlap());
+  }
   std::string text = config::to_text(c);
   uLong crc =
       crc32(0L, reinterpret_cast<const Bytef*>(text.data()), static_cast<uInt>(text.size()));

@@ -212,7 +212,7 @@ Result<net::TransportOptions> transport_options(const RunOptions& o, const Input
   t.self.job_id = job_id_for(config, topo);
   t.self.node_id = self;
   t.self.topology_fingerprint = topology_fingerprint64(topo);
-  t.self.param_count = num_params;
+  t.self.param_count = algorithm.message_floats(num_params);
   t.self.algorithm = algorithm.hello_name();
   const topology::NodeAddress& me = topo.addresses()[self];
   t.listen_host = o.listen_host.empty() ? me.host : o.listen_host;
@@ -358,7 +358,9 @@ int run_command(const RunOptions& o) {
   // 3. The job: data, backend, the local step.
   Result<Job> job = make_job(o, in, std::move(trainer), attached);
   if (!job.is_ok()) return usage_error(job.status());
-  algorithms::FactoryOptions fo{o.node_id, o.insecure, job->job.num_params, job->backend.get()};
+  algorithms::FactoryOptions fo{o.node_id,           o.insecure,
+                                job->job.num_params, job->backend.get(),
+                                in.attach,           in.attach && job->job.step->has_update()};
   Result<std::unique_ptr<daemon::AlgorithmFactory>> factory =
       algorithms::make_algorithm_factory(in.config, in.topology, fo, g_stop);
   if (!factory.is_ok()) {

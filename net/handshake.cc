@@ -1,7 +1,11 @@
 // Hello construction and checks (see handshake.h).
 #include "net/handshake.h"
 
+#include <algorithm>
+#include <optional>
 #include <sstream>
+#include <string_view>
+#include <vector>
 
 namespace gossip::net {
 namespace {
@@ -67,10 +71,14 @@ Status check_peer_hello(const pb::Hello& peer, const Identity& self, int expecte
   const auto algorithm = peer.extra().find(std::string(kAlgorithmKey));
   const std::string peer_algorithm = algorithm != peer.extra().end() ? algorithm->second : "";
   if (peer_algorithm != self.algorithm) {
+    if (std::optional<std::string> field = differing_setting(peer_algorithm, self.algorithm)) {
+      return invalid_argument("training config mismatch: " + *field +
+                              " (every node of a job needs the same algorithm settings)");
+    }
     auto name = [](const std::string& a) {
       return a.empty() ? std::string("default (dpsgd)") : "'" + a + "'";
     };
-    return invalid_argument("algorithm mismatch: peer runs " + name(peer_algorithm.substr(0, 64)) +
+    return invalid_argument("algorithm mismatch: peer runs " + name(peer_algorithm.substr(0, 200)) +
                             ", ours " + name(self.algorithm) +
                             " (every node of a job needs the same training config algorithm)");
   }
@@ -89,6 +97,40 @@ Status check_peer_hello(const pb::Hello& peer, const Identity& self, int expecte
                             std::to_string(self.param_count));
   }
   return Status::ok();
+}
+
+std::optional<std::string> differing_setting(std::string_view peer, std::string_view ours) {
+  // "name key=value key=value ...": the same name, then the first key whose values differ.
+  auto split = [](std::string_view text) {
+    std::vector<std::string_view> words;
+    for (std::size_t at = 0; at < text.size();) {
+      const std::size_t space = std::min(text.find(' ', at), text.size());
+      if (space > at) words.push_back(text.substr(at, space - at));
+      at = space + 1;
+    }
+    return words;
+  };
+  const std::vector<std::string_view> p = split(peer), o = split(ours);
+  if (p.size() < 2 || o.size() < 2 || p[0] != o[0]) return std::nullopt;
+  auto value_of = [](const std::vector<std::string_view>& words, std::string_view key) {
+    for (std::string_view w : words) {
+      const std::size_t eq = w.find('=');
+      if (eq != std::string_view::npos && w.substr(0, eq) == key) return w.substr(eq + 1);
+    }
+    return std::string_view("(unset)");
+  };
+  for (const std::vector<std::string_view>* side : {&o, &p}) {
+    for (std::size_t k = 1; k < side->size(); ++k) {
+      const std::string_view w = (*side)[k];
+      const std::string_view key = w.substr(0, w.find('='));
+      const std::string_view a = value_of(p, key), b = value_of(o, key);
+      if (a != b) {
+        return std::string(key.substr(0, 64)) + ": peer " + std::string(a.substr(0, 64)) +
+               ", ours " + std::string(b.substr(0, 64));
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 Result<pb::Hello> decode_hello_frame(std::span<const std::uint8_t> bytes) {

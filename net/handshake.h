@@ -8,8 +8,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 #include "net/frame.h"
@@ -30,6 +32,11 @@ struct Identity {
 };
 
 pb::Hello make_hello(const Identity& self, std::uint32_t degree, std::uint64_t iteration);
+
+// Two algorithm entries of the form "name key=value ..." (daemon settings, config/sgd_config.h):
+// "key: peer A, ours B" for the first setting that differs, or nullopt when they are not of that
+// form or do not differ by a setting.
+std::optional<std::string> differing_setting(std::string_view peer, std::string_view ours);
 
 // Checks a peer's Hello against our identity: protocol version, job id, algorithm, topology
 // fingerprint, model fingerprint (parameter count and dtype), and that it claims to be

@@ -18,8 +18,18 @@ Status RoundConfig::validate() const {
   return Status::ok();
 }
 
-void plain_gossip_terms(std::span<const RoundTerm> row, std::vector<MixTerm>& out) {
-  for (const RoundTerm& t : row) out.push_back({static_cast<float>(t.weight), t.values});
+void plain_gossip_terms(int self, double self_weight, const float* own_anchor,
+                        std::span<const RoundTerm> neighbours, std::vector<MixTerm>& out) {
+  const auto w_self = static_cast<float>(self_weight);
+  bool self_added = w_self == 0.0f;
+  for (const RoundTerm& t : neighbours) {
+    if (!self_added && t.node > self) {
+      out.push_back({w_self, own_anchor});
+      self_added = true;
+    }
+    out.push_back({static_cast<float>(t.weight), t.values});
+  }
+  if (!self_added) out.push_back({w_self, own_anchor});
 }
 
 void choco_gossip_terms(const float* own_anchor, double choco_step,

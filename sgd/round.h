@@ -66,9 +66,11 @@ struct RoundTerm {
   const float* values = nullptr;
 };
 
-// The terms of z_i for gossip without compression: `row` holds every nonzero W_ij of node i's
-// row, the node itself included, in increasing j, with its vector a_j. Appends to `out`.
-void plain_gossip_terms(std::span<const RoundTerm> row, std::vector<MixTerm>& out);
+// The terms of z_i for gossip without compression: node `self`'s anchor with weight W_ii at its
+// place among `neighbours` (W_ij and a_j, increasing j); a self weight of 0 leaves its term out (as
+// D-PSGD's mix does). Appends to `out`.
+void plain_gossip_terms(int self, double self_weight, const float* own_anchor,
+                        std::span<const RoundTerm> neighbours, std::vector<MixTerm>& out);
 
 // The terms of z_i for CHOCO gossip: a_i with weight 1, then fl(γ·W_ij)·ĉ_{j→i} for the in-edges
 // (increasing j), then −fl(γ·W_oi)·ĉ_{i→o} for the out-edges (increasing o). Appends to `out`.

@@ -1,0 +1,187 @@
+// DiLoCo (see diloco.h). Why it is arranged as it is:
+//  - a round's end can fail (a node died): everything it changes — the error-feedback residual,
+//    the anchor, the momentum, x and the local step's optimizer state — is changed only once the
+//    mean arrived, or put back, so the driver's checkpoint of an abandoned iteration is the state
+//    at its start;
+//  - with overlap the mean of round r−1 runs on a worker thread during round r; Gloo's context is
+//    used by one thread at a time: the worker owns it from start_mean to finish_mean.
+#include "algorithms/diloco.h"
+
+#include <algorithm>
+
+#include "common/check.h"
+#include "common/log.h"
+#include "config/sgd_config.h"
+#include "daemon/exit_codes.h"
+
+namespace gossip::algorithms {
+
+using daemon::IterationEnd;
+using daemon::IterationStats;
+
+std::size_t Diloco::state_floats(const sgd::RoundConfig& round, std::size_t num_params) {
+  const bool compressed = round.compression.kind != sgd::CompressionKind::kNone;
+  return 2 * num_params + round.outer.state_size(num_params) + (compressed ? num_params : 0) +
+         (round.overlap ? num_params + 1 : 0);
+}
+
+Diloco::Diloco(int node, const config::TrainConfig& config, std::shared_ptr<gloo::Context> context,
+               TransportStore& store, std::size_t num_params, bool attached)
+    : self_(node),
+      round_(config::to_round_config(config)),
+      d_(num_params),
+      per_round_(attached ? 1 : static_cast<std::uint64_t>(round_.local_steps)),
+      store_(store),
+      num_nodes_(context->size),
+      ring_(std::move(context), round_.compression, num_params,
+            std::chrono::milliseconds(config.timeouts().deadline_ms())),
+      anchor_(num_params),
+      start_(num_params),
+      momentum_(round_.outer.state_size(num_params)),
+      residual_(round_.compression.kind != sgd::CompressionKind::kNone ? num_params : 0),
+      delta_(num_params),
+      input_(num_params),
+      mean_(num_params),
+      bytes_(sgd::compressed_bytes(round_.compression, num_params)),
+      pending_input_(round_.overlap ? num_params : 0) {}
+
+Diloco::~Diloco() {
+  if (worker_.joinable()) worker_.join();
+}
+
+std::vector<float> Diloco::state() const {
+  std::vector<float> out(anchor_);
+  out.insert(out.end(), start_.begin(), start_.end());
+  out.insert(out.end(), momentum_.begin(), momentum_.end());
+  out.insert(out.end(), residual_.begin(), residual_.end());
+  if (round_.overlap) {
+    out.insert(out.end(), pending_input_.begin(), pending_input_.end());
+    out.push_back(pending_ ? 1.0f : 0.0f);
+  }
+  return out;
+}
+
+Status Diloco::load_state(std::span<const float> state) {
+  if (state.size() != state_size()) {
+    return failed_precondition("the checkpoint holds " + std::to_string(state.size()) +
+                               " floats of DiLoCo state, this job " + std::to_string(state_size()));
+  }
+  auto take = [&state](std::vector<float>& v) {
+    std::copy(state.begin(), state.begin() + static_cast<std::ptrdiff_t>(v.size()), v.begin());
+    state = state.subspan(v.size());
+  };
+  take(anchor_);
+  take(start_);
+  take(momentum_);
+  take(residual_);
+  start_known_ = true;
+  if (round_.overlap) {
+    take(pending_input_);
+    // The round of a mean in flight is the one before the round the run resumes in (iterate()).
+    if (state[0] != 0.0f) pending_ = ~std::uint64_t{0};
+  }
+  return Status::ok();
+}
+
+Result<std::uint64_t> Diloco::start(std::uint64_t start, bool /*rejoining*/, std::uint64_t total,
+                                    daemon::RunServices& services, int* exit_code) {
+  services_ = &services;
+  total_ = total;
+  GOSSIP_RETURN_IF_ERROR(agree_start(store_, self_, num_nodes_, start, services, exit_code));
+  return start;
+}
+
+void Diloco::start_mean(std::uint64_t r) {
+  pending_ = r;
+  worker_ = std::thread([this, r] { worker_status_ = ring_.mean(r, pending_input_, mean_); });
+}
+
+Status Diloco::finish_mean() {
+  if (worker_.joinable()) worker_.join();
+  pending_.reset();
+  return worker_status_;
+}
+
+Status Diloco::end_round(std::uint64_t r, std::span<const float> y, bool final_round) {
+  sgd::pseudo_gradient(delta_, start_, y);  // Δ = fl(s − y)
+  // The residual changes only with a mean that arrives: work on a copy.
+  std::vector<float> residual(residual_);
+  sgd::allreduce_round_input(round_.compression, delta_, residual, bytes_, input_);
+  if (!round_.overlap) {
+    GOSSIP_RETURN_IF_ERROR(ring_.mean(r, input_, mean_));
+    residual_.swap(residual);
+    sgd::outer_step(round_.outer, anchor_, mean_, momentum_);
+    start_ = anchor_;
+    return Status::ok();
+  }
+  if (pending_) {
+    GOSSIP_RETURN_IF_ERROR(finish_mean());
+    sgd::outer_step(round_.outer, anchor_, mean_, momentum_);
+  }
+  residual_.swap(residual);
+  pending_input_ = input_;
+  start_mean(r);
+  if (final_round) {
+    // Every node ends at the same anchor: the last mean is applied, not left in flight.
+    GOSSIP_RETURN_IF_ERROR(finish_mean());
+    sgd::outer_step(round_.outer, anchor_, mean_, momentum_);
+    start_ = anchor_;
+    return Status::ok();
+  }
+  sgd::pseudo_gradient(start_, anchor_, delta_);  // the next start: fl(a − Δ_r)
+  return Status::ok();
+}
+
+daemon::IterationOutcome Diloco::iterate(std::uint64_t t, daemon::LocalStep& step,
+                                         daemon::ParameterBuffers& buffers) {
+  Clock& clock = services_->clock;
+  const std::uint64_t r = t / per_round_;
+  if (pending_ == ~std::uint64_t{0}) start_mean(r - 1);  // resumed with a mean in flight
+  if (!start_known_) {
+    // The first round starts at x (an attached trainer's first post is its x_0).
+    buffers.x_to_host(start_);
+    anchor_ = start_;
+    start_known_ = true;
+  }
+  IterationStats stats;
+  const std::int64_t t0 = clock.monotonic_ns();
+  const std::optional<double> loss = step.gradient(buffers.x(), t);
+  if (Status s = step.before_mix(t, buffers); !s.is_ok()) {
+    return IterationEnd{IterationEnd::Kind::kStepFailed, 0, s};
+  }
+  const bool own = step.gradient_buffer() != nullptr;
+  const bool last = last_of_round(t);
+  std::vector<float> x_before, state_before;
+  if (last && own) {
+    x_before = buffers.x_to_host();
+    state_before = step.state();
+  }
+  if (own) {
+    stats.lr = step.direction(buffers.x(), buffers.update(), t);
+    buffers.mix(self_, daemon::RowWeights{}, static_cast<float>(stats.lr), true);
+  }
+  const std::int64_t t2 = clock.monotonic_ns();
+  if (last) {
+    if (Status s = end_round(r, buffers.x_to_host(), t + 1 == total_); !s.is_ok()) {
+      GOSSIP_LOG(kError) << s.message();
+      if (own) {
+        buffers.set_x(x_before);
+        step.load_state(state_before);
+      }
+      return IterationEnd{IterationEnd::Kind::kAbandon, daemon::kExitNeighbourFailed,
+                          aborted(s.message())};
+    }
+    buffers.set_x(start_);
+    stats.bytes_sent = ring_.bytes_sent();
+    stats.bytes_received = ring_.bytes_received();
+  }
+  const std::int64_t t3 = clock.monotonic_ns();
+  stats.compute_s = static_cast<double>(t2 - t0) * 1e-9;
+  stats.exchange_s = static_cast<double>(t3 - t2) * 1e-9;
+  stats.wait_s = stats.exchange_s;
+  stats.mix_s = 0;
+  stats.iteration_s = static_cast<double>(t3 - t0) * 1e-9;
+  return daemon::IterationReport{loss, stats};
+}
+
+}  // namespace gossip::algorithms

@@ -1,0 +1,103 @@
+// Local-step gossip (docs/design.md §1, "Local steps, the outer optimizer, compression"): D-PSGD's
+// family with H local steps per communication round, an outer optimizer on the pseudo-gradient
+// and compressed messages (CHOCO-SGD), as an algorithm of the node driver (daemon/algorithm.h).
+// Koloskova et al. 2020 (arXiv 2003.10422) give the rates of local steps on changing topologies;
+// NoLoCo (arXiv 2506.10911) and SlowMo (Wang et al., ICLR 2020) are gossip with an outer optimizer.
+//
+// Round r covers iterations [rH, rH + H) (the last one may be shorter: the run's end), uses W(r)
+// (a time-varying topology advances per round), and is exchange r of the Neighbourhood:
+//   start of round r: the anchor a_i is x (the node's model); its messages are posted at once —
+//     compression none: a_i itself; CHOCO: to each out-neighbour o, C(fl(a_i − ĉ_{i→o})) — so the
+//     exchange runs during the round's inner steps;
+//   iterations of the round: the local step's gradient and direction, x ← x − γ_t u_t;
+//   last iteration: the neighbours' messages are waited for (deadline, verdicts as D-PSGD's), the
+//     last inner step gives y_i, Δ_i = fl(a_i − y_i), the CHOCO copies of the used edges take the
+//     round's messages (sgd/choco.h), then z_i and the outer step of sgd/round.h give the next
+//     anchor, which becomes x; the next round's messages are posted.
+// An attached trainer takes its own H steps between POSTs (docs/attach.md): each iteration of the
+// driver is then a whole round, and y_i is what the trainer posted.
+//
+// Faults: as D-PSGD's (algorithms/neighbourhood.h), per round. A CHOCO copy is per directed edge,
+// held by both ends; when an edge is dropped or re-admitted both ends reset its copies (both
+// directions) to zero at the same round, so they stay identical. A rejoining node takes the mean of
+// its neighbours' messages of the agreed round (on reset edges a CHOCO message is C(a_j)) as x.
+//
+// State in a checkpoint: the anchor, the outer momentum, and every edge's copies (CHOCO), so a job
+// resumed from a checkpoint mid-round continues bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "algorithms/neighbourhood.h"
+#include "daemon/algorithm.h"
+#include "daemon/exchange.h"
+#include "sgd/backend.h"
+#include "sgd/round.h"
+#include "topology/topology.h"
+
+namespace gossip::algorithms {
+
+class LocalGossip final : public daemon::Algorithm {
+ public:
+  // Node `node` of `topology` under `config` over `exchange` (borrowed for the run), for a model
+  // of `num_params` floats. `attached`: the local step is an external trainer (one round per
+  // iteration of the driver).
+  LocalGossip(int node, const config::TrainConfig& config, const topology::Topology& topology,
+              daemon::ParameterExchange& exchange, std::size_t num_params, bool attached);
+
+  // The floats (4-byte words) one message of `round` takes: num_params, or the compressed bytes
+  // padded to whole words.
+  static std::size_t message_floats(const sgd::RoundConfig& round, std::size_t num_params);
+  // Floats of state a checkpoint holds at node `node`.
+  static std::size_t state_floats(const sgd::RoundConfig& round, const topology::Topology& topology,
+                                  int node, std::size_t num_params);
+
+  std::string_view name() const override { return "local-gossip"; }
+  std::size_t state_size() const override;
+  std::vector<float> state() const override;
+  Status load_state(std::span<const float> state) override;
+  Result<std::uint64_t> start(std::uint64_t start, bool rejoining, std::uint64_t total,
+                              daemon::RunServices& services, int* exit_code) override;
+  daemon::IterationOutcome iterate(std::uint64_t t, daemon::LocalStep& step,
+                                   daemon::ParameterBuffers& buffers) override;
+
+ private:
+  bool last_of_round(std::uint64_t t) const { return (t + 1) % per_round_ == 0 || t + 1 == total_; }
+  void begin_round(std::uint64_t r, daemon::ParameterBuffers& buffers);
+  void rejoin_round(std::uint64_t r, daemon::ParameterBuffers& buffers);
+  void post_round(std::uint64_t r);
+  std::string check_message(int peer, std::uint64_t r);
+  void end_round(std::uint64_t r, std::span<const float> y);
+  void apply_copies();
+  void reset_changed_edges();
+  std::span<std::byte> bytes_of(std::vector<float>& words);
+
+  const int self_;
+  const config::TrainConfig& cfg_;
+  const topology::Topology& topology_;
+  const sgd::RoundConfig round_;
+  const std::size_t d_;
+  const std::uint64_t per_round_;  // iterations per round: H, or 1 for an attached trainer
+  const std::size_t message_floats_;
+  Neighbourhood neighbours_;
+  std::unique_ptr<sgd::Backend> cpu_;  // the round's arithmetic (sgd/round.h), host memory
+  daemon::RunServices* services_ = nullptr;
+  std::uint64_t total_ = 0;
+  std::uint64_t sent_before_ = 0, received_before_ = 0;
+
+  std::vector<float> anchor_, momentum_, delta_, z_, scratch_;
+  std::map<int, std::vector<float>> copy_in_;   // ĉ_{j→i}, every sender j of the period
+  std::map<int, std::vector<float>> copy_out_;  // ĉ_{i→o}, every receiver o of the period
+  std::map<int, std::vector<float>> inbox_;     // the round's message from each sender
+  std::map<int, std::vector<float>> outbox_;    // CHOCO: the round's message to each receiver
+  std::map<int, bool> received_;                // the round's message already taken (a rejoin)
+  std::optional<std::uint64_t> posted_;         // the round whose messages are in flight
+  bool anchor_known_ = false;                   // anchor_ holds a round's start
+  std::vector<sgd::MixTerm> terms_;
+};
+
+}  // namespace gossip::algorithms
