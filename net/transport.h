@@ -161,6 +161,9 @@ struct TransportStats {
   std::uint64_t unchecksummed_chunks = 0;
   // Control messages dropped because kMaxHeldControl were already held for a handler not yet set.
   std::uint64_t control_dropped = 0;
+  // Exchanges the transport keeps a (weak) handle of, for shutdown: at most twice those whose
+  // Exchange is still alive, plus 64 — bounded however long the run (a gauge, not a counter).
+  std::uint64_t exchanges_tracked = 0;
 };
 
 class Transport {

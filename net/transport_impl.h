@@ -248,6 +248,8 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   void on_tick();
   void begin_shutdown();
   void fail_everything(const Status& s);
+  // Adds `state` to live_exchanges_, pruning expired entries first when it has doubled.
+  void track_exchange(const std::shared_ptr<ExchangeState>& state);
 
   TransportOptions opts_;
   std::uint64_t model_bytes_ = 0;
@@ -257,12 +259,18 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   tcp::acceptor acceptor_{io_};
   asio::steady_timer tick_{io_};
   std::thread thread_;
-  std::map<int, Peer> peers_;                                 // io thread
-  std::set<std::shared_ptr<Session>> sessions_;               // io thread: every live session
-  std::vector<std::weak_ptr<ExchangeState>> live_exchanges_;  // io thread, for shutdown
-  bool stopping_ = false;                                     // io thread
-  ControlHandler control_handler_;                            // io thread
-  std::deque<std::pair<int, std::string>> held_control_;      // io thread: (peer, message)
+  std::map<int, Peer> peers_;                    // io thread
+  std::set<std::shared_ptr<Session>> sessions_;  // io thread: every live session
+  // io thread, for shutdown: the exchanges posted, so that shutdown can release their waiters.
+  // Each weak_ptr pins its ExchangeState's allocation (make_shared), so track_exchange() prunes
+  // the expired ones whenever the vector doubles: it never holds more than twice the exchanges
+  // alive (plus kMinPrune), whatever the number of iterations.
+  std::vector<std::weak_ptr<ExchangeState>> live_exchanges_;
+  std::size_t prune_at_ = kMinPrune;  // io thread
+  static constexpr std::size_t kMinPrune = 64;
+  bool stopping_ = false;                                 // io thread
+  ControlHandler control_handler_;                        // io thread
+  std::deque<std::pair<int, std::string>> held_control_;  // io thread: (peer, message)
 
   mutable std::mutex mu_;  // guards the fields below
   std::condition_variable cv_;
