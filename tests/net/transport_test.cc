@@ -849,7 +849,8 @@ namespace gossip::net {
 // The transport keeps a weak handle of every exchange for shutdown. Each one pins its
 // ExchangeState's allocation (make_shared), so handles that are never pruned grow the process by
 // a few hundred bytes per iteration for the whole run. The gauge must stay bounded (at most twice
-// the live exchanges plus 64), however many iterations pass.
+// the live exchanges plus 64), however many iterations pass; an exchange with nothing to send or
+// receive (a node alone) never reaches the io thread, so nothing of it is kept or queued there.
 TEST_CASE("exchanges tracked for shutdown stay bounded: 20000 iterations alone, 3000 in a pair") {
   constexpr std::uint64_t kBound = 2 * 1 + 64;
   {
@@ -859,13 +860,8 @@ TEST_CASE("exchanges tracked for shutdown stay bounded: 20000 iterations alone, 
       auto ex = (*t)->exchange(it, {}, {}, {});
       REQUIRE(ex->wait(deadline_in_ms(1000)).ok());
     }
-    // The last exchange's bookkeeping runs on the io thread: wait until it has seen all of them.
-    std::uint64_t tracked = 0;
-    for (int k = 0; k < 500 && (tracked = (*t)->stats().exchanges_tracked) == 0; ++k) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    CHECK(tracked > 0);
-    CHECK(tracked <= kBound);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let a queued one be seen
+    CHECK((*t)->stats().exchanges_tracked == 0);
   }
   const std::vector<std::vector<int>> g = {{1}, {0}};
   auto nodes = start_cluster(g, 100, true);
