@@ -154,6 +154,10 @@ struct Peer {
   std::int64_t backoff_ms = 0;
   std::unique_ptr<asio::steady_timer> retry;
   std::unique_ptr<tcp::resolver> resolver;
+  // Why a link could not be made, each cause logged once (at most kMaxLoggedCauses of them): a
+  // dial that fails every backoff period must not write a line per retry.
+  std::set<std::string> logged_causes;
+  static constexpr std::size_t kMaxLoggedCauses = 16;
 };
 
 class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
@@ -171,6 +175,7 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   void shutdown(std::int64_t flush_timeout_ms);
   bool wait_connected(std::span<const int> peers, Deadline deadline);
   std::vector<int> connected_peers() const;
+  std::string describe_unconnected(std::span<const int> peers) const;
   std::optional<pb::Hello> peer_hello(int peer) const;
   void set_local_state(std::uint32_t degree, std::uint64_t iteration);
   TransportStats stats() const;
@@ -244,6 +249,9 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   void fail_peer(Peer& p, const Status& s, bool keep_complete_staging = false);
   void dial(Peer& p);
   void schedule_redial(Peer& p);
+  // A link to `p` could not be made (our dial, or a connection from it that never completed its
+  // handshake): remembers `why` for describe_unconnected and logs it once per distinct cause.
+  void note_link_failure(Peer& p, const Status& why, bool our_dial);
   void do_accept();
   void on_tick();
   void begin_shutdown();
@@ -278,6 +286,7 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   std::optional<Status>
       config_mismatch_;  // the first Hello we refused for a configuration mismatch
   std::set<int> connected_;
+  std::map<int, std::string> link_errors_;  // neighbour -> the last reason a link failed
   std::map<int, pb::Hello> hellos_;
   std::map<int, std::uint64_t> peer_iterations_;
   std::uint32_t degree_ = 0;
