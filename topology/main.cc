@@ -14,6 +14,7 @@
 #include "common/cli.h"
 #include "common/escape.h"
 #include "common/json.h"
+#include "common/strings.h"
 #include "common/units.h"
 #include "topology/advisor.h"
 #include "topology/optimize.h"
@@ -105,6 +106,9 @@ struct Source {
   int base_port = 0;
   std::string weights = "default";
   std::string hosts, hostfile;  // generate: a host list instead of --host
+  // Whether --hosts / --hostfile were given at all: an empty value (an unset shell variable) is an
+  // error, never "no host list" (which would put every node on --host).
+  bool hosts_given = false, hostfile_given = false;
 
   // A subcommand that reads the topology `file` or, given --kind ..., generates one.
   void add(std::string& file, CLI::App* app) {
@@ -152,13 +156,21 @@ struct Source {
     Placement p{.host = host, .base_port = base_port, .hosts = {}};
     bad_input = false;
     std::string flag = "--hosts";
-    if (!hostfile.empty()) {
+    if (hostfile_given) {
+      if (trim(hostfile).empty()) return invalid_argument("--hostfile: empty file name");
       flag = "--hostfile " + hostfile;
       auto text = Env::system().read_file(hostfile);
       bad_input = true;
       if (!text.is_ok()) return text.status();
       GOSSIP_ASSIGN_OR_RETURN(p.hosts, parse_hostfile(*text, hostfile));
-    } else if (!hosts.empty()) {
+      bad_input = false;
+      if (p.hosts.empty()) {
+        return invalid_argument(flag +
+                                ": no hosts in the file (one per line: host [slots=N] "
+                                "[base_port=P]); leave out --hostfile to put every node on "
+                                "--host");
+      }
+    } else if (hosts_given) {
       auto list = parse_host_list(hosts);
       if (!list.is_ok()) return list.status().with_context("--hosts");
       p.hosts = std::move(*list);
@@ -593,6 +605,7 @@ int topo_main(int argc, char** argv) {
   Model model;
 
   auto* gen = app.add_subcommand("generate", "print a topology file for a generator");
+  CLI::Option *hosts_opt = nullptr, *hostfile_opt = nullptr;
   gen->add_option("kind", gen_src.kind,
                   "ring, k_ring, torus, grid, hypercube, complete, star, exponential, "
                   "one_peer_exponential, random_regular, erdos_renyi")
@@ -611,10 +624,11 @@ int topo_main(int argc, char** argv) {
                                   "host list h1[:slots],h2[:slots],... (IPv6: [fd00::1]:4): node k "
                                   "runs on slot k, in order")
                       ->excludes(one_host);
-    gen->add_option("--hostfile", gen_src.hostfile,
-                    "host list file, one 'host [slots=N] [base_port=P]' per line")
-        ->excludes(one_host)
-        ->excludes(hosts);
+    hostfile_opt = gen->add_option("--hostfile", gen_src.hostfile,
+                                   "host list file, one 'host [slots=N] [base_port=P]' per line")
+                       ->excludes(one_host)
+                       ->excludes(hosts);
+    hosts_opt = hosts;
     gen->add_option("--base-port", gen_src.base_port,
                     "node i listens on base-port + i; with a host list each host's nodes take "
                     "base-port, base-port + 1, ... (0: no addresses, analysis only)")
@@ -673,6 +687,8 @@ int topo_main(int argc, char** argv) {
   exp->add_flag("--pbtxt", pbtxt, "explicit topology, text format");
 
   if (const auto rc = gossip::parse_command_line(app, argc, argv)) return *rc;
+  gen_src.hosts_given = hosts_opt->count() > 0;
+  gen_src.hostfile_given = hostfile_opt->count() > 0;
   if (gen->parsed()) return cmd_generate(gen_src, explicit_form, json, name);
   if (val->parsed()) return cmd_validate(files, json);
   if (ana->parsed()) return cmd_analyze(src, file, method, model, json);

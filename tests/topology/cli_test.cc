@@ -189,6 +189,13 @@ TEST_CASE(
   CHECK_MESSAGE(b.out.find((dir / "bad").string() + ":2:4: slots '0'") != std::string::npos, b.out);
   const Run s = run("generate ring --nodes 9 --hostfile " + (dir / "bad").string() + "x");
   CHECK(s.code == 1);
+  // A hostfile without hosts is a usage error naming the flag: never every node on --host.
+  std::ofstream(dir / "empty") << "# nobody yet\n\n";
+  const Run e = run("generate ring --nodes 4 --hostfile " + (dir / "empty").string());
+  CHECK(e.code == 2);
+  CHECK_MESSAGE(e.out.find("--hostfile " + (dir / "empty").string() + ": no hosts in the file") !=
+                    std::string::npos,
+                e.out);
   std::filesystem::remove_all(dir);
 }
 
@@ -224,6 +231,16 @@ TEST_CASE("generate --hosts errors exit 2 and name the flag and the counts") {
       {"ring --nodes 4 --hosts a:4 --base-port 0", "base_port 0 means no addresses"},
       {"ring --nodes 4 --hosts a:4 --base-port 65534", "runs past port 65535"},
       {"ring --nodes 4 --hosts a:4 --host b", "excludes"},
+      // An empty or blank value (an unset shell variable) is never "no host list".
+      {"ring --nodes 4 --hosts ''", "--hosts: empty host entry in '' (entry 1)"},
+      {"ring --nodes 4 --hosts '  '", "--hosts: empty host entry"},
+      {"ring --nodes 4 --hostfile ''", "--hostfile: empty file name"},
+      {"ring --nodes 4 --hosts 999.1.1.1:4", "host '999.1.1.1' is not an IPv4 address"},
+      {"ring --nodes 4 --hosts 1.2.3:4", "host '1.2.3' is not an IPv4 address"},
+      {"ring --nodes 4 --hosts -a:4", "label '-a' starts or ends with '-'"},
+      {"ring --nodes 4 --hosts a..b:4", "empty label"},
+      {"ring --nodes 4 --hosts a:2,A:2", "would both listen on A:7000 (the same as a:7000)"},
+      {"ring --nodes 4 --hosts '[::1]:2,[0::1]:2'", "(the same as [::1]:7000)"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.args);
