@@ -377,10 +377,12 @@ std::string training_flag_given(const CLI::App& sub) {
 
 // --config: the training config, loaded as gossipd loads it (file, --set, defaults, validation)
 // and mapped to the sgd configs by daemon/sgd_config.h, the mapping gossipd runs, so the simulated
-// nodes draw the same shards and batches and take the same steps as gossipd's.
-Status apply_train_config(const Options& o, ExperimentConfig& c) {
+// nodes draw the same shards and batches and take the same steps as gossipd's. `allreduce`: whether
+// the config's algorithm is ALLREDUCE (C-PSGD by Gloo's ring allreduce).
+Status apply_train_config(const Options& o, ExperimentConfig& c, bool& allreduce) {
   GOSSIP_ASSIGN_OR_RETURN(const daemon::TrainConfig t,
                           daemon::load_config_with_overrides(o.config, o.sets));
+  allreduce = t.algorithm() == daemon::pb::TrainConfig::ALLREDUCE;
   c.problem = daemon::to_problem_config(t, c.nodes);
   std::int64_t train_examples = 0;
   if (t.iterations() == 0) {
@@ -401,6 +403,40 @@ Status apply_train_config(const Options& o, ExperimentConfig& c) {
   GOSSIP_RETURN_IF_ERROR(r.validate());
   GOSSIP_ASSIGN_OR_RETURN(c.cost.straggler,
                           parse_straggler_model(o.straggler, mix_seed(t.seed(), 0x57a6)));
+  return Status::ok();
+}
+
+// The algorithm of --config decides what is simulated, as it decides what gossipd runs. ALLREDUCE
+// (C-PSGD: the n gradients averaged exactly, then one optimizer step; daemon/allreduce.h, held
+// against gossip-sim's cpsgd-allreduce by tests/daemon/gossipd_allreduce_test.cc): `run` simulates
+// cpsgd-allreduce unless --algorithm names another C-PSGD pricing (dpsgd is refused: it is not
+// what the config runs), and the ring is priced as Gloo's unless --allreduce-model says otherwise.
+// Says on stderr what is simulated and why.
+Status follow_config_algorithm(const std::string& config, bool allreduce, const CLI::App& sub,
+                               std::string& algorithm, ExperimentConfig& c) {
+  const bool run = sub.get_name() == "run";
+  const bool algorithm_given = run && sub.count("--algorithm") > 0;
+  if (!allreduce) {
+    if (run && !algorithm_given) {
+      std::cerr << "gossip-sim: --config " << log_escape(config)
+                << " has algorithm DPSGD: simulating D-PSGD (dpsgd)\n";
+    }
+    return Status::ok();
+  }
+  if (algorithm_given && algorithm == "dpsgd") {
+    return invalid_argument("--algorithm dpsgd: --config " + config +
+                            " has algorithm: ALLREDUCE (C-PSGD by Gloo's ring allreduce); leave "
+                            "out --algorithm, or give cpsgd-allreduce");
+  }
+  if (run && !algorithm_given) algorithm = "cpsgd-allreduce";
+  const bool model_given = sub.count("--allreduce-model") > 0;
+  if (!model_given) c.cost.allreduce = AllreduceModel::kGloo;
+  std::cerr << "gossip-sim: --config " << log_escape(config)
+            << " has algorithm ALLREDUCE: simulating C-PSGD ("
+            << (run ? algorithm : std::string("cpsgd-allreduce beside D-PSGD"))
+            << "), the ring allreduce priced as "
+            << (c.cost.allreduce == AllreduceModel::kGloo ? "Gloo's ring" : "Table 1's ring")
+            << (model_given ? " (--allreduce-model)" : " (what gossipd runs)") << "\n";
   return Status::ok();
 }
 
@@ -507,7 +543,12 @@ int sim_main(int argc, char** argv) {
                                     "; change it there or with --set"));
     }
     // A config that does not load or validate is invalid input, as a bad topology file is.
-    if (const Status s = apply_train_config(o, c); !s.is_ok()) return fail(s);
+    bool allreduce = false;
+    if (const Status s = apply_train_config(o, c, allreduce); !s.is_ok()) return fail(s);
+    if (const Status s = follow_config_algorithm(o.config, allreduce, *sub, algorithm, c);
+        !s.is_ok()) {
+      return usage(s);
+    }
   } else if (!o.sets.empty()) {
     return usage(invalid_argument("--set overrides a field of --config; give --config FILE"));
   }

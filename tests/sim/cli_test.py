@@ -173,4 +173,32 @@ with tempfile.TemporaryDirectory() as tmp:
         p = sim(*bad, ok=False)
         check(p.returncode == code and says in p.stderr,
               f"{bad} exited {p.returncode} (expected {code}) with {p.stderr!r}")
+
+    # algorithm: ALLREDUCE in the config: gossipd runs C-PSGD over Gloo's ring, so `run` simulates
+    # cpsgd-allreduce priced as Gloo's ring, says so, and refuses --algorithm dpsgd. The bits are
+    # those of `--algorithm cpsgd-allreduce` with the same config (one C-PSGD).
+    allreduce_cfg = os.path.join(tmp, "allreduce.pbtxt")
+    with open(cfg) as f, open(allreduce_cfg, "w") as g:
+        g.write(f.read() + "\nalgorithm: ALLREDUCE\n")
+    p = sim(*common, "--config", allreduce_cfg, "--json", "--dump-params", os.path.join(tmp, "ar"))
+    j = json.loads(p.stdout)
+    check([s["algorithm"] for s in j["series"]] == ["cpsgd-allreduce"],
+          f"ALLREDUCE config simulates cpsgd-allreduce: {[s['algorithm'] for s in j['series']]}")
+    check(j["config"]["allreduce_model"] == "gloo", f"priced as Gloo's ring: {j['config']}")
+    check("has algorithm ALLREDUCE: simulating C-PSGD (cpsgd-allreduce)" in p.stderr, p.stderr)
+    sim(*common, "--config", allreduce_cfg, "--algorithm", "cpsgd-allreduce", "--dump-params",
+        os.path.join(tmp, "ar_flag"))
+    for i in range(8):
+        a = open(os.path.join(tmp, "ar", f"node_{i}.f32"), "rb").read()
+        b = open(os.path.join(tmp, "ar_flag", f"node_{i}.f32"), "rb").read()
+        c = open(os.path.join(tmp, "by_config", f"node_{i}.f32"), "rb").read()
+        check(a == b and a != c, f"node {i}: the ALLREDUCE config ran C-PSGD, not D-PSGD")
+    j = json.loads(sim(*common, "--config", allreduce_cfg, "--allreduce-model", "table1",
+                       "--json").stdout)
+    check(j["config"]["allreduce_model"] == "table1", "--allreduce-model given wins")
+    p = sim(*common, "--config", allreduce_cfg, "--algorithm", "dpsgd", ok=False)
+    check(p.returncode == 2 and "--algorithm dpsgd: --config" in p.stderr and
+          "algorithm: ALLREDUCE" in p.stderr, f"dpsgd with an ALLREDUCE config: {p.stderr!r}")
+    p = sim(*common, "--config", cfg)
+    check("has algorithm DPSGD: simulating D-PSGD (dpsgd)" in p.stderr, p.stderr)
 print("ok")
