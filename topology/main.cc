@@ -234,7 +234,8 @@ struct Model {
   }
 };
 
-std::string report_json(const Topology& t, const SpectralReport& r, const Advice& a) {
+std::string report_json(const Topology& t, const SpectralReport& r, const Advice& a,
+                        const CostModel& cost) {
   std::ostringstream o;
   o << "{\"name\": " << json_quote(t.name()) << ", \"nodes\": " << t.num_nodes()
     << ", \"directed\": " << (t.is_directed() ? "true" : "false")
@@ -255,9 +256,14 @@ std::string report_json(const Topology& t, const SpectralReport& r, const Advice
     << ", \"rho_per_iteration\": " << json_num(r.rho_per_iteration)
     << ", \"gap_per_iteration\": " << json_num(r.gap_per_iteration)
     << ", \"iterations_1000x\": " << a.iterations_1000x
+    << ", \"model_bytes\": " << json_num(cost.model_bytes)
+    << ", \"bandwidth_bps\": " << json_num(cost.bandwidth_bytes_per_s * 8)
+    << ", \"latency_s\": " << json_num(cost.latency_s)
     << ", \"dpsgd_bytes_per_node\": " << json_num(a.dpsgd_bytes_per_node)
     << ", \"dpsgd_seconds\": " << json_num(a.dpsgd_seconds)
+    << ", \"ps_server_bytes\": " << json_num(a.ps_server_bytes)
     << ", \"ps_seconds\": " << json_num(a.ps_seconds)
+    << ", \"allreduce_bytes_per_node\": " << json_num(a.allreduce_bytes_per_node)
     << ", \"allreduce_seconds\": " << json_num(a.allreduce_seconds) << "}";
   return o.str();
 }
@@ -351,7 +357,7 @@ int cmd_analyze(const Source& src, const std::string& file, const std::string& m
   if (!r.is_ok()) return fail(r.status());
   const Advice a = advise(*t, *r, *cost);
   if (json) {
-    std::cout << report_json(*t, *r, a) << "\n";
+    std::cout << report_json(*t, *r, a, *cost) << "\n";
   } else {
     const auto& g = t->graph();
     std::cout << "topology     " << log_escape(t->name().empty() ? file : t->name()) << ": "
@@ -385,15 +391,17 @@ int cmd_analyze(const Source& src, const std::string& file, const std::string& m
               << (a.iterations_1000x < 0 ? std::string("never")
                                          : std::to_string(a.iterations_1000x))
               << " iterations of pure gossip shrink the consensus error 1000x\n";
-    std::cout << "cost model   M = " << fmt(cost->model_bytes)
-              << " B, B = " << fmt(cost->bandwidth_bytes_per_s)
-              << " B/s, alpha = " << fmt(cost->latency_s) << " s\n";
-    std::cout << "  D-PSGD         " << fmt(a.dpsgd_bytes_per_node) << " B sent per node, "
-              << fmt(a.dpsgd_seconds * 1e3) << " ms per iteration (overlaps compute)\n";
-    std::cout << "  C-PSGD (PS)    " << fmt(a.ps_server_bytes) << " B through the server, "
-              << fmt(a.ps_seconds * 1e3) << " ms per iteration\n";
-    std::cout << "  C-PSGD (ring)  " << fmt(a.allreduce_bytes_per_node) << " B per node, "
-              << fmt(a.allreduce_seconds * 1e3) << " ms per iteration\n";
+    // Every time, size and bandwidth with its unit (common/units.h): the text a user reads.
+    std::cout << "cost model   M = " << format_size_bytes(cost->model_bytes)
+              << ", B = " << format_bandwidth_bps(cost->bandwidth_bytes_per_s * 8)
+              << ", alpha = " << format_duration_s(cost->latency_s) << "\n";
+    std::cout << "  D-PSGD         " << format_size_bytes(a.dpsgd_bytes_per_node)
+              << " sent per node, " << format_duration_s(a.dpsgd_seconds)
+              << " per iteration (overlaps compute)\n";
+    std::cout << "  C-PSGD (PS)    " << format_size_bytes(a.ps_server_bytes)
+              << " through the server, " << format_duration_s(a.ps_seconds) << " per iteration\n";
+    std::cout << "  C-PSGD (ring)  " << format_size_bytes(a.allreduce_bytes_per_node)
+              << " per node, " << format_duration_s(a.allreduce_seconds) << " per iteration\n";
   }
   return 0;
 }
@@ -520,7 +528,7 @@ int cmd_compare(const std::vector<std::string>& files, const std::vector<std::st
     if (!r.is_ok()) return fail(r.status().with_context(labels[i]));
     const Advice a = advise(topos[i], *r, *cost);
     if (json) {
-      std::cout << report_json(topos[i], *r, a) << "\n";
+      std::cout << report_json(topos[i], *r, a, *cost) << "\n";
       continue;
     }
     std::cout << std::left << std::setw(24) << log_escape(labels[i]) << std::right << std::setw(8)

@@ -201,4 +201,6 @@ with tempfile.TemporaryDirectory() as tmp:
           "algorithm: ALLREDUCE" in p.stderr, f"dpsgd with an ALLREDUCE config: {p.stderr!r}")
     p = sim(*common, "--config", cfg)
     check("has algorithm DPSGD: simulating D-PSGD (dpsgd)" in p.stderr, p.stderr)
+    # Sizes and bandwidths carry a unit that fits them (the model's 9 floats were "0.00 MB").
+    check(p.stdout.startswith("network: 1 Gbit/s, latency 1.00 ms; message 36 B;"), p.stdout)
 print("ok")

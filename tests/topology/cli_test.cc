@@ -215,6 +215,28 @@ TEST_CASE("generate --base-port 0 writes base_port: 0 and reloads without addres
   std::filesystem::remove(path);
 }
 
+TEST_CASE("analyze prints every time, size and bandwidth of the cost model with its unit") {
+  const Run t =
+      run("analyze --kind ring --nodes 8 --model-bytes 4MB --bandwidth 1Gbps "
+          "--latency 1ms");
+  REQUIRE_MESSAGE(t.code == 0, t.out);
+  for (const char* line : {"cost model   M = 4 MB, B = 1 Gbit/s, alpha = 1 ms",
+                           "D-PSGD         8 MB sent per node, 65 ms per iteration",
+                           "C-PSGD (PS)    32 MB through the server, 514 ms per iteration",
+                           "C-PSGD (ring)  7 MB per node, 70 ms per iteration"}) {
+    CHECK_MESSAGE(t.out.find(line) != std::string::npos, line, "\n", t.out);
+  }
+  CHECK(t.out.find("e+0") == std::string::npos);  // was "M = 4e+06 B, B = 1.25e+08 B/s"
+  // JSON: the model's inputs and every output, each named with its unit.
+  const Run j = run("analyze --kind ring --nodes 8 --model-bytes 4MB --json");
+  REQUIRE(j.code == 0);
+  for (const char* member :
+       {"\"model_bytes\": 4000000", "\"bandwidth_bps\": 1000000000", "\"latency_s\": 0.001",
+        "\"ps_server_bytes\": 32000000", "\"allreduce_bytes_per_node\": 7000000"}) {
+    CHECK_MESSAGE(j.out.find(member) != std::string::npos, member, "\n", j.out);
+  }
+}
+
 TEST_CASE("generate --hosts errors exit 2 and name the flag and the counts") {
   const struct {
     const char* args;
