@@ -27,7 +27,8 @@ die_usage() {
   echo "soak.sh: $1 (see --help)" >&2
   exit 2
 }
-whole() { [[ $2 =~ ^[0-9]+$ ]] || die_usage "$1: '$2' is not a whole number"; }
+whole() { [[ $2 =~ ^[0-9]{1,12}$ ]] || die_usage "$1: '$2' is not a whole number (at most 12 digits)"; }
+count() { whole "$1" "$2"; ((10#$2 >= 1)) || die_usage "$1: must be at least 1"; }
 positive() { [[ $2 =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)$ ]] && awk "BEGIN{exit !($2 > 0)}" ||
   die_usage "$1: '$2' is not a positive number"; }
 
@@ -43,13 +44,17 @@ while (($#)); do
   case $1 in
     -h | --help) sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;;
     --quick) one_iterations=2000000; pair_iterations=100000; shift; continue ;;
+    --build | --out | --one-iterations | --pair-iterations | --warmup | --interval | \
+      --max-growth-mb | --base-port) ;;
+    *) die_usage "unknown argument '$1'" ;;
   esac
   (($# >= 2)) || die_usage "$1 needs a value"
+  [[ -n $2 ]] || die_usage "$1: empty value"
   case $1 in
     --build) build=$2 ;;
     --out) out=$2 ;;
-    --one-iterations) whole "$1" "$2"; one_iterations=$2 ;;
-    --pair-iterations) whole "$1" "$2"; pair_iterations=$2 ;;
+    --one-iterations) count "$1" "$2"; one_iterations=$((10#$2)) ;;
+    --pair-iterations) count "$1" "$2"; pair_iterations=$((10#$2)) ;;
     --warmup) positive "$1" "$2"; warmup_s=$2 ;;
     --interval) positive "$1" "$2"; interval_s=$2 ;;
     --max-growth-mb) positive "$1" "$2"; max_growth_mb=$2 ;;
@@ -57,7 +62,6 @@ while (($#)); do
       whole "$1" "$2"
       ((10#$2 <= 65533)) || die_usage "--base-port: $2 is not in 0..65533"
       base_port=$((10#$2)) ;;
-    *) die_usage "unknown argument '$1'" ;;
   esac
   shift 2
 done
