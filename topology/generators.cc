@@ -173,7 +173,15 @@ double generator_edge_estimate(const GeneratorSpec& spec, int n) {
       return spec.p * n * (n - 1.0) / 2;
     case GeneratorKind::kComplete:
       return n * (n - 1.0) / 2;
-    default:
+    case GeneratorKind::kTorus:
+      return 2.0 * n;
+    case GeneratorKind::kGrid:
+      return std::max(0.0, 2.0 * n - spec.rows - spec.cols);
+    case GeneratorKind::kHypercube:
+      return n > 1 ? n * std::log2(double(n)) / 2 : 0.0;
+    case GeneratorKind::kStar:
+      return n - 1.0;
+    default:  // ring
       return n;
   }
 }

@@ -342,18 +342,34 @@ int cmd_validate(const std::vector<std::string>& files, bool json) {
   return rc;
 }
 
+// The spectral options of analyze and compare: the method, the time limit (0: none), and the
+// estimate of a long Lanczos run said on stderr before it starts.
+Result<SpectralOptions> spectral_options(const std::string& method, double time_limit_s) {
+  GOSSIP_ASSIGN_OR_RETURN(const SpectralMethod m, parse_spectral_method(method));
+  if (!(time_limit_s >= 0) || !std::isfinite(time_limit_s)) {
+    return invalid_argument(
+        "--time-limit: must be a finite number of seconds >= 0 (0: none), got " +
+        fmt(time_limit_s));
+  }
+  SpectralOptions o;
+  o.method = m;
+  o.time_limit_s = time_limit_s;
+  o.note = [](const std::string& text) { std::cerr << "gossip-topo: note: " << text << "\n"; };
+  return o;
+}
+
 int cmd_analyze(const Source& src, const std::string& file, const std::string& method,
-                const Model& model, bool json) {
-  auto m = parse_spectral_method(method);
-  if (!m.is_ok()) return usage(m.status());
+                double time_limit_s, const Model& model, bool json) {
+  auto opt = spectral_options(method, time_limit_s);
+  if (!opt.is_ok()) return usage(opt.status());
   auto cost = model.get();
   if (!cost.is_ok()) return usage(cost.status());
   // Validation without the spectral rule first; the analysis below is the spectral rule.
   auto t = src.load(file, /*check_spectrum=*/false);
   if (!t.is_ok()) return src.load_failed(file, t.status());
-  SpectralOptions opt;
-  opt.method = *m;
-  auto r = analyze(*t, opt);
+  auto r = analyze(*t, *opt);
+  // Over --time-limit (estimated before it started): a request beyond a limit, as memory is.
+  if (!r.is_ok() && r.status().code() == StatusCode::kDeadlineExceeded) return usage(r.status());
   if (!r.is_ok()) return fail(r.status());
   const Advice a = advise(*t, *r, *cost);
   if (json) {
@@ -483,9 +499,10 @@ int cmd_optimize(const Source& src, const std::string& file, int iterations, dou
 }
 
 int cmd_compare(const std::vector<std::string>& files, const std::vector<std::string>& kinds,
-                int nodes, const std::string& method, const Model& model, bool json) {
-  auto m = parse_spectral_method(method);
-  if (!m.is_ok()) return usage(m.status());
+                int nodes, const std::string& method, double time_limit_s, const Model& model,
+                bool json) {
+  auto opt = spectral_options(method, time_limit_s);
+  if (!opt.is_ok()) return usage(opt.status());
   auto cost = model.get();
   if (!cost.is_ok()) return usage(cost.status());
   std::vector<Topology> topos;
@@ -522,9 +539,9 @@ int cmd_compare(const std::vector<std::string>& files, const std::vector<std::st
               << std::setw(14) << "allreduce ms" << std::setw(10) << "method"
               << "\n";
   for (std::size_t i = 0; i < topos.size(); ++i) {
-    SpectralOptions opt;
-    opt.method = *m;
-    auto r = analyze(topos[i], opt);
+    auto r = analyze(topos[i], *opt);
+    if (!r.is_ok() && r.status().code() == StatusCode::kDeadlineExceeded)
+      return usage(r.status().with_context(labels[i]));
     if (!r.is_ok()) return fail(r.status().with_context(labels[i]));
     const Advice a = advise(topos[i], *r, *cost);
     if (json) {
@@ -656,8 +673,13 @@ int topo_main(int argc, char** argv) {
   val->add_flag("--json", json, "one JSON object per file");
 
   // analyze, compare: how to compute the spectrum, and the cost model's parameters.
+  double spectrum_time_limit_s = 600;
   auto add_spectrum_options = [&](CLI::App* cmd) {
     cmd->add_option("-m,--method", method, "auto, exact, dense or lanczos")->capture_default_str();
+    cmd->add_option("--time-limit", spectrum_time_limit_s,
+                    "seconds the Lanczos method may take: an estimate above it is refused at "
+                    "once (exit 2), a run reaching it stops (0: no limit)")
+        ->capture_default_str();
     model.add(cmd);
   };
   auto* ana = app.add_subcommand(
@@ -699,10 +721,11 @@ int topo_main(int argc, char** argv) {
   gen_src.hostfile_given = hostfile_opt->count() > 0;
   if (gen->parsed()) return cmd_generate(gen_src, explicit_form, json, name);
   if (val->parsed()) return cmd_validate(files, json);
-  if (ana->parsed()) return cmd_analyze(src, file, method, model, json);
+  if (ana->parsed()) return cmd_analyze(src, file, method, spectrum_time_limit_s, model, json);
   if (wts->parsed()) return cmd_weights(src, file, iteration, format);
   if (opt->parsed()) return cmd_optimize(src, file, iterations, time_limit, output, json);
-  if (cmp->parsed()) return cmd_compare(files, kinds, src.nodes, method, model, json);
+  if (cmp->parsed())
+    return cmd_compare(files, kinds, src.nodes, method, spectrum_time_limit_s, model, json);
   if (exp->parsed()) return cmd_export(src, file, dot, json, edges, pbtxt);
   return gossip::kExitUsageError;
 }

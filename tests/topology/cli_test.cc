@@ -237,6 +237,27 @@ TEST_CASE("analyze prints every time, size and bandwidth of the cost model with 
   }
 }
 
+TEST_CASE("analyze and compare refuse a spectrum whose estimate is over --time-limit, at once") {
+  // A grid has no translation symmetry: past 1500 nodes the spectrum is Lanczos's, whose time
+  // grows like n x diameter (a 3000 x 3000 grid: over an hour).
+  const Run r = run("analyze --kind grid --rows 300 --cols 300 --time-limit 0.01");
+  CHECK(r.code == 2);
+  CHECK_MESSAGE(r.out.find("the Lanczos method on 90000 nodes needs about") != std::string::npos,
+                r.out);
+  CHECK(r.out.find("hop diameter >= 598") != std::string::npos);
+  CHECK(r.out.find("more than the time limit of 10 ms") != std::string::npos);
+  const Run c = run("compare --kinds grid --nodes 90000 --time-limit 0.01");
+  CHECK(c.code == 2);
+  CHECK_MESSAGE(c.out.find("grid: the Lanczos method") != std::string::npos, c.out);
+  for (const char* bad : {"-1", "nan", "inf"}) {
+    const Run b = run(std::string("analyze --kind ring --nodes 8 --time-limit ") + bad);
+    CHECK(b.code == 2);
+    CHECK_MESSAGE(b.out.find("--time-limit") != std::string::npos, b.out);
+  }
+  // Within the limit (the default is 600 s) it runs as before.
+  CHECK(run("analyze --kind grid --rows 50 --cols 50 --json").code == 0);
+}
+
 TEST_CASE("generate --hosts errors exit 2 and name the flag and the counts") {
   const struct {
     const char* args;

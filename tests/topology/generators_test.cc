@@ -41,6 +41,8 @@ TEST_CASE("deterministic generators have the right sizes and degrees") {
     CHECK(g.min_degree() == c.min_deg);
     CHECK(g.max_degree() == c.max_deg);
     CHECK(g.is_connected());
+    // The estimate behind the size checks and the long-run notice is exact for these kinds.
+    CHECK(generator_edge_estimate(c.spec, c.n) == doctest::Approx(double(c.edges)));
   }
   const Graph e = gen({.kind = GeneratorKind::kExponential, .nodes = 10});
   CHECK(e.is_directed());
