@@ -126,7 +126,9 @@ struct Source {
     app->add_option("-k,--k", k, "k_ring: neighbours on each side")->capture_default_str();
     app->add_option("--degree", degree, "random_regular: degree");
     app->add_option("-p,--p", p, "erdos_renyi: edge probability");
-    app->add_option("--seed", seed, "random generators: seed")->capture_default_str();
+    app->add_option("--seed", seed, "random generators: seed")
+        ->check(gossip::non_negative_integer())
+        ->capture_default_str();
     app->add_option("--host", host, "host of every generated node")->capture_default_str();
     app->add_option("--base-port", base_port,
                     "node i listens on base-port + i (0: no addresses, analysis only)")
@@ -463,6 +465,10 @@ int cmd_weights(const Source& src, const std::string& file, std::int64_t iterati
 
 int cmd_optimize(const Source& src, const std::string& file, int iterations, double time_limit,
                  const std::string& output, bool json) {
+  if (iterations < 1) return usage(invalid_argument("--iterations must be >= 1"));
+  if (!(time_limit > 0) || !std::isfinite(time_limit)) {
+    return usage(invalid_argument("--time-limit must be a finite number of seconds > 0"));
+  }
   auto t = src.load(file);
   if (!t.is_ok()) return src.load_failed(file, t.status());
   OptimizeOptions o;
@@ -642,7 +648,9 @@ int topo_main(int argc, char** argv) {
     gen->add_option("-k,--k", gen_src.k, "k_ring: neighbours on each side")->capture_default_str();
     gen->add_option("--degree", gen_src.degree, "random_regular: degree");
     gen->add_option("-p,--p", gen_src.p, "erdos_renyi: edge probability");
-    gen->add_option("--seed", gen_src.seed, "random generators: seed")->capture_default_str();
+    gen->add_option("--seed", gen_src.seed, "random generators: seed")
+        ->check(gossip::non_negative_integer())
+        ->capture_default_str();
     auto* one_host =
         gen->add_option("--host", gen_src.host, "host of every node")->capture_default_str();
     auto* hosts = gen->add_option("--hosts", gen_src.hosts,

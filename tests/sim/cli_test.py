@@ -134,6 +134,19 @@ with tempfile.TemporaryDirectory() as tmp:
                       (["compare", *SMALL, "--allreduce-model", "nccl"], 2),
                       (["compare", *SMALL, "--bogus"], 2),
                       (["compare", *SMALL[:2], "--nodes", "abc"], 2),
+                      # An unsigned seed read from "-1" was 2^64 - 1; an empty list entry was
+                      # silently dropped; an unreachable target ran the whole experiment.
+                      (["compare", *SMALL, "--seed", "-1"], 2),
+                      (["compare", *SMALL, "--topology", "ring,,torus"], 2),
+                      (["sweep", *SMALL, "--param", "bandwidth", "--values", "1Gbps,,10Gbps"], 2),
+                      (["compare", *SMALL, "--target-loss", "-1"], 2),
+                      # The problem's sizes are the command line's (was exit 1, after setup).
+                      (["compare", *SMALL, "--dim", "0"], 2),
+                      (["compare", *SMALL, "--noise", "-1"], 2),
+                      # Outputs that cannot be written are refused before the run, not after.
+                      (["compare", *SMALL, "--csv", "/nonexistent/dir/x.csv"], 2),
+                      (["compare", *SMALL, "--csv", "/tmp"], 2),
+                      (["run", *SMALL, "--dump-params", "/dev/null"], 2),
                       ([], 2)):
         p = sim(*bad, ok=False)
         check(p.returncode == code, f"{bad} exited {p.returncode}, expected {code}: {p.stderr!r}")

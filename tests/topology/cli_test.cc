@@ -91,7 +91,17 @@ TEST_CASE("a bad command line exits 2 (CLI11's errors included), --help 0") {
         "analyze examples/ring8.pbtxt --kind ring --nodes 8",
         "analyze examples/ring8.pbtxt --method foo", "analyze examples/ring8.pbtxt --bandwidth x",
         "export examples/ring8.pbtxt", "weights examples/ring8.pbtxt --format x",
-        "compare --kinds torus --nodes 10", "compare", "generate ring --nodes 2"}) {
+        "compare --kinds torus --nodes 10", "compare", "generate ring --nodes 2",
+        // An unsigned seed read from "-1" was 2^64 - 1; optimize ran 0 iterations and printed
+        // rho 0 for Metropolis–Hastings, or took a NaN time limit.
+        "generate ring --nodes 8 --seed -1",
+        "analyze --kind random_regular --nodes 8 --degree 3 "
+        "--seed -2",
+        "optimize --kind ring --nodes 5 --iterations -5",
+        "optimize --kind ring --nodes 5 --iterations 0",
+        "optimize --kind ring --nodes 5 "
+        "--time-limit nan",
+        "optimize --kind ring --nodes 5 --time-limit -1"}) {
     CAPTURE(args);
     const Run r = run(args);
     CHECK_MESSAGE(r.code == 2, r.out);
