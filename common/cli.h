@@ -28,6 +28,17 @@ inline constexpr int kExitDiverged = 5;    // training diverged (common/divergen
 
 inline constexpr const char* kVersion = "0.1.0";
 
+// For an unsigned option (a seed): CLI11 would read "-1" as 2^64 - 1. Refuses a leading '-'
+// with a message that says what is expected.
+inline CLI::Validator non_negative_integer() {
+  return CLI::Validator(
+      [](std::string& value) {
+        return !value.empty() && value.front() == '-' ? "expected a whole number >= 0, got " + value
+                                                      : std::string();
+      },
+      "INT>=0");
+}
+
 // "<program> 0.1.0\ncpu kernels: avx2 (detected)".
 inline std::string version_text(const std::string& program) {
   return program + " " + kVersion + "\n" + isa_description();

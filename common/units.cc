@@ -5,6 +5,8 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
+#include <initializer_list>
 #include <string>
 #include <utility>
 
@@ -128,6 +130,36 @@ Result<double> parse_number(std::string_view text) {
     return invalid_argument("expected a plain number, got '" + std::string(text) + "'");
   }
   return nu.first;
+}
+
+namespace {
+
+// `value` in the largest of `units` (ascending scale) that keeps it >= 1, %.4g.
+std::string with_unit(double value, std::initializer_list<Unit> units) {
+  if (std::isnan(value)) return "n/a";
+  const Unit* pick = units.begin();
+  for (const Unit& u : units) {
+    if (value == 0 ? u.scale == 1 : std::fabs(value) >= u.scale) pick = &u;
+  }
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "%.4g %s", value / pick->scale, std::string(pick->name).c_str());
+  return buf;
+}
+
+}  // namespace
+
+std::string format_duration_s(double seconds) {
+  return with_unit(seconds, {{"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1}});
+}
+
+std::string format_size_bytes(double bytes) {
+  return with_unit(bytes, {{"B", 1}, {"kB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}});
+}
+
+std::string format_bandwidth_bps(double bits_per_second) {
+  return with_unit(
+      bits_per_second,
+      {{"bit/s", 1}, {"kbit/s", 1e3}, {"Mbit/s", 1e6}, {"Gbit/s", 1e9}, {"Tbit/s", 1e12}});
 }
 
 }  // namespace gossip

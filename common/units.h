@@ -12,6 +12,7 @@
 // InvalidArgument naming the text and the units that would have been accepted. Pure functions.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "common/status.h"
@@ -25,5 +26,14 @@ Result<double> parse_size_bytes(std::string_view text);
 Result<double> parse_count(std::string_view text);
 // A plain number without a unit, finite and >= 0.
 Result<double> parse_number(std::string_view text);
+
+// The inverses, for output: the value with 4 significant digits and the largest unit of the
+// parsers' tables that keeps it >= 1 (decimal prefixes), so that every time, size and bandwidth a
+// tool prints carries its unit and reads back through the parser above to 4 digits:
+//   format_duration_s(0.0012) = "1.2 ms"    format_size_bytes(4e6) = "4 MB"
+//   format_bandwidth_bps(1e9) = "1 Gbit/s"  (NaN: "n/a"; infinities: "inf s", ...)
+std::string format_duration_s(double seconds);
+std::string format_size_bytes(double bytes);
+std::string format_bandwidth_bps(double bits_per_second);
 
 }  // namespace gossip

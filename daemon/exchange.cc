@@ -6,6 +6,8 @@
 #include "daemon/exchange.h"
 
 #include <algorithm>
+#include <iterator>
+#include <limits>
 #include <thread>
 
 #include "common/log.h"
@@ -19,7 +21,14 @@ namespace gossip::daemon {
 void ControlMailbox::put_verdict(int peer, const Verdict& v) {
   {
     std::lock_guard l(mu_);
+    // Nobody waits for an iteration already waited for: keeping its verdict would only grow.
+    if (forgotten_through_ && v.iteration <= *forgotten_through_) return;
     verdicts_[{peer, v.iteration}] = v;
+    const auto first = verdicts_.lower_bound({peer, 0});
+    const auto last = verdicts_.upper_bound({peer, std::numeric_limits<std::uint64_t>::max()});
+    if (static_cast<std::size_t>(std::distance(first, last)) > kMaxVerdictsPerPeer) {
+      verdicts_.erase(first);
+    }
   }
   cv_.notify_all();
 }
@@ -27,9 +36,31 @@ void ControlMailbox::put_verdict(int peer, const Verdict& v) {
 void ControlMailbox::put_admission(const Admission& a) {
   {
     std::lock_guard l(mu_);
+    if (admissions_.size() >= kMaxAdmissions) {
+      if (admissions_dropped_++ == 0) {
+        GOSSIP_LOG(kWarning) << kMaxAdmissions << " admission messages wait to be taken; "
+                             << "dropping further ones (first from node " << a.peer << ")";
+      }
+      return;
+    }
     admissions_.push_back(a);
   }
   cv_.notify_all();
+}
+
+std::size_t ControlMailbox::verdicts_held() const {
+  std::lock_guard l(mu_);
+  return verdicts_.size();
+}
+
+std::size_t ControlMailbox::admissions_held() const {
+  std::lock_guard l(mu_);
+  return admissions_.size();
+}
+
+std::uint64_t ControlMailbox::admissions_dropped() const {
+  std::lock_guard l(mu_);
+  return admissions_dropped_;
 }
 
 std::map<int, Verdict> ControlMailbox::wait_verdicts(std::uint64_t iteration,
@@ -68,6 +99,7 @@ std::map<int, Verdict> ControlMailbox::wait_verdicts(std::uint64_t iteration,
     cv_.wait_until(l, std::min(until.at(), now + std::chrono::milliseconds(10)));
   }
   std::erase_if(verdicts_, [&](const auto& kv) { return kv.first.second <= iteration; });
+  forgotten_through_ = std::max(forgotten_through_.value_or(0), iteration);
   return got;
 }
 

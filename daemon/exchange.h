@@ -126,11 +126,22 @@ struct Admission {
 };
 
 // Received control messages, filled by an exchange's delivery side (TransportExchange: the
-// transport's control handler) and read by the loop.
+// transport's control handler) and read by the loop. Bounded whatever the run's length and
+// whatever the peers send: a verdict for an iteration already waited for is dropped at once, at
+// most kMaxVerdictsPerPeer are kept per peer (the lowest iterations go first), and at most
+// kMaxAdmissions admissions wait for take_admissions() (further ones are dropped and counted: a
+// loop that never takes them, as under fault.policy FAIL_STOP, holds no more than that).
 class ControlMailbox {
  public:
+  static constexpr std::size_t kMaxVerdictsPerPeer = 64;
+  static constexpr std::size_t kMaxAdmissions = 4096;
+
   void put_verdict(int peer, const Verdict& v);
   void put_admission(const Admission& a);
+  // Messages held now, and admissions dropped at the bound so far (for tests and logs).
+  std::size_t verdicts_held() const;
+  std::size_t admissions_held() const;
+  std::uint64_t admissions_dropped() const;
   // Waits until a verdict for `iteration` from each of `peers` arrived, or `gone(peer)` says that
   // peer's link is down, or `deadline` passes (extended as in PendingExchange::wait while
   // `still_coming(peer)` holds for a missing one), or `interrupted()`. Returns what arrived;
@@ -143,10 +154,13 @@ class ControlMailbox {
   void notify() { cv_.notify_all(); }
 
  private:
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
+  // Guarded by mu_.
   std::map<std::pair<int, std::uint64_t>, Verdict> verdicts_;  // (peer, iteration)
+  std::optional<std::uint64_t> forgotten_through_;  // verdicts up to this iteration are dropped
   std::vector<Admission> admissions_;
+  std::uint64_t admissions_dropped_ = 0;
 };
 
 class ParameterExchange {

@@ -280,7 +280,8 @@ std::optional<int> wait_for_links(const RunOptions& o, const Inputs& in, net::Tr
     // verdict phase and re-admitted when they connect.
     GOSSIP_LOG(kWarning) << "only " << up.size() << " of " << peers.size()
                          << " neighbours connected within timeouts.connect_ms=" << connect_ms
-                         << "; starting anyway (fault.policy CARRY_ON)";
+                         << "; starting anyway (fault.policy CARRY_ON); not connected: "
+                         << transport.describe_unconnected(peers);
     return std::nullopt;
   }
   std::string missing;

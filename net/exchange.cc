@@ -98,6 +98,17 @@ void Transport::Impl::abandon(const std::shared_ptr<ExchangeState>& state) {
   }
 }
 
+void Transport::Impl::track_exchange(const std::shared_ptr<ExchangeState>& state) {
+  if (live_exchanges_.size() >= prune_at_) {
+    std::erase_if(live_exchanges_, [](const auto& w) { return w.expired(); });
+    // Doubling keeps the pruning amortised O(1) per exchange.
+    prune_at_ = std::max(kMinPrune, 2 * live_exchanges_.size());
+  }
+  live_exchanges_.push_back(state);
+  std::lock_guard l(mu_);
+  stats_.exchanges_tracked = live_exchanges_.size();
+}
+
 std::shared_ptr<Exchange> Transport::Impl::exchange(std::uint64_t iteration,
                                                     std::span<const float> data,
                                                     std::span<const int> to,
@@ -107,6 +118,10 @@ std::shared_ptr<Exchange> Transport::Impl::exchange(std::uint64_t iteration,
   state->iteration = iteration;
   state->unresolved_sends = static_cast<int>(to.size());
   state->unresolved_recvs = static_cast<int>(recvs.size());
+  // Nothing to send or receive (a node alone, or every neighbour dropped): nothing for the io
+  // thread to do, and nothing to release at shutdown. Posting it anyway would let a caller that
+  // runs faster than the io thread pile exchanges up in its queue (no wait() holds it back).
+  if (to.empty() && recvs.empty()) return std::make_shared<Exchange>(state);
   if (!to.empty()) GOSSIP_CHECK_EQ(data.size(), opts_.self.param_count);
   std::vector<std::shared_ptr<SendOp>> ops;
   for (int peer : to) {
@@ -142,7 +157,7 @@ std::shared_ptr<Exchange> Transport::Impl::exchange(std::uint64_t iteration,
           for (auto& s : slots) state->resolve(true, s->peer, unavailable("transport shut down"));
           return;
         }
-        live_exchanges_.push_back(state);
+        track_exchange(state);
         for (auto& op : ops) op->chunks_left = num_chunks;
         for (auto& s : slots) post_recv(s);
       });

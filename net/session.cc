@@ -444,6 +444,7 @@ void Session::on_hello_ack() {
 
 void Session::become_established(const pb::Hello& hello) {
   phase_ = Phase::kEstablished;
+  was_established_ = true;
   last_rx_ms_ = now_ms();
   t_.on_established(shared_from_this(), peer_, hello);
   if (phase_ == Phase::kEstablished) read_header();

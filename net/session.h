@@ -33,6 +33,7 @@ class Session : public std::enable_shared_from_this<Session> {
   tcp::socket& socket() { return tls_ ? tls_socket(*tls_) : *plain_; }
   int peer() const { return peer_; }
   bool established() const { return phase_ == Phase::kEstablished; }
+  bool was_established() const { return was_established_; }
   bool paused() const { return paused_; }
   bool peer_said_goodbye() const { return peer_said_goodbye_; }
   std::string describe() const;
@@ -122,6 +123,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::shared_ptr<RecvSlot> target_;
   bool paused_ = false;
   bool peer_said_goodbye_ = false;  // the link ended with the peer's Goodbye
+  bool was_established_ = false;    // reached kEstablished at some point
   std::uint64_t discard_left_ = 0;
   std::vector<std::uint8_t> scratch_;
   std::uint64_t payload_done_ = 0;  // bytes of the current payload read and checksummed

@@ -257,6 +257,7 @@ void Transport::Impl::on_session_closed(const std::shared_ptr<Session>& s, const
       connected_.erase(id);
       hellos_.erase(id);
       peer_iterations_.erase(id);
+      link_errors_[id] = "link lost: " + why.message();
     }
     // A peer that says Goodbye has sent everything of the iterations it finished (its data
     // precedes the Goodbye): a whole iteration already staged stays for the receive to come.
@@ -265,8 +266,58 @@ void Transport::Impl::on_session_closed(const std::shared_ptr<Session>& s, const
     if (p.we_dial) schedule_redial(p);
   } else if (p.pending == s) {
     p.pending.reset();
+    note_link_failure(p, why, /*our_dial=*/true);
     schedule_redial(p);
+  } else if (!s->was_established()) {
+    note_link_failure(p, why, /*our_dial=*/false);  // its dial, refused or failed mid-handshake
   }
+}
+
+void Transport::Impl::note_link_failure(Peer& p, const Status& why, bool our_dial) {
+  const int id = p.addr.node_id;
+  {
+    std::lock_guard l(mu_);
+    link_errors_[id] = why.message();
+  }
+  if (stopping_ || !our_dial) return;  // refusals of its dials are logged where they happen
+  if (p.logged_causes.size() >= Peer::kMaxLoggedCauses ||
+      !p.logged_causes.insert(why.message()).second) {
+    return;
+  }
+  const std::string line = "net: node " + std::to_string(opts_.self.node_id) +
+                           " cannot reach neighbour " + node_name(id) + " at " + p.addr.host + ":" +
+                           std::to_string(p.addr.port) + ": " + why.message() +
+                           " (retrying every " + std::to_string(opts_.connect_backoff_max_ms) +
+                           " ms at most; each cause is logged once)";
+  // A name that does not resolve is a configuration error more often than a transient one (a
+  // neighbour that is not listening yet is the normal start of a job).
+  if (why.message().rfind("cannot resolve", 0) == 0) {
+    GOSSIP_LOG(kWarning) << line;
+  } else {
+    GOSSIP_LOG(kInfo) << line;
+  }
+}
+
+std::string Transport::Impl::describe_unconnected(std::span<const int> peers) const {
+  std::lock_guard l(mu_);
+  std::string out;
+  for (int id : peers) {
+    if (connected_.count(id)) continue;
+    auto it = peers_.find(id);  // peers_ itself is fixed after init(): its addresses may be read
+    if (it == peers_.end()) continue;
+    const Peer& p = it->second;
+    out += out.empty() ? "" : "; ";
+    out += node_name(id);
+    out += p.we_dial ? " at " + p.addr.host + ":" + std::to_string(p.addr.port)
+                     : std::string(" (it dials this node)");
+    auto e = link_errors_.find(id);
+    if (e != link_errors_.end()) {
+      out += ": " + e->second;
+    } else {
+      out += p.we_dial ? ": no dial finished yet" : ": no connection from it yet";
+    }
+  }
+  return out;
 }
 
 void Transport::Impl::fail_everything(const Status& s) {
@@ -485,6 +536,9 @@ bool Transport::wait_connected(std::span<const int> peers, Deadline deadline) {
   return impl_->wait_connected(peers, deadline);
 }
 std::vector<int> Transport::connected_peers() const { return impl_->connected_peers(); }
+std::string Transport::describe_unconnected(std::span<const int> peers) const {
+  return impl_->describe_unconnected(peers);
+}
 std::optional<pb::Hello> Transport::peer_hello(int peer) const { return impl_->peer_hello(peer); }
 void Transport::set_local_state(std::uint32_t degree, std::uint64_t iteration) {
   impl_->set_local_state(degree, iteration);

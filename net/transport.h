@@ -161,6 +161,9 @@ struct TransportStats {
   std::uint64_t unchecksummed_chunks = 0;
   // Control messages dropped because kMaxHeldControl were already held for a handler not yet set.
   std::uint64_t control_dropped = 0;
+  // Exchanges the transport keeps a (weak) handle of, for shutdown: at most twice those whose
+  // Exchange is still alive, plus 64 — bounded however long the run (a gauge, not a counter).
+  std::uint64_t exchanges_tracked = 0;
 };
 
 class Transport {
@@ -190,6 +193,11 @@ class Transport {
   // Blocks until every neighbour in `peers` has an established link, or the deadline passes.
   bool wait_connected(std::span<const int> peers, Deadline deadline);
   std::vector<int> connected_peers() const;
+  // The neighbours of `peers` without an established link, each with where it is and why it is
+  // not connected: "node 1 at db-7:7001: cannot resolve db-7: Host not found; node 2 (it dials
+  // this node): no connection from it yet". "" when all are connected. For the caller's message
+  // when it stops waiting for them (the transport logs each distinct dial failure once itself).
+  std::string describe_unconnected(std::span<const int> peers) const;
   // The Hello a connected neighbour sent (its degree, iteration and extras), if connected.
   std::optional<pb::Hello> peer_hello(int peer) const;
 

@@ -154,6 +154,10 @@ struct Peer {
   std::int64_t backoff_ms = 0;
   std::unique_ptr<asio::steady_timer> retry;
   std::unique_ptr<tcp::resolver> resolver;
+  // Why a link could not be made, each cause logged once (at most kMaxLoggedCauses of them): a
+  // dial that fails every backoff period must not write a line per retry.
+  std::set<std::string> logged_causes;
+  static constexpr std::size_t kMaxLoggedCauses = 16;
 };
 
 class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
@@ -171,6 +175,7 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   void shutdown(std::int64_t flush_timeout_ms);
   bool wait_connected(std::span<const int> peers, Deadline deadline);
   std::vector<int> connected_peers() const;
+  std::string describe_unconnected(std::span<const int> peers) const;
   std::optional<pb::Hello> peer_hello(int peer) const;
   void set_local_state(std::uint32_t degree, std::uint64_t iteration);
   TransportStats stats() const;
@@ -244,10 +249,15 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   void fail_peer(Peer& p, const Status& s, bool keep_complete_staging = false);
   void dial(Peer& p);
   void schedule_redial(Peer& p);
+  // A link to `p` could not be made (our dial, or a connection from it that never completed its
+  // handshake): remembers `why` for describe_unconnected and logs it once per distinct cause.
+  void note_link_failure(Peer& p, const Status& why, bool our_dial);
   void do_accept();
   void on_tick();
   void begin_shutdown();
   void fail_everything(const Status& s);
+  // Adds `state` to live_exchanges_, pruning expired entries first when it has doubled.
+  void track_exchange(const std::shared_ptr<ExchangeState>& state);
 
   TransportOptions opts_;
   std::uint64_t model_bytes_ = 0;
@@ -257,12 +267,18 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   tcp::acceptor acceptor_{io_};
   asio::steady_timer tick_{io_};
   std::thread thread_;
-  std::map<int, Peer> peers_;                                 // io thread
-  std::set<std::shared_ptr<Session>> sessions_;               // io thread: every live session
-  std::vector<std::weak_ptr<ExchangeState>> live_exchanges_;  // io thread, for shutdown
-  bool stopping_ = false;                                     // io thread
-  ControlHandler control_handler_;                            // io thread
-  std::deque<std::pair<int, std::string>> held_control_;      // io thread: (peer, message)
+  std::map<int, Peer> peers_;                    // io thread
+  std::set<std::shared_ptr<Session>> sessions_;  // io thread: every live session
+  // io thread, for shutdown: the exchanges posted, so that shutdown can release their waiters.
+  // Each weak_ptr pins its ExchangeState's allocation (make_shared), so track_exchange() prunes
+  // the expired ones whenever the vector doubles: it never holds more than twice the exchanges
+  // alive (plus kMinPrune), whatever the number of iterations.
+  std::vector<std::weak_ptr<ExchangeState>> live_exchanges_;
+  std::size_t prune_at_ = kMinPrune;  // io thread
+  static constexpr std::size_t kMinPrune = 64;
+  bool stopping_ = false;                                 // io thread
+  ControlHandler control_handler_;                        // io thread
+  std::deque<std::pair<int, std::string>> held_control_;  // io thread: (peer, message)
 
   mutable std::mutex mu_;  // guards the fields below
   std::condition_variable cv_;
@@ -270,6 +286,7 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   std::optional<Status>
       config_mismatch_;  // the first Hello we refused for a configuration mismatch
   std::set<int> connected_;
+  std::map<int, std::string> link_errors_;  // neighbour -> the last reason a link failed
   std::map<int, pb::Hello> hellos_;
   std::map<int, std::uint64_t> peer_iterations_;
   std::uint32_t degree_ = 0;

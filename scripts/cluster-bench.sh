@@ -61,24 +61,44 @@ only=""
 sysctls=()
 sets=()
 delays="0 5"
+usage_error() {
+  echo "cluster-bench.sh: $1 (see --help)" >&2
+  exit 2
+}
 while (($#)); do
   case $1 in
-    --quick) quick=1; curves=0 ;;
-    --no-curves) curves=0 ;;
-    --build) build=$2; shift ;;
-    --out) out=$2; shift ;;
-    --only) only=$2; shift ;;
-    --sysctl) sysctls+=("$2"); shift ;;
-    --delays) delays=${2//,/ }; shift ;;
-    --set) sets+=(--set "$2"); shift ;;
+    --quick) quick=1; curves=0; shift; continue ;;
+    --no-curves) curves=0; shift; continue ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "cluster-bench.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    --build | --out | --only | --sysctl | --delays | --set)
+      (($# >= 2)) || usage_error "$1 needs a value"
+      [[ -n $2 ]] || usage_error "$1: empty value" ;;
+    *) usage_error "unknown argument '$1'" ;;
   esac
-  shift
+  case $1 in
+    --build) build=$2 ;;
+    --out) out=$2 ;;
+    --only)
+      # [[ =~ ]] returns 2 for a pattern that is no extended regular expression.
+      rc=0
+      [[ "" =~ $2 ]] || rc=$?
+      ((rc != 2)) || usage_error "--only: '$2' is not an extended regular expression"
+      only=$2 ;;
+    --sysctl)
+      [[ $2 =~ ^[A-Za-z0-9_./-]+=.+$ ]] || usage_error "--sysctl: '$2' is not KEY=VALUE (e.g. net.ipv4.tcp_congestion_control=reno)"
+      sysctls+=("$2") ;;
+    --delays) delays=${2//,/ } ;;
+    --set)
+      [[ $2 =~ ^[A-Za-z0-9_.]+=.*$ ]] || usage_error "--set: '$2' is not FIELD=VALUE (e.g. fault.policy=FAIL_STOP)"
+      sets+=(--set "$2") ;;
+  esac
+  shift 2
 done
 out=${out:-$build/cluster-bench}
+[[ -n ${delays// /} ]] || usage_error "--delays: no delay given"
 for d in $delays; do
-  [[ $d =~ ^[0-9]+$ ]] || { echo "cluster-bench.sh: --delays: '$d' is not a whole number of ms" >&2; exit 2; }
+  [[ $d =~ ^[0-9]+$ ]] || usage_error "--delays: '$d' is not a whole number of ms"
+  ((10#$d <= 10000)) || usage_error "--delays: $d ms is more than 10 s"
 done
 ((quick == 0)) || delays="0 5"
 export GOSSIP_DELAYLINE=${GOSSIP_DELAYLINE:-$build/tests/fault/gossip-delayline}

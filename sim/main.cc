@@ -14,6 +14,7 @@
 #include "common/env.h"
 #include "common/escape.h"
 #include "common/memory.h"
+#include "common/strings.h"
 #include "config/load.h"
 #include "config/sgd_config.h"
 #include "sgd/optimizer.h"
@@ -137,6 +138,7 @@ void add_common(CLI::App* app, Options& o) {
   app->add_flag("--no-local-eval", o.no_local_eval,
                 "Skip the mean test accuracy of the local models (saves n evaluations per point)");
   app->add_option("--seed", o.seed, "Seed of data, shards, init, batches and stragglers")
+      ->check(gossip::non_negative_integer())
       ->capture_default_str();
   app->add_option("--threads,-j", o.threads,
                   "Threads stepping the nodes (0: one per CPU this process may use, i.e. its "
@@ -215,14 +217,70 @@ Result<std::vector<int>> parse_int_list(const std::string& text, const char* wha
   return out;
 }
 
-std::vector<std::string> split(const std::string& text) {
+// A comma-separated list of `flag`; an empty entry ("a,,b", a trailing comma) is an error, not
+// silently one value fewer.
+Result<std::vector<std::string>> split(const std::string& text, const char* flag) {
   std::vector<std::string> out;
-  std::stringstream s(text);
-  std::string item;
-  while (std::getline(s, item, ',')) {
-    if (!item.empty()) out.push_back(item);
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', start);
+    const std::string item(trim(std::string_view(text).substr(start, comma - start)));
+    if (item.empty()) {
+      return invalid_argument(std::string(flag) + ": empty entry " +
+                              std::to_string(out.size() + 1) + " in '" + text + "'");
+    }
+    out.push_back(item);
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
   }
-  return out;
+}
+
+// The problem's fields checked where they are given (sgd::ProblemConfig::validate), named by the
+// flag that sets them: a bad --dim is a usage error before anything runs, not a runtime one.
+Status check_problem_flags(sgd::ProblemConfig p, int nodes) {
+  p.num_nodes = nodes;
+  const Status s = p.validate();
+  if (s.is_ok()) return s;
+  constexpr std::pair<const char*, const char*> kFlags[] = {{"synthetic_train", "--train-examples"},
+                                                            {"synthetic_test", "--test-examples"},
+                                                            {"synthetic_dim", "--dim"},
+                                                            {"synthetic_noise", "--noise"},
+                                                            {"hidden", "--hidden"},
+                                                            {"model", "--model / --problem"}};
+  for (const auto& [field, flag] : kFlags) {
+    if (s.message().rfind(field, 0) == 0) return s.with_context(flag);
+  }
+  return s;
+}
+
+// Outputs are checked before the run, so that a bad path does not cost the whole simulation: the
+// CSV's directory must exist (the file itself, if there, must be a regular file), and the dump's
+// directory must be one, or its nearest existing ancestor must be (dump_params creates the rest).
+Status check_output_paths(const Options& o) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!o.csv.empty()) {
+    const fs::path csv(o.csv);
+    const fs::path dir = csv.parent_path().empty() ? fs::path(".") : csv.parent_path();
+    if (!fs::is_directory(dir, ec)) {
+      return invalid_argument("--csv " + o.csv + ": " + dir.string() + " is not a directory");
+    }
+    if (fs::exists(csv, ec) && !fs::is_regular_file(csv, ec)) {
+      return invalid_argument("--csv " + o.csv + ": exists and is not a regular file");
+    }
+  }
+  if (!o.dump_params.empty()) {
+    fs::path existing = fs::absolute(fs::path(o.dump_params), ec);
+    while (!fs::exists(existing, ec) && existing.has_parent_path() &&
+           existing.parent_path() != existing) {
+      existing = existing.parent_path();
+    }
+    if (!fs::is_directory(existing, ec)) {
+      return invalid_argument("--dump-params " + o.dump_params + ": " + existing.string() +
+                              " is not a directory");
+    }
+  }
+  return Status::ok();
 }
 
 Result<ExperimentConfig> build_config(const Options& o) {
@@ -263,8 +321,7 @@ Result<ExperimentConfig> build_config(const Options& o) {
 
   c.nodes = o.nodes;
   if (o.nodes <= 0) return invalid_argument("--nodes must be > 0");
-  c.topologies = split(o.topology);
-  if (c.topologies.empty()) return invalid_argument("--topology is empty");
+  GOSSIP_ASSIGN_OR_RETURN(c.topologies, split(o.topology, "--topology"));
   const bool nodes_given = std::any_of(o.nodes_flags.begin(), o.nodes_flags.end(),
                                        [](const CLI::Option* f) { return f->count() > 0; });
   if (!nodes_given) {
@@ -333,6 +390,9 @@ Result<ExperimentConfig> build_config(const Options& o) {
                           parse_straggler_model(o.straggler, mix_seed(o.seed, 0x57a6)));
   c.target_loss = o.target_loss;
   c.target_accuracy = o.target_accuracy;
+  if (!std::isnan(c.target_loss) && !(std::isfinite(c.target_loss) && c.target_loss >= 0)) {
+    return invalid_argument("--target-loss must be a finite loss >= 0");
+  }
   if (!std::isnan(c.target_accuracy) && (c.target_accuracy < 0 || c.target_accuracy > 1)) {
     return invalid_argument("--target-accuracy must be in [0, 1]");
   }
@@ -377,10 +437,12 @@ std::string training_flag_given(const CLI::App& sub) {
 
 // --config: the training config, loaded as gossipd loads it (file, --set, defaults, validation)
 // and mapped to the sgd configs by config/sgd_config.h, the mapping gossipd runs, so the simulated
-// nodes draw the same shards and batches and take the same steps as gossipd's.
-Status apply_train_config(const Options& o, ExperimentConfig& c) {
+// nodes draw the same shards and batches and take the same steps as gossipd's. `allreduce`: whether
+// the config's algorithm is ALLREDUCE (C-PSGD by Gloo's ring allreduce).
+Status apply_train_config(const Options& o, ExperimentConfig& c, bool& allreduce) {
   GOSSIP_ASSIGN_OR_RETURN(const config::TrainConfig t,
                           config::load_config_with_overrides(o.config, o.sets));
+  allreduce = t.algorithm() == config::pb::TrainConfig::ALLREDUCE;
   c.problem = config::to_problem_config(t, c.nodes);
   std::int64_t train_examples = 0;
   if (t.iterations() == 0) {
@@ -401,6 +463,40 @@ Status apply_train_config(const Options& o, ExperimentConfig& c) {
   GOSSIP_RETURN_IF_ERROR(r.validate());
   GOSSIP_ASSIGN_OR_RETURN(c.cost.straggler,
                           parse_straggler_model(o.straggler, mix_seed(t.seed(), 0x57a6)));
+  return Status::ok();
+}
+
+// The algorithm of --config decides what is simulated, as it decides what gossipd runs. ALLREDUCE
+// (C-PSGD: the n gradients averaged exactly, then one optimizer step; daemon/allreduce.h, held
+// against gossip-sim's cpsgd-allreduce by tests/daemon/gossipd_allreduce_test.cc): `run` simulates
+// cpsgd-allreduce unless --algorithm names another C-PSGD pricing (dpsgd is refused: it is not
+// what the config runs), and the ring is priced as Gloo's unless --allreduce-model says otherwise.
+// Says on stderr what is simulated and why.
+Status follow_config_algorithm(const std::string& config, bool allreduce, const CLI::App& sub,
+                               std::string& algorithm, ExperimentConfig& c) {
+  const bool run = sub.get_name() == "run";
+  const bool algorithm_given = run && sub.count("--algorithm") > 0;
+  if (!allreduce) {
+    if (run && !algorithm_given) {
+      std::cerr << "gossip-sim: --config " << log_escape(config)
+                << " has algorithm DPSGD: simulating D-PSGD (dpsgd)\n";
+    }
+    return Status::ok();
+  }
+  if (algorithm_given && algorithm == "dpsgd") {
+    return invalid_argument("--algorithm dpsgd: --config " + config +
+                            " has algorithm: ALLREDUCE (C-PSGD by Gloo's ring allreduce); leave "
+                            "out --algorithm, or give cpsgd-allreduce");
+  }
+  if (run && !algorithm_given) algorithm = "cpsgd-allreduce";
+  const bool model_given = sub.count("--allreduce-model") > 0;
+  if (!model_given) c.cost.allreduce = AllreduceModel::kGloo;
+  std::cerr << "gossip-sim: --config " << log_escape(config)
+            << " has algorithm ALLREDUCE: simulating C-PSGD ("
+            << (run ? algorithm : std::string("cpsgd-allreduce beside D-PSGD"))
+            << "), the ring allreduce priced as "
+            << (c.cost.allreduce == AllreduceModel::kGloo ? "Gloo's ring" : "Table 1's ring")
+            << (model_given ? " (--allreduce-model)" : " (what gossipd runs)") << "\n";
   return Status::ok();
 }
 
@@ -507,10 +603,18 @@ int sim_main(int argc, char** argv) {
                                     "; change it there or with --set"));
     }
     // A config that does not load or validate is invalid input, as a bad topology file is.
-    if (const Status s = apply_train_config(o, c); !s.is_ok()) return fail(s);
+    bool allreduce = false;
+    if (const Status s = apply_train_config(o, c, allreduce); !s.is_ok()) return fail(s);
+    if (const Status s = follow_config_algorithm(o.config, allreduce, *sub, algorithm, c);
+        !s.is_ok()) {
+      return usage(s);
+    }
   } else if (!o.sets.empty()) {
     return usage(invalid_argument("--set overrides a field of --config; give --config FILE"));
+  } else if (const Status s = check_problem_flags(c.problem, c.nodes); !s.is_ok()) {
+    return usage(s);
   }
+  if (const Status s = check_output_paths(o); !s.is_ok()) return usage(s);
   if (Status s = check_experiment_memory(c); !s.is_ok()) return usage(s);
 
   ProgressBar bar(!o.quiet);
@@ -551,7 +655,9 @@ int sim_main(int argc, char** argv) {
   } else {
     auto param = parse_sweep_param(sweep_param);
     if (!param.is_ok()) return usage(param.status());
-    const std::vector<std::string> values = split(sweep_values);
+    const auto split_values = split(sweep_values, "--values");
+    if (!split_values.is_ok()) return usage(split_values.status());
+    const std::vector<std::string>& values = *split_values;
     const Status checked = check_sweep_values(*param, values);  // run_sweep checks too, but a
     if (!checked.is_ok()) return usage(checked);                // bad value is a usage error
     auto result = run_sweep(c, *param, values, progress);

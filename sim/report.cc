@@ -12,6 +12,7 @@
 
 #include "common/clock.h"
 #include "common/json.h"
+#include "common/units.h"
 
 namespace gossip::sim {
 
@@ -131,9 +132,9 @@ void write_csv_rows(std::ostream& out, const std::vector<Series>& series,
 void print_summary(std::ostream& out, const ExperimentResult& result,
                    const ExperimentConfig& config) {
   const Network& net = config.cost.net;
-  out << "network: " << fixed(net.bandwidth_bps / 1e9, 3) << " Gbit/s, latency "
-      << seconds(net.latency_s) << "; message " << fixed(result.message_bytes / 1e6, 2)
-      << " MB; compute " << seconds(result.compute_s) << " per step"
+  out << "network: " << format_bandwidth_bps(net.bandwidth_bps) << ", latency "
+      << seconds(net.latency_s) << "; message " << format_size_bytes(result.message_bytes)
+      << "; compute " << seconds(result.compute_s) << " per step"
       << (config.cost.compute_s ? "" : " (measured)") << "; stragglers "
       << config.cost.straggler.to_string();
   if (net.payload_fraction != 1.0)

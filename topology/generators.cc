@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <span>
 
 #include "common/enum_names.h"
 #include "common/memory.h"
@@ -38,8 +39,10 @@ Status need(bool ok, std::string_view kind, const std::string& what) {
 }
 
 // Steger & Wormald (1999): pair random free stubs, refusing loops and repeated edges; restart on a
-// dead end. Nearly uniform for d = o(n^{1/28}) and fast for all small d.
-Result<Graph> random_regular(int n, int d, std::uint64_t seed) {
+// dead end. Nearly uniform for d = o(n^{1/28}) and fast for all small d. The edges of a simple
+// d-regular graph (connected when `connected`), or InvalidArgument after 100 attempts.
+Result<std::vector<std::pair<int, int>>> pair_stubs(int n, int d, bool connected,
+                                                    std::uint64_t seed) {
   Rng rng(seed, 0x7265677Full);
   for (int attempt = 0; attempt < 100; ++attempt) {
     std::vector<int> stubs;
@@ -85,11 +88,77 @@ Result<Graph> random_regular(int n, int d, std::uint64_t seed) {
       }
     }
     if (dead_end) continue;
+    if (!connected) return edges;
     GOSSIP_ASSIGN_OR_RETURN(Graph g, Graph::undirected(n, edges));
-    if (g.is_connected()) return g;
+    if (g.is_connected()) return edges;
   }
-  return invalid_argument("random_regular generator: no connected simple " + std::to_string(d) +
-                          "-regular graph on " + std::to_string(n) + " nodes after 100 attempts");
+  return invalid_argument("random_regular generator: no " +
+                          std::string(connected ? "connected " : "") + "simple " +
+                          std::to_string(d) + "-regular graph on " + std::to_string(n) +
+                          " nodes in 100 attempts of random pairing (seed " + std::to_string(seed) +
+                          "); try another --seed");
+}
+
+// A connected d-regular graph on n nodes, for every (n, d) where one exists; InvalidArgument
+// saying why for the others. Three regimes, so that no possible case is left to luck:
+//  - d = 2: the connected 2-regular graphs are the Hamiltonian cycles, so one random cyclic
+//    order (random pairing makes a union of cycles, connected with probability ~ sqrt(pi/2n));
+//  - d >= n/2: the complement of a random (n-1-d)-regular graph, which needs no connectivity:
+//    two non-adjacent nodes have d + d >= n neighbours among the other n - 2, so a common one,
+//    and the graph is connected (pairing stubs this dense mostly ends at a dead end);
+//  - otherwise random pairing (connected with high probability for d >= 3).
+Result<Graph> random_regular(int n, int d, std::uint64_t seed) {
+  const std::string what = "random_regular generator: degree " + std::to_string(d) + " with " +
+                           std::to_string(n) + " nodes is impossible: ";
+  if (n == 1 && d == 0) return Graph::undirected(1, {});  // one node alone
+  if (d < 1) {
+    return invalid_argument(what +
+                            "in a connected graph of 2 or more nodes every node has a "
+                            "neighbour (degree >= 1)");
+  }
+  if (d >= n) {
+    return invalid_argument(what + "a node has at most nodes - 1 = " + std::to_string(n - 1) +
+                            " neighbours (degree nodes - 1 is the complete graph)");
+  }
+  if ((std::int64_t{n} * d) % 2 != 0) {
+    return invalid_argument(what +
+                            "the degrees add up to twice the number of edges, so nodes x "
+                            "degree (" +
+                            std::to_string(std::int64_t{n} * d) + ") must be even");
+  }
+  if (d == 1 && n > 2) {
+    return invalid_argument(what +
+                            "a 1-regular graph is nodes/2 separate edges, connected only "
+                            "for 2 nodes");
+  }
+  std::vector<std::pair<int, int>> edges;
+  if (d == 2) {
+    Rng rng(seed, 0x7265677Full);
+    std::vector<int> order(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = i;
+    rng.shuffle(std::span<int>(order));
+    for (int i = 0; i < n; ++i) {
+      edges.emplace_back(order[static_cast<std::size_t>(i)],
+                         order[static_cast<std::size_t>((i + 1) % n)]);
+    }
+  } else if (2 * d >= n) {
+    GOSSIP_ASSIGN_OR_RETURN(const auto missing, pair_stubs(n, n - 1 - d, false, seed));
+    std::vector<std::vector<int>> absent(static_cast<std::size_t>(n));
+    for (auto [i, j] : missing) {
+      absent[static_cast<std::size_t>(i)].push_back(j);
+      absent[static_cast<std::size_t>(j)].push_back(i);
+    }
+    for (int i = 0; i < n; ++i) {
+      auto& a = absent[static_cast<std::size_t>(i)];
+      std::sort(a.begin(), a.end());
+      for (int j = i + 1; j < n; ++j) {
+        if (!std::binary_search(a.begin(), a.end(), j)) edges.emplace_back(i, j);
+      }
+    }
+  } else {
+    GOSSIP_ASSIGN_OR_RETURN(edges, pair_stubs(n, d, true, seed));
+  }
+  return Graph::undirected(n, edges);
 }
 
 // Batagelj & Brandes (2005): skip over absent pairs with geometric jumps.
@@ -173,7 +242,15 @@ double generator_edge_estimate(const GeneratorSpec& spec, int n) {
       return spec.p * n * (n - 1.0) / 2;
     case GeneratorKind::kComplete:
       return n * (n - 1.0) / 2;
-    default:
+    case GeneratorKind::kTorus:
+      return 2.0 * n;
+    case GeneratorKind::kGrid:
+      return std::max(0.0, 2.0 * n - spec.rows - spec.cols);
+    case GeneratorKind::kHypercube:
+      return n > 1 ? n * std::log2(double(n)) / 2 : 0.0;
+    case GeneratorKind::kStar:
+      return n - 1.0;
+    default:  // ring
       return n;
   }
 }
@@ -262,17 +339,7 @@ Result<Graph> generate_graph(const GeneratorSpec& spec) {
       return Graph::directed(n, e);
     }
     case GeneratorKind::kRandomRegular:
-      GOSSIP_RETURN_IF_ERROR(
-          need(spec.degree >= 1 && spec.degree < n, kind, "needs 1 <= degree < nodes"));
-      GOSSIP_RETURN_IF_ERROR(
-          need((std::int64_t{n} * spec.degree) % 2 == 0, kind, "needs nodes x degree even"));
-      if (spec.degree == n - 1) {
-        // The only (n-1)-regular simple graph is the complete graph.
-        for (int i = 0; i < n; ++i)
-          for (int j = i + 1; j < n; ++j) e.emplace_back(i, j);
-        return Graph::undirected(n, e);
-      }
-      return random_regular(n, spec.degree, spec.seed);
+      return random_regular(n, spec.degree, spec.seed);  // degree n - 1: the complete graph
     case GeneratorKind::kErdosRenyi:
       return erdos_renyi(n, spec.p, spec.seed);
     case GeneratorKind::kEdgeList:

@@ -14,6 +14,7 @@
 #include "common/cli.h"
 #include "common/escape.h"
 #include "common/json.h"
+#include "common/strings.h"
 #include "common/units.h"
 #include "topology/advisor.h"
 #include "topology/optimize.h"
@@ -105,6 +106,9 @@ struct Source {
   int base_port = 0;
   std::string weights = "default";
   std::string hosts, hostfile;  // generate: a host list instead of --host
+  // Whether --hosts / --hostfile were given at all: an empty value (an unset shell variable) is an
+  // error, never "no host list" (which would put every node on --host).
+  bool hosts_given = false, hostfile_given = false;
 
   // A subcommand that reads the topology `file` or, given --kind ..., generates one.
   void add(std::string& file, CLI::App* app) {
@@ -122,7 +126,9 @@ struct Source {
     app->add_option("-k,--k", k, "k_ring: neighbours on each side")->capture_default_str();
     app->add_option("--degree", degree, "random_regular: degree");
     app->add_option("-p,--p", p, "erdos_renyi: edge probability");
-    app->add_option("--seed", seed, "random generators: seed")->capture_default_str();
+    app->add_option("--seed", seed, "random generators: seed")
+        ->check(gossip::non_negative_integer())
+        ->capture_default_str();
     app->add_option("--host", host, "host of every generated node")->capture_default_str();
     app->add_option("--base-port", base_port,
                     "node i listens on base-port + i (0: no addresses, analysis only)")
@@ -152,13 +158,21 @@ struct Source {
     Placement p{.host = host, .base_port = base_port, .hosts = {}};
     bad_input = false;
     std::string flag = "--hosts";
-    if (!hostfile.empty()) {
+    if (hostfile_given) {
+      if (trim(hostfile).empty()) return invalid_argument("--hostfile: empty file name");
       flag = "--hostfile " + hostfile;
       auto text = Env::system().read_file(hostfile);
       bad_input = true;
       if (!text.is_ok()) return text.status();
       GOSSIP_ASSIGN_OR_RETURN(p.hosts, parse_hostfile(*text, hostfile));
-    } else if (!hosts.empty()) {
+      bad_input = false;
+      if (p.hosts.empty()) {
+        return invalid_argument(flag +
+                                ": no hosts in the file (one per line: host [slots=N] "
+                                "[base_port=P]); leave out --hostfile to put every node on "
+                                "--host");
+      }
+    } else if (hosts_given) {
       auto list = parse_host_list(hosts);
       if (!list.is_ok()) return list.status().with_context("--hosts");
       p.hosts = std::move(*list);
@@ -222,7 +236,8 @@ struct Model {
   }
 };
 
-std::string report_json(const Topology& t, const SpectralReport& r, const Advice& a) {
+std::string report_json(const Topology& t, const SpectralReport& r, const Advice& a,
+                        const CostModel& cost) {
   std::ostringstream o;
   o << "{\"name\": " << json_quote(t.name()) << ", \"nodes\": " << t.num_nodes()
     << ", \"directed\": " << (t.is_directed() ? "true" : "false")
@@ -243,9 +258,14 @@ std::string report_json(const Topology& t, const SpectralReport& r, const Advice
     << ", \"rho_per_iteration\": " << json_num(r.rho_per_iteration)
     << ", \"gap_per_iteration\": " << json_num(r.gap_per_iteration)
     << ", \"iterations_1000x\": " << a.iterations_1000x
+    << ", \"model_bytes\": " << json_num(cost.model_bytes)
+    << ", \"bandwidth_bps\": " << json_num(cost.bandwidth_bytes_per_s * 8)
+    << ", \"latency_s\": " << json_num(cost.latency_s)
     << ", \"dpsgd_bytes_per_node\": " << json_num(a.dpsgd_bytes_per_node)
     << ", \"dpsgd_seconds\": " << json_num(a.dpsgd_seconds)
+    << ", \"ps_server_bytes\": " << json_num(a.ps_server_bytes)
     << ", \"ps_seconds\": " << json_num(a.ps_seconds)
+    << ", \"allreduce_bytes_per_node\": " << json_num(a.allreduce_bytes_per_node)
     << ", \"allreduce_seconds\": " << json_num(a.allreduce_seconds) << "}";
   return o.str();
 }
@@ -324,22 +344,38 @@ int cmd_validate(const std::vector<std::string>& files, bool json) {
   return rc;
 }
 
+// The spectral options of analyze and compare: the method, the time limit (0: none), and the
+// estimate of a long Lanczos run said on stderr before it starts.
+Result<SpectralOptions> spectral_options(const std::string& method, double time_limit_s) {
+  GOSSIP_ASSIGN_OR_RETURN(const SpectralMethod m, parse_spectral_method(method));
+  if (!(time_limit_s >= 0) || !std::isfinite(time_limit_s)) {
+    return invalid_argument(
+        "--time-limit: must be a finite number of seconds >= 0 (0: none), got " +
+        fmt(time_limit_s));
+  }
+  SpectralOptions o;
+  o.method = m;
+  o.time_limit_s = time_limit_s;
+  o.note = [](const std::string& text) { std::cerr << "gossip-topo: note: " << text << "\n"; };
+  return o;
+}
+
 int cmd_analyze(const Source& src, const std::string& file, const std::string& method,
-                const Model& model, bool json) {
-  auto m = parse_spectral_method(method);
-  if (!m.is_ok()) return usage(m.status());
+                double time_limit_s, const Model& model, bool json) {
+  auto opt = spectral_options(method, time_limit_s);
+  if (!opt.is_ok()) return usage(opt.status());
   auto cost = model.get();
   if (!cost.is_ok()) return usage(cost.status());
   // Validation without the spectral rule first; the analysis below is the spectral rule.
   auto t = src.load(file, /*check_spectrum=*/false);
   if (!t.is_ok()) return src.load_failed(file, t.status());
-  SpectralOptions opt;
-  opt.method = *m;
-  auto r = analyze(*t, opt);
+  auto r = analyze(*t, *opt);
+  // Over --time-limit (estimated before it started): a request beyond a limit, as memory is.
+  if (!r.is_ok() && r.status().code() == StatusCode::kDeadlineExceeded) return usage(r.status());
   if (!r.is_ok()) return fail(r.status());
   const Advice a = advise(*t, *r, *cost);
   if (json) {
-    std::cout << report_json(*t, *r, a) << "\n";
+    std::cout << report_json(*t, *r, a, *cost) << "\n";
   } else {
     const auto& g = t->graph();
     std::cout << "topology     " << log_escape(t->name().empty() ? file : t->name()) << ": "
@@ -373,15 +409,17 @@ int cmd_analyze(const Source& src, const std::string& file, const std::string& m
               << (a.iterations_1000x < 0 ? std::string("never")
                                          : std::to_string(a.iterations_1000x))
               << " iterations of pure gossip shrink the consensus error 1000x\n";
-    std::cout << "cost model   M = " << fmt(cost->model_bytes)
-              << " B, B = " << fmt(cost->bandwidth_bytes_per_s)
-              << " B/s, alpha = " << fmt(cost->latency_s) << " s\n";
-    std::cout << "  D-PSGD         " << fmt(a.dpsgd_bytes_per_node) << " B sent per node, "
-              << fmt(a.dpsgd_seconds * 1e3) << " ms per iteration (overlaps compute)\n";
-    std::cout << "  C-PSGD (PS)    " << fmt(a.ps_server_bytes) << " B through the server, "
-              << fmt(a.ps_seconds * 1e3) << " ms per iteration\n";
-    std::cout << "  C-PSGD (ring)  " << fmt(a.allreduce_bytes_per_node) << " B per node, "
-              << fmt(a.allreduce_seconds * 1e3) << " ms per iteration\n";
+    // Every time, size and bandwidth with its unit (common/units.h): the text a user reads.
+    std::cout << "cost model   M = " << format_size_bytes(cost->model_bytes)
+              << ", B = " << format_bandwidth_bps(cost->bandwidth_bytes_per_s * 8)
+              << ", alpha = " << format_duration_s(cost->latency_s) << "\n";
+    std::cout << "  D-PSGD         " << format_size_bytes(a.dpsgd_bytes_per_node)
+              << " sent per node, " << format_duration_s(a.dpsgd_seconds)
+              << " per iteration (overlaps compute)\n";
+    std::cout << "  C-PSGD (PS)    " << format_size_bytes(a.ps_server_bytes)
+              << " through the server, " << format_duration_s(a.ps_seconds) << " per iteration\n";
+    std::cout << "  C-PSGD (ring)  " << format_size_bytes(a.allreduce_bytes_per_node)
+              << " per node, " << format_duration_s(a.allreduce_seconds) << " per iteration\n";
   }
   return 0;
 }
@@ -427,6 +465,10 @@ int cmd_weights(const Source& src, const std::string& file, std::int64_t iterati
 
 int cmd_optimize(const Source& src, const std::string& file, int iterations, double time_limit,
                  const std::string& output, bool json) {
+  if (iterations < 1) return usage(invalid_argument("--iterations must be >= 1"));
+  if (!(time_limit > 0) || !std::isfinite(time_limit)) {
+    return usage(invalid_argument("--time-limit must be a finite number of seconds > 0"));
+  }
   auto t = src.load(file);
   if (!t.is_ok()) return src.load_failed(file, t.status());
   OptimizeOptions o;
@@ -463,9 +505,10 @@ int cmd_optimize(const Source& src, const std::string& file, int iterations, dou
 }
 
 int cmd_compare(const std::vector<std::string>& files, const std::vector<std::string>& kinds,
-                int nodes, const std::string& method, const Model& model, bool json) {
-  auto m = parse_spectral_method(method);
-  if (!m.is_ok()) return usage(m.status());
+                int nodes, const std::string& method, double time_limit_s, const Model& model,
+                bool json) {
+  auto opt = spectral_options(method, time_limit_s);
+  if (!opt.is_ok()) return usage(opt.status());
   auto cost = model.get();
   if (!cost.is_ok()) return usage(cost.status());
   std::vector<Topology> topos;
@@ -502,13 +545,13 @@ int cmd_compare(const std::vector<std::string>& files, const std::vector<std::st
               << std::setw(14) << "allreduce ms" << std::setw(10) << "method"
               << "\n";
   for (std::size_t i = 0; i < topos.size(); ++i) {
-    SpectralOptions opt;
-    opt.method = *m;
-    auto r = analyze(topos[i], opt);
+    auto r = analyze(topos[i], *opt);
+    if (!r.is_ok() && r.status().code() == StatusCode::kDeadlineExceeded)
+      return usage(r.status().with_context(labels[i]));
     if (!r.is_ok()) return fail(r.status().with_context(labels[i]));
     const Advice a = advise(topos[i], *r, *cost);
     if (json) {
-      std::cout << report_json(topos[i], *r, a) << "\n";
+      std::cout << report_json(topos[i], *r, a, *cost) << "\n";
       continue;
     }
     std::cout << std::left << std::setw(24) << log_escape(labels[i]) << std::right << std::setw(8)
@@ -593,6 +636,7 @@ int topo_main(int argc, char** argv) {
   Model model;
 
   auto* gen = app.add_subcommand("generate", "print a topology file for a generator");
+  CLI::Option *hosts_opt = nullptr, *hostfile_opt = nullptr;
   gen->add_option("kind", gen_src.kind,
                   "ring, k_ring, torus, grid, hypercube, complete, star, exponential, "
                   "one_peer_exponential, random_regular, erdos_renyi")
@@ -604,17 +648,20 @@ int topo_main(int argc, char** argv) {
     gen->add_option("-k,--k", gen_src.k, "k_ring: neighbours on each side")->capture_default_str();
     gen->add_option("--degree", gen_src.degree, "random_regular: degree");
     gen->add_option("-p,--p", gen_src.p, "erdos_renyi: edge probability");
-    gen->add_option("--seed", gen_src.seed, "random generators: seed")->capture_default_str();
+    gen->add_option("--seed", gen_src.seed, "random generators: seed")
+        ->check(gossip::non_negative_integer())
+        ->capture_default_str();
     auto* one_host =
         gen->add_option("--host", gen_src.host, "host of every node")->capture_default_str();
     auto* hosts = gen->add_option("--hosts", gen_src.hosts,
                                   "host list h1[:slots],h2[:slots],... (IPv6: [fd00::1]:4): node k "
                                   "runs on slot k, in order")
                       ->excludes(one_host);
-    gen->add_option("--hostfile", gen_src.hostfile,
-                    "host list file, one 'host [slots=N] [base_port=P]' per line")
-        ->excludes(one_host)
-        ->excludes(hosts);
+    hostfile_opt = gen->add_option("--hostfile", gen_src.hostfile,
+                                   "host list file, one 'host [slots=N] [base_port=P]' per line")
+                       ->excludes(one_host)
+                       ->excludes(hosts);
+    hosts_opt = hosts;
     gen->add_option("--base-port", gen_src.base_port,
                     "node i listens on base-port + i; with a host list each host's nodes take "
                     "base-port, base-port + 1, ... (0: no addresses, analysis only)")
@@ -634,8 +681,13 @@ int topo_main(int argc, char** argv) {
   val->add_flag("--json", json, "one JSON object per file");
 
   // analyze, compare: how to compute the spectrum, and the cost model's parameters.
+  double spectrum_time_limit_s = 600;
   auto add_spectrum_options = [&](CLI::App* cmd) {
     cmd->add_option("-m,--method", method, "auto, exact, dense or lanczos")->capture_default_str();
+    cmd->add_option("--time-limit", spectrum_time_limit_s,
+                    "seconds the Lanczos method may take: an estimate above it is refused at "
+                    "once (exit 2), a run reaching it stops (0: no limit)")
+        ->capture_default_str();
     model.add(cmd);
   };
   auto* ana = app.add_subcommand(
@@ -673,12 +725,15 @@ int topo_main(int argc, char** argv) {
   exp->add_flag("--pbtxt", pbtxt, "explicit topology, text format");
 
   if (const auto rc = gossip::parse_command_line(app, argc, argv)) return *rc;
+  gen_src.hosts_given = hosts_opt->count() > 0;
+  gen_src.hostfile_given = hostfile_opt->count() > 0;
   if (gen->parsed()) return cmd_generate(gen_src, explicit_form, json, name);
   if (val->parsed()) return cmd_validate(files, json);
-  if (ana->parsed()) return cmd_analyze(src, file, method, model, json);
+  if (ana->parsed()) return cmd_analyze(src, file, method, spectrum_time_limit_s, model, json);
   if (wts->parsed()) return cmd_weights(src, file, iteration, format);
   if (opt->parsed()) return cmd_optimize(src, file, iterations, time_limit, output, json);
-  if (cmp->parsed()) return cmd_compare(files, kinds, src.nodes, method, model, json);
+  if (cmp->parsed())
+    return cmd_compare(files, kinds, src.nodes, method, spectrum_time_limit_s, model, json);
   if (exp->parsed()) return cmd_export(src, file, dot, json, edges, pbtxt);
   return gossip::kExitUsageError;
 }

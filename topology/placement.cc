@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdint>
@@ -68,7 +69,50 @@ Status check_host_name(std::string_view host) {
       return invalid_argument(
           quoted + ": '" + std::string(1, c) +
           "' is not allowed (letters, digits, '-', '_', '.'; IPv6 hex and ':')");
+  // Labels (RFC 1123): 1 to 63 characters, no '-' at either end; one trailing '.' (a fully
+  // qualified name) is allowed.
+  std::string_view name = host.back() == '.' ? host.substr(0, host.size() - 1) : host;
+  std::string_view last;
+  for (std::size_t b = 0; b <= name.size();) {
+    const std::size_t e = std::min(name.find('.', b), name.size());
+    const std::string_view label = name.substr(b, e - b);
+    if (label.empty())
+      return invalid_argument(quoted + ": empty label (a '.' at the start or two in a row)");
+    if (label.size() > 63)
+      return invalid_argument(quoted + ": label '" + std::string(label) +
+                              "' is longer than 63 characters");
+    if (label.front() == '-' || label.back() == '-')
+      return invalid_argument(quoted + ": label '" + std::string(label) +
+                              "' starts or ends with '-'");
+    last = label;
+    b = e + 1;
+  }
+  // A name whose last label is all digits is no host name, so it must be an IPv4 address; the
+  // resolver would otherwise read "1.2.3" as 1.2.0.3 or fail on "999.1.1.1" only when a node dials.
+  const bool numeric = std::all_of(
+      last.begin(), last.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+  if (numeric) {
+    in_addr parsed;
+    if (inet_pton(AF_INET, std::string(host).c_str(), &parsed) != 1)
+      return invalid_argument(quoted +
+                              " is not an IPv4 address (four numbers 0..255 without leading "
+                              "zeros, a.b.c.d) and cannot be a host name (its last label is a "
+                              "number)");
+  }
   return Status::ok();
+}
+
+std::string host_key(std::string_view host) {
+  const std::string h(host);
+  in6_addr v6;
+  if (inet_pton(AF_INET6, h.c_str(), &v6) == 1) {
+    char text[INET6_ADDRSTRLEN];
+    if (inet_ntop(AF_INET6, &v6, text, sizeof text) != nullptr) return text;
+  }
+  std::string key;
+  for (char c : h) key += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (!key.empty() && key.back() == '.') key.pop_back();
+  return key;
 }
 
 Result<std::vector<NodeAddress>> place_nodes(int n, const Placement& placement, int* bad_entry) {
@@ -123,12 +167,14 @@ Result<std::vector<NodeAddress>> place_nodes(int n, const Placement& placement, 
     for (int s = 0; s < count; ++s) {
       NodeAddress a{h.host, first + s};
       const int node = static_cast<int>(out.size());
-      auto [it, fresh] = taken.emplace(a.to_string(), std::make_pair(node, static_cast<int>(e)));
+      auto [it, fresh] = taken.emplace(NodeAddress{host_key(h.host), a.port}.to_string(),
+                                       std::make_pair(node, static_cast<int>(e)));
       if (!fresh)
         return invalid_argument(
             "node " + std::to_string(node) + " (host entry " + std::to_string(e + 1) +
             ") and node " + std::to_string(it->second.first) + " (host entry " +
             std::to_string(it->second.second + 1) + ") would both listen on " + a.to_string() +
+            (it->first == a.to_string() ? "" : " (the same as " + it->first + ")") +
             "; list a host once with more slots, or give it another base_port");
       out.push_back(std::move(a));
     }
@@ -155,8 +201,9 @@ Result<HostSlots> parse_host_entry(std::string_view text) {
   } else if (const auto colon = text.find(':'); colon != std::string_view::npos) {
     if (text.find(':', colon + 1) != std::string_view::npos)
       return invalid_argument(quoted + ": write IPv6 hosts in brackets, [fd00::1]:4");
-    host = text.substr(0, colon);
-    slots = text.substr(colon + 1);
+    // Blanks around the ':' are the list's layout, not part of the host or the count.
+    host = trim(text.substr(0, colon));
+    slots = trim(text.substr(colon + 1));
     if (slots.empty()) return invalid_argument(quoted + ": no slot count after ':'");
   }
   if (Status s = check_host_name(host); !s.is_ok())
@@ -241,7 +288,6 @@ Result<std::vector<HostSlots>> parse_hostfile(std::string_view text, const std::
     }
     out.push_back(std::move(h));
   }
-  if (out.empty()) return invalid_argument(filename + ": no hosts (one per line: host [slots=N])");
   return out;
 }
 

@@ -37,14 +37,21 @@ struct Placement {
   std::vector<HostSlots> hosts;    // empty: every node on `host`
 };
 
-// InvalidArgument unless `host` is a host name (letters, digits, '-', '_', '.'), an IPv4 address
-// or an IPv6 address (as inet_pton reads it; brackets and ports are not part of a host).
+// InvalidArgument unless `host` is a host name (labels of 1 to 63 letters, digits, '-', '_'
+// separated by '.', no '-' at either end of a label, one trailing '.' allowed, the last label not
+// all digits), an IPv4 address (a.b.c.d as inet_pton reads it: "999.1.1.1" and "1.2.3" are
+// refused) or an IPv6 address (brackets and ports are not part of a host).
 Status check_host_name(std::string_view host);
+
+// The form two spellings of one host share, for finding a host listed twice: IPv6 addresses in
+// inet_ntop's canonical form, names in lower case without a trailing '.'.
+std::string host_key(std::string_view host);
 
 // The addresses of nodes 0..n-1 under `placement` (empty when base_port is 0 and there is no host
 // list). InvalidArgument, naming the counts, entries and ports, when: the slots are fewer than
 // n; an entry has slots < 1 or a bad host name; a port runs past 65535; two nodes would share a
-// host:port (the same host listed twice on the same ports); base_port is 0 with a host list.
+// host:port (the same host listed twice on the same ports, however spelt: host_key); base_port is
+// 0 with a host list.
 // `bad_entry`, when given, receives the index of the host entry at fault (-1: none in particular)
 // so that a file can point at its line.
 Result<std::vector<NodeAddress>> place_nodes(int n, const Placement& placement,
@@ -55,7 +62,8 @@ Result<HostSlots> parse_host_entry(std::string_view text);
 // A comma-separated list of parse_host_entry() entries: the value of `--hosts h1:4,h2:4`.
 Result<std::vector<HostSlots>> parse_host_list(std::string_view text);
 // A hostfile: one entry per line, "host [slots=N] [base_port=P]" (the MPI hostfile form), '#'
-// starts a comment, blank lines are skipped. Errors name filename:line:column.
+// starts a comment, blank lines are skipped. Errors name filename:line:column. A file without
+// entries gives an empty list: the caller says what that means for it (gossip-topo refuses it).
 Result<std::vector<HostSlots>> parse_hostfile(std::string_view text, const std::string& filename);
 
 }  // namespace gossip::topology

@@ -13,6 +13,7 @@
 #include "common/check.h"
 #include "common/clock.h"
 #include "common/enum_names.h"
+#include "common/units.h"
 #include "topology/spectral_internal.h"
 
 namespace gossip::topology {
@@ -101,6 +102,28 @@ void finish_rates(SpectralReport& r) {
   }
 }
 
+// The Lanczos method within o.time_limit_s: refused at once when its estimate is above the limit
+// (its time grows like n times the hop diameter: a 3000 x 3000 grid needs hours, not the seconds
+// its generation takes), stopped at the limit when the estimate was short of it.
+constexpr double kNoteSeconds = 5;  // SpectralOptions::note is told estimates from here on
+
+Result<SpectralReport> timed_lanczos(const std::vector<const SparseMatrix*>& ws,
+                                     const SpectralOptions& o) {
+  if (o.time_limit_s > 0 || o.note) {
+    const LanczosEstimate e = lanczos_estimate(ws, o);
+    const std::string what = "the Lanczos method on " + std::to_string(ws.front()->rows()) +
+                             " nodes needs " + e.to_string();
+    if (o.time_limit_s > 0 && e.seconds > o.time_limit_s) {
+      return deadline_exceeded(what + ", more than the time limit of " +
+                               format_duration_s(o.time_limit_s) +
+                               "; raise the limit to run it, or analyze a smaller instance of the "
+                               "same family (its gap shrinks like 1/diameter^2)");
+    }
+    if (o.note && e.seconds >= kNoteSeconds) o.note(what);
+  }
+  return lanczos_method(ws, o);
+}
+
 Result<SpectralReport> analyze_list(const std::vector<const SparseMatrix*>& ws,
                                     const SpectralOptions& o) {
   const SparseMatrix& w0 = *ws.front();
@@ -124,13 +147,13 @@ Result<SpectralReport> analyze_list(const std::vector<const SparseMatrix*>& ws,
       rep = dense_method(ws);
       break;
     case SpectralMethod::kLanczos:
-      rep = lanczos_method(ws, o);
+      rep = timed_lanczos(ws, o);
       break;
     case SpectralMethod::kAuto: {
       if (!o.symmetry.empty()) rep = exact_method(ws, o.symmetry);
       if (!rep.is_ok()) rep = exact_method(ws, {n});  // any circulant W
       if (!rep.is_ok()) {
-        rep = n <= o.dense_max_nodes || n < 4 ? dense_method(ws) : lanczos_method(ws, o);
+        rep = n <= o.dense_max_nodes || n < 4 ? dense_method(ws) : timed_lanczos(ws, o);
       }
       break;
     }

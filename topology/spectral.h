@@ -23,6 +23,7 @@
 // Thread-safe: pure functions.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,7 +49,32 @@ struct SpectralOptions {
   // solver (non-symmetric W and time-varying schedules, on M^T M).
   int max_iterations = 20000;
   std::vector<int> symmetry;  // translation group hint for kExact (Topology::symmetry_group())
+  // Lanczos only (exact and dense are bounded by n): before it starts, its time is estimated
+  // (lanczos_estimate); with time_limit_s > 0 an estimate above it is refused at once
+  // (DeadlineExceeded naming the estimate), and a run that reaches the limit anyway stops there
+  // (DeadlineExceeded naming the steps done). `note`, when set, is told an estimate of 5 s or more
+  // before the run starts.
+  double time_limit_s = 0;
+  std::function<void(const std::string&)> note;
 };
+
+// What the Lanczos method would cost on W (or a schedule) before it runs. Plain Lanczos converges
+// in about 1/sqrt(gap) steps, and a graph of bounded degree and hop diameter D has a gap of about
+// 1/D^2, so steps ~ 3 D + 60 (measured on grids: 2.1 D on squares of side 100 to 800, 470 to 3432
+// steps; 3.0 D on 60 x 80). D is the double-sweep lower bound (two breadth-first searches over W's
+// pattern); one product's time is measured on W itself (three products), times 1.5 for the
+// recurrence's vector passes.
+struct LanczosEstimate {
+  int diameter = 0;     // hop diameter of W's pattern (lower bound)
+  int steps = 0;        // Lanczos steps expected
+  double products = 0;  // products with W expected (both passes; schedules: every factor)
+  double seconds_per_product = 0;
+  double seconds = 0;             // products x seconds_per_product
+  std::string to_string() const;  // "about 18054 steps (hop diameter >= 5998), 36108 products
+                                  //  with W at 140 ms each: about 5055 s"
+};
+LanczosEstimate lanczos_estimate(const std::vector<const SparseMatrix*>& ws,
+                                 const SpectralOptions& options = {});
 
 struct SpectralReport {
   SpectralMethod method = SpectralMethod::kAuto;  // the one that ran
@@ -103,9 +129,12 @@ struct SymmetricExtremes {
   int steps = 0;         // Lanczos steps (dimension of the Krylov space)
   int applications = 0;  // products with W, both passes
 };
+// `time_limit_s` > 0: DeadlineExceeded, naming the steps done, once the first pass has run that
+// long without converging.
 Result<SymmetricExtremes> symmetric_extremes(const SparseMatrix& w, double tolerance = 1e-10,
                                              int max_steps = 20000,
-                                             const Eigen::VectorXd* start = nullptr);
+                                             const Eigen::VectorXd* start = nullptr,
+                                             double time_limit_s = 0);
 
 // Extreme eigenvalues of a symmetric Laplacian-like matrix L = I - W restricted to 1-perp:
 // lambda_{n-1}(L) (smallest nonzero) and lambda_1(L) (largest). Used by best-constant weights.

@@ -6,10 +6,15 @@
 #include <Spectra/SymEigsSolver.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <deque>
 
 #include "common/check.h"
+#include "common/clock.h"
 #include "common/random.h"
+#include "common/units.h"
 #include "topology/spectral.h"
 #include "topology/spectral_internal.h"
 
@@ -184,7 +189,8 @@ std::vector<double> tridiagonal_eigenvector(const std::vector<double>& a,
 }  // namespace
 
 Result<SymmetricExtremes> symmetric_extremes(const SparseMatrix& w, double tolerance, int max_steps,
-                                             const Eigen::VectorXd* start) {
+                                             const Eigen::VectorXd* start, double time_limit_s) {
+  Stopwatch watch;
   const Eigen::Index n = w.rows();
   if (n < 3) return invalid_argument("Lanczos needs at least 3 nodes; use the dense method");
   GOSSIP_CHECK(w.isCompressed()) << "symmetric_extremes needs a compressed matrix";
@@ -222,6 +228,11 @@ Result<SymmetricExtremes> symmetric_extremes(const SparseMatrix& w, double toler
     breakdown = !(b > 1e-13 * std::max({std::abs(a), m > 1 ? beta[m - 2] : 0.0, 1e-300}));
     if (m < next_check && !breakdown && m < limit) continue;
     next_check = m + std::max(8, m / 16);
+    if (time_limit_s > 0 && watch.elapsed_seconds() > time_limit_s) {
+      return deadline_exceeded("Lanczos stopped at the time limit of " +
+                               std::to_string(time_limit_s) + " s after " + std::to_string(m) +
+                               " steps without converging");
+    }
     double scale = 0.0;
     for (End* e : {&top, &bottom}) {
       if (e->done) continue;
@@ -352,8 +363,9 @@ Result<SpectralReport> spectral_internal::lanczos_method(const std::vector<const
       compressed.makeCompressed();
       wc = &compressed;
     }
-    GOSSIP_ASSIGN_OR_RETURN(const SymmetricExtremes ex,
-                            symmetric_extremes(*wc, o.tolerance, o.max_iterations));
+    GOSSIP_ASSIGN_OR_RETURN(
+        const SymmetricExtremes ex,
+        symmetric_extremes(*wc, o.tolerance, o.max_iterations, nullptr, o.time_limit_s));
     if (!(ex.residual < 1e-6))
       return internal_error("Lanczos converged to a poor eigenpair (residual " +
                             std::to_string(ex.residual) + "); try --method dense");
@@ -380,4 +392,62 @@ Result<SpectralReport> spectral_internal::lanczos_method(const std::vector<const
   rep.detail += ws.size() > 1 ? " on M^T M, M = period product - J" : " on (W - J)^T (W - J)";
   return rep;
 }
+namespace {
+
+// The largest hop distance from `source` over W's pattern (column j lists the i with W_ij != 0;
+// for a symmetric W those are j's neighbours), and the node where it is reached.
+std::pair<int, int> farthest(const SparseMatrix& w, int source) {
+  std::vector<int> dist(static_cast<std::size_t>(w.cols()), -1);
+  std::deque<int> queue{source};
+  dist[static_cast<std::size_t>(source)] = 0;
+  std::pair<int, int> best{0, source};
+  while (!queue.empty()) {
+    const int j = queue.front();
+    queue.pop_front();
+    for (SparseMatrix::InnerIterator it(w, j); it; ++it) {
+      const auto i = static_cast<std::size_t>(it.row());
+      if (dist[i] >= 0) continue;
+      dist[i] = dist[static_cast<std::size_t>(j)] + 1;
+      best = std::max(best, {dist[i], static_cast<int>(i)});
+      queue.push_back(static_cast<int>(i));
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+std::string LanczosEstimate::to_string() const {
+  char buf[200];
+  std::snprintf(buf, sizeof(buf),
+                "about %d steps (hop diameter >= %d), %.0f products with W at %s each: about %s",
+                steps, diameter, products, format_duration_s(seconds_per_product).c_str(),
+                format_duration_s(seconds).c_str());
+  return buf;
+}
+
+LanczosEstimate lanczos_estimate(const std::vector<const SparseMatrix*>& ws,
+                                 const SpectralOptions& options) {
+  const SparseMatrix& w = *ws.front();
+  LanczosEstimate e;
+  e.diameter = farthest(w, farthest(w, 0).second).first;  // double sweep
+  const int n = static_cast<int>(w.rows());
+  e.steps = std::min({3 * e.diameter + 60, options.max_iterations, std::max(n, 8) * 4});
+  // Symmetric W: two passes of one product per step. Otherwise Spectra on M^T M: 2 p products
+  // per operator application, counted as one application per step (restarts add to it).
+  const bool symmetric = ws.size() == 1 && spectral_internal::is_symmetric(w);
+  e.products = symmetric ? 2.0 * e.steps : 2.0 * static_cast<double>(ws.size()) * e.steps;
+  Eigen::VectorXd x = Eigen::VectorXd::Ones(n), y(n);
+  Stopwatch watch;
+  constexpr int kProbe = 3;
+  for (int k = 0; k < kProbe; ++k) {
+    y.noalias() = w * x;
+    x.swap(y);
+  }
+  // Lanczos adds about two vector passes per product (projection, norms): 1.5x a bare product.
+  e.seconds_per_product = 1.5 * watch.elapsed_seconds() / kProbe;
+  e.seconds = e.products * e.seconds_per_product;
+  return e;
+}
+
 }  // namespace gossip::topology

@@ -6,9 +6,9 @@
 
 from .client import ENV_SOCKET, Client
 from .errors import (DaemonAborted, DaemonGone, DaemonUnavailable, GossipError, GossipTimeout,
-                     ProtocolError, Refused, TrainingFinished)
+                     InvalidArgument, ProtocolError, Refused, TrainingFinished)
 
 __all__ = [
     "Client", "ENV_SOCKET", "GossipError", "DaemonUnavailable", "Refused", "DaemonGone",
-    "DaemonAborted", "GossipTimeout", "ProtocolError", "TrainingFinished",
+    "DaemonAborted", "GossipTimeout", "ProtocolError", "TrainingFinished", "InvalidArgument",
 ]

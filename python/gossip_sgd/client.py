@@ -19,18 +19,70 @@ daemon raises DaemonGone at once (EOF), a silent one GossipTimeout. After any Go
 client is closed. Not thread-safe: one thread uses a Client.
 """
 
+import math
 import mmap
+import numbers
 import os
 import socket
+import stat
 import time
 
 import numpy as np
 
 from . import protocol as p
 from .errors import (DaemonAborted, DaemonGone, DaemonUnavailable, GossipError, GossipTimeout,
-                     ProtocolError, Refused, TrainingFinished)
+                     InvalidArgument, ProtocolError, Refused, TrainingFinished)
 
 ENV_SOCKET = "GOSSIP_ATTACH_SOCKET"
+
+# sockaddr_un.sun_path holds 108 bytes, the terminating NUL included.
+_MAX_SOCKET_PATH_BYTES = 107
+_MAX_COUNT = 2**63 - 1  # HELLO carries the count as a u64; the daemon refuses what it cannot map
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _count(name, value):
+    """`value` as a positive int (an integer type, not bool, str or float); else InvalidArgument."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InvalidArgument(f"{name} must be a whole number >= 1, got {value!r} "
+                              f"({type(value).__name__})")
+    if not 1 <= int(value) <= _MAX_COUNT:
+        raise InvalidArgument(f"{name} must be in 1..{_MAX_COUNT}, got {int(value)}")
+    return int(value)
+
+
+def _seconds(name, value, zero_ok):
+    """`value` as finite seconds, > 0 (or >= 0 when `zero_ok`); else InvalidArgument."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidArgument(f"{name} must be a number of seconds, got {value!r} "
+                              f"({type(value).__name__})")
+    v = float(value)
+    if not math.isfinite(v) or v < 0 or (v == 0 and not zero_ok):
+        raise InvalidArgument(f"{name} must be a finite number of seconds "
+                              f"{'>= 0' if zero_ok else '> 0'}, got {v!r}")
+    return v
+
+
+def _socket_path(value):
+    """The attach socket's path as str: given, or $GOSSIP_ATTACH_SOCKET; else InvalidArgument."""
+    if value is None:
+        value = os.environ.get(ENV_SOCKET)
+        if not value:
+            raise InvalidArgument(f"socket_path: none given and ${ENV_SOCKET} is not set")
+        name = f"${ENV_SOCKET}"
+    else:
+        name = "socket_path"
+    if not isinstance(value, (str, bytes, os.PathLike)):
+        raise InvalidArgument(f"{name} must be a path, got {value!r} ({type(value).__name__})")
+    path = os.fsdecode(os.fspath(value))
+    if not path:
+        raise InvalidArgument(f"{name} is empty")
+    if "\0" in path:
+        raise InvalidArgument(f"{name} {path!r} contains a NUL byte")
+    if len(os.fsencode(path)) > _MAX_SOCKET_PATH_BYTES:
+        raise InvalidArgument(f"{name} {path!r} is {len(os.fsencode(path))} bytes; a Unix socket "
+                              f"path holds at most {_MAX_SOCKET_PATH_BYTES}")
+    return path
 
 
 class Client:
@@ -39,11 +91,14 @@ class Client:
     socket_path: the daemon's attach socket (default: $GOSSIP_ATTACH_SOCKET).
     num_params: how many float32 parameters the trainer gossips (checked by the daemon).
     timeout: seconds any one call may wait for the daemon (the handshake, each post_and_get);
-        it must cover the daemon's exchange with its neighbours.
+        it must cover the daemon's exchange with its neighbours. Finite and > 0.
     connect_timeout: seconds to keep retrying while nobody listens yet (a trainer may start
-        before its daemon); then DaemonUnavailable.
+        before its daemon); then DaemonUnavailable. Finite and >= 0.
     update: an update session (send_update() after each post()); `client.update` is then a
         second float32 view, where u_t goes.
+    An argument of the wrong type or out of range (a NaN or infinite timeout, a count that is not a
+    whole number, a path no Unix socket can have) raises InvalidArgument (a ValueError) naming it,
+    before any connection is made.
     """
 
     def __init__(self, socket_path=None, num_params=None, *, timeout=300.0, connect_timeout=30.0,
@@ -55,17 +110,13 @@ class Client:
         self.params = None
         self.update = None
         self.with_update = bool(update)
-        if socket_path is None:
-            socket_path = os.environ.get(ENV_SOCKET)
-            if not socket_path:
-                raise ValueError(f"no attach socket given and ${ENV_SOCKET} is not set")
-        if num_params is None or int(num_params) < 1:
-            raise ValueError(f"num_params must be a positive count, got {num_params!r}")
-        self.socket_path = str(socket_path)
-        self.timeout = float(timeout)
-        self._connect(float(connect_timeout))
+        self.socket_path = _socket_path(socket_path)
+        num_params = _count("num_params", num_params)
+        self.timeout = _seconds("timeout", timeout, zero_ok=False)
+        connect_timeout = _seconds("connect_timeout", connect_timeout, zero_ok=True)
+        self._connect(connect_timeout)
         try:
-            self._handshake(int(num_params))
+            self._handshake(num_params)
         except BaseException:
             self._drop()
             raise
@@ -79,8 +130,10 @@ class Client:
             raise GossipError(f"post({iteration}) while POST({self._posted}) is not answered")
         if iteration is None:
             iteration = self.iteration
-        if iteration != self.iteration:
-            raise ValueError(f"the next iteration is {self.iteration}, not {iteration}")
+        if isinstance(iteration, bool) or not isinstance(iteration, numbers.Integral) or \
+                iteration != self.iteration:
+            raise InvalidArgument(f"iteration: the next iteration is {self.iteration}, not "
+                                  f"{iteration!r}")
         self._send(p.encode_iteration(p.POST_TYPE, iteration), f"POST({iteration})")
         self._posted = iteration
         self._updated = False
@@ -92,6 +145,9 @@ class Client:
             raise GossipError("send_update() outside an update session (Client(update=True))")
         if self._posted is None or self._updated:
             raise GossipError("send_update() needs one post() before it")
+        if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real) or \
+                not math.isfinite(float(gamma)) or abs(float(gamma)) > _FLOAT32_MAX:
+            raise InvalidArgument(f"gamma must be a finite float32 step size, got {gamma!r}")
         self._send(p.encode_update(self._posted, float(gamma)), f"UPDATE({self._posted})")
         self._updated = True
 
@@ -164,6 +220,13 @@ class Client:
 
     def _connect(self, connect_timeout):
         deadline = time.monotonic() + connect_timeout
+        try:
+            mode = os.stat(self.socket_path).st_mode
+        except OSError:
+            mode = None  # not there yet: the daemon may still be starting
+        if mode is not None and not stat.S_ISSOCK(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "not a socket"
+            raise DaemonUnavailable(f"{self.socket_path} is {kind}: no gossipd listens there")
         while True:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
@@ -201,8 +264,12 @@ class Client:
                 self._protocol_error(f"WELCOME does not fit the HELLO: {n} parameters of dtype "
                                      f"{dtype} at offset {offset} (update {update_offset}) in "
                                      f"{buffer_bytes} bytes")
-            self._mmap = mmap.mmap(fds[0], buffer_bytes, mmap.MAP_SHARED,
-                                   mmap.PROT_READ | mmap.PROT_WRITE)
+            try:
+                self._mmap = mmap.mmap(fds[0], buffer_bytes, mmap.MAP_SHARED,
+                                       mmap.PROT_READ | mmap.PROT_WRITE)
+            except (OSError, ValueError, OverflowError) as e:
+                self._protocol_error(f"cannot map the {buffer_bytes} bytes of the buffer WELCOME "
+                                     f"passed: {e}")
         finally:
             for fd in fds:
                 os.close(fd)

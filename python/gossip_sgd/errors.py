@@ -11,6 +11,8 @@ A trainer that catches GossipError stops cleanly whatever went wrong; the subcla
   GossipTimeout      no answer within the client's timeout (also a TimeoutError)
   ProtocolError      a malformed or unexpected message (either side)
   TrainingFinished   gossipd ended training (BYE); not a failure, but no more iterations
+  InvalidArgument    an argument of the API is of the wrong type or out of range (names it; also
+                     a ValueError); raised before anything is sent, the client stays as it was
 """
 
 
@@ -44,3 +46,7 @@ class ProtocolError(GossipError):
 
 class TrainingFinished(GossipError):
     """The daemon ended training with BYE: there are no more iterations."""
+
+
+class InvalidArgument(GossipError, ValueError):
+    """An argument of the API is of the wrong type or out of its range; the text names it."""

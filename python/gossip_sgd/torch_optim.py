@@ -24,6 +24,7 @@ parameters must be on one device.
 import torch
 
 from .client import Client
+from .errors import InvalidArgument
 
 
 class GossipOptimizer:
@@ -42,17 +43,18 @@ class GossipOptimizer:
             params = [q for group in optimizer.param_groups for q in group["params"]]
         self.params = list(params)
         if not self.params:
-            raise ValueError("no parameters to gossip")
+            raise InvalidArgument("params: no parameters to gossip")
         devices = {q.device for q in self.params}
         if len(devices) != 1:
-            raise ValueError(f"all gossiped parameters must be on one device, got {devices}")
+            raise InvalidArgument(f"params: all gossiped parameters must be on one device, got "
+                                  f"{devices}")
         self.device = devices.pop()
         self.num_params = sum(q.numel() for q in self.params)
         if client is None:
             client = Client(socket_path, self.num_params, **client_args)
         elif client.num_params != self.num_params:
-            raise ValueError(f"the client gossips {client.num_params} parameters, the model has "
-                             f"{self.num_params}")
+            raise InvalidArgument(f"client: it gossips {client.num_params} parameters, the model has "
+                                  f"{self.num_params}")
         self.client = client
         self._shared = client.torch_view()  # CPU float32, the memfd itself
         # Which parameters are views of the shared buffer (CPU float32): nothing to copy for them.

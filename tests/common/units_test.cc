@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <string>
 
 namespace gossip {
@@ -71,4 +72,38 @@ TEST_CASE("durations, sizes and counts") {
 }
 
 }  // namespace
+}  // namespace gossip
+
+namespace gossip {
+
+TEST_CASE(
+    "format_*: the value in the largest unit that keeps it >= 1, and the parser reads it back") {
+  CHECK(format_duration_s(0.0012) == "1.2 ms");
+  CHECK(format_duration_s(65) == "65 s");
+  CHECK(format_duration_s(3.5e-8) == "35 ns");
+  CHECK(format_duration_s(0) == "0 s");
+  CHECK(format_size_bytes(4e6) == "4 MB");
+  CHECK(format_size_bytes(84) == "84 B");
+  CHECK(format_size_bytes(9.4e5) == "940 kB");
+  CHECK(format_bandwidth_bps(1e9) == "1 Gbit/s");
+  CHECK(format_bandwidth_bps(1.25e8) == "125 Mbit/s");
+  CHECK(format_duration_s(std::nan("")) == "n/a");
+  // Round trip to 4 significant digits over 12 decades, through the parsers users type into.
+  for (double v = 1.2345e-9; v < 1e4; v *= 3.7) {
+    CAPTURE(v);
+    const auto d = parse_duration_s(format_duration_s(v));
+    REQUIRE(d.is_ok());
+    CHECK(*d == doctest::Approx(v).epsilon(5e-4));
+  }
+  for (double v = 1.2345; v < 1e14; v *= 3.7) {
+    CAPTURE(v);
+    const auto b = parse_size_bytes(format_size_bytes(v));
+    REQUIRE(b.is_ok());
+    CHECK(*b == doctest::Approx(v).epsilon(5e-4));
+    const auto r = parse_bandwidth_bps(format_bandwidth_bps(v));
+    REQUIRE(r.is_ok());
+    CHECK(*r == doctest::Approx(v).epsilon(5e-4));
+  }
+}
+
 }  // namespace gossip

@@ -303,7 +303,7 @@ TEST_CASE("sizes: generators refuse what cannot fit and validate their parameter
       {{"erdos_renyi", "--nodes", "50", "-p", "0"}, "0 < p <= 1"},
       {{"erdos_renyi", "--nodes", "50", "-p", "1.5"}, "0 < p <= 1"},
       {{"erdos_renyi", "--nodes", "50", "-p", "1e-300"}, "is not connected"},
-      {{"random_regular", "--nodes", "6", "--degree", "6"}, "degree < nodes"},
+      {{"random_regular", "--nodes", "6", "--degree", "6"}, "a node has at most nodes - 1 = 5"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> argv = {topo_bin(), "generate"};

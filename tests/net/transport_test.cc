@@ -843,3 +843,137 @@ TEST_CASE("IPv6 literal and host name addresses") {
 }
 
 }  // namespace gossip::net
+
+namespace gossip::net {
+
+// The transport keeps a weak handle of every exchange for shutdown. Each one pins its
+// ExchangeState's allocation (make_shared), so handles that are never pruned grow the process by
+// a few hundred bytes per iteration for the whole run. The gauge must stay bounded (at most twice
+// the live exchanges plus 64), however many iterations pass; an exchange with nothing to send or
+// receive (a node alone) never reaches the io thread, so nothing of it is kept or queued there.
+TEST_CASE("exchanges tracked for shutdown stay bounded: 20000 iterations alone, 3000 in a pair") {
+  constexpr std::uint64_t kBound = 2 * 1 + 64;
+  {
+    auto t = Transport::start(node_options(0, 16, true, {}));
+    REQUIRE(t.is_ok());
+    for (std::uint64_t it = 0; it < 20000; ++it) {
+      auto ex = (*t)->exchange(it, {}, {}, {});
+      REQUIRE(ex->wait(deadline_in_ms(1000)).ok());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let a queued one be seen
+    CHECK((*t)->stats().exchanges_tracked == 0);
+  }
+  const std::vector<std::vector<int>> g = {{1}, {0}};
+  auto nodes = start_cluster(g, 100, true);
+  Counters c;
+  std::thread a([&] { run_node(*nodes[0], g[0], 100, 3000, c); });
+  std::thread b([&] { run_node(*nodes[1], g[1], 100, 3000, c); });
+  a.join();
+  b.join();
+  CHECK(c.failures == 0);
+  CHECK(c.mismatches == 0);
+  for (auto& n : nodes) {
+    const std::uint64_t tracked = n->stats().exchanges_tracked;
+    CHECK(tracked > 0);
+    CHECK(tracked <= kBound);
+  }
+}
+
+}  // namespace gossip::net
+
+namespace gossip::net {
+namespace {
+
+// Everything written to stderr (where GOSSIP_LOG writes) between construction and text().
+class StderrCapture {
+ public:
+  StderrCapture() {
+    fd_ = ::mkstemp(path_);
+    REQUIRE(fd_ >= 0);
+    std::fflush(stderr);
+    saved_ = ::dup(STDERR_FILENO);
+    ::dup2(fd_, STDERR_FILENO);
+  }
+  ~StderrCapture() { restore(); }
+  std::string text() {
+    restore();
+    std::ifstream in(path_);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+
+ private:
+  void restore() {
+    if (saved_ < 0) return;
+    std::fflush(stderr);
+    ::dup2(saved_, STDERR_FILENO);
+    ::close(saved_);
+    ::close(fd_);
+    saved_ = -1;
+  }
+  char path_[32] = "/tmp/gossip_net_log_XXXXXX";
+  int fd_ = -1;
+  int saved_ = -1;
+};
+
+std::size_t occurrences(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("neighbours that cannot be reached are named with host:port and cause, logged once") {
+  // A port nobody listens on: bound, then closed again.
+  std::uint16_t closed_port = 0;
+  {
+    asio::io_context io;
+    asio::ip::tcp::acceptor a(io, {asio::ip::address_v4::loopback(), 0});
+    closed_port = a.local_endpoint().port();
+  }
+  // Node 5 dials 6 (a name that never resolves: RFC 2606 reserves .invalid) and 7 (refused);
+  // node 4 would dial node 5 and never does.
+  auto o = node_options(5, 100, true, {{4, 0}});
+  o.neighbours.push_back({6, "nonexistent.invalid", 7000});
+  o.neighbours.push_back({7, "127.0.0.1", closed_port});
+  o.connect_backoff_initial_ms = 10;
+  o.connect_backoff_max_ms = 50;
+  std::string log, unconnected;
+  {
+    StderrCapture capture;
+    auto t = Transport::start(o);
+    REQUIRE(t.is_ok());
+    const int all[] = {4, 6, 7};
+    // Both failures seen (a resolver without a reachable DNS server may take seconds), then
+    // another 0.5 s at a backoff of at most 50 ms: node 7 is dialed ~10 more times.
+    CHECK(eventually(
+        [&] {
+          unconnected = (*t)->describe_unconnected(all);
+          return unconnected.find("cannot resolve") != std::string::npos &&
+                 unconnected.find("Connection refused") != std::string::npos;
+        },
+        30000));
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    unconnected = (*t)->describe_unconnected(all);
+    (*t)->shutdown();
+    log = capture.text();
+  }
+  INFO("log: ", log);
+  INFO("describe_unconnected: ", unconnected);
+  CHECK(occurrences(log,
+                    "cannot reach neighbour node 6 at nonexistent.invalid:7000: cannot "
+                    "resolve nonexistent.invalid") == 1);
+  CHECK(occurrences(log, "cannot reach neighbour node 7 at 127.0.0.1:" +
+                             std::to_string(closed_port) + ": cannot connect") == 1);
+  CHECK(occurrences(log, "Connection refused") == 1);
+  CHECK(occurrences(log, "neighbour node 4") == 0);  // it dials us: nothing to say yet
+  CHECK(unconnected.find("node 4 (it dials this node): no connection from it yet") !=
+        std::string::npos);
+  CHECK(unconnected.find("node 6 at nonexistent.invalid:7000: cannot resolve "
+                         "nonexistent.invalid") != std::string::npos);
+  CHECK(unconnected.find("node 7 at 127.0.0.1:" + std::to_string(closed_port) +
+                         ": cannot connect to node 7") != std::string::npos);
+  CHECK(unconnected.find("Connection refused") != std::string::npos);
+}
+
+}  // namespace gossip::net

@@ -134,6 +134,19 @@ with tempfile.TemporaryDirectory() as tmp:
                       (["compare", *SMALL, "--allreduce-model", "nccl"], 2),
                       (["compare", *SMALL, "--bogus"], 2),
                       (["compare", *SMALL[:2], "--nodes", "abc"], 2),
+                      # An unsigned seed read from "-1" was 2^64 - 1; an empty list entry was
+                      # silently dropped; an unreachable target ran the whole experiment.
+                      (["compare", *SMALL, "--seed", "-1"], 2),
+                      (["compare", *SMALL, "--topology", "ring,,torus"], 2),
+                      (["sweep", *SMALL, "--param", "bandwidth", "--values", "1Gbps,,10Gbps"], 2),
+                      (["compare", *SMALL, "--target-loss", "-1"], 2),
+                      # The problem's sizes are the command line's (was exit 1, after setup).
+                      (["compare", *SMALL, "--dim", "0"], 2),
+                      (["compare", *SMALL, "--noise", "-1"], 2),
+                      # Outputs that cannot be written are refused before the run, not after.
+                      (["compare", *SMALL, "--csv", "/nonexistent/dir/x.csv"], 2),
+                      (["compare", *SMALL, "--csv", "/tmp"], 2),
+                      (["run", *SMALL, "--dump-params", "/dev/null"], 2),
                       ([], 2)):
         p = sim(*bad, ok=False)
         check(p.returncode == code, f"{bad} exited {p.returncode}, expected {code}: {p.stderr!r}")
@@ -173,4 +186,34 @@ with tempfile.TemporaryDirectory() as tmp:
         p = sim(*bad, ok=False)
         check(p.returncode == code and says in p.stderr,
               f"{bad} exited {p.returncode} (expected {code}) with {p.stderr!r}")
+
+    # algorithm: ALLREDUCE in the config: gossipd runs C-PSGD over Gloo's ring, so `run` simulates
+    # cpsgd-allreduce priced as Gloo's ring, says so, and refuses --algorithm dpsgd. The bits are
+    # those of `--algorithm cpsgd-allreduce` with the same config (one C-PSGD).
+    allreduce_cfg = os.path.join(tmp, "allreduce.pbtxt")
+    with open(cfg) as f, open(allreduce_cfg, "w") as g:
+        g.write(f.read() + "\nalgorithm: ALLREDUCE\n")
+    p = sim(*common, "--config", allreduce_cfg, "--json", "--dump-params", os.path.join(tmp, "ar"))
+    j = json.loads(p.stdout)
+    check([s["algorithm"] for s in j["series"]] == ["cpsgd-allreduce"],
+          f"ALLREDUCE config simulates cpsgd-allreduce: {[s['algorithm'] for s in j['series']]}")
+    check(j["config"]["allreduce_model"] == "gloo", f"priced as Gloo's ring: {j['config']}")
+    check("has algorithm ALLREDUCE: simulating C-PSGD (cpsgd-allreduce)" in p.stderr, p.stderr)
+    sim(*common, "--config", allreduce_cfg, "--algorithm", "cpsgd-allreduce", "--dump-params",
+        os.path.join(tmp, "ar_flag"))
+    for i in range(8):
+        a = open(os.path.join(tmp, "ar", f"node_{i}.f32"), "rb").read()
+        b = open(os.path.join(tmp, "ar_flag", f"node_{i}.f32"), "rb").read()
+        c = open(os.path.join(tmp, "by_config", f"node_{i}.f32"), "rb").read()
+        check(a == b and a != c, f"node {i}: the ALLREDUCE config ran C-PSGD, not D-PSGD")
+    j = json.loads(sim(*common, "--config", allreduce_cfg, "--allreduce-model", "table1",
+                       "--json").stdout)
+    check(j["config"]["allreduce_model"] == "table1", "--allreduce-model given wins")
+    p = sim(*common, "--config", allreduce_cfg, "--algorithm", "dpsgd", ok=False)
+    check(p.returncode == 2 and "--algorithm dpsgd: --config" in p.stderr and
+          "algorithm: ALLREDUCE" in p.stderr, f"dpsgd with an ALLREDUCE config: {p.stderr!r}")
+    p = sim(*common, "--config", cfg)
+    check("has algorithm DPSGD: simulating D-PSGD (dpsgd)" in p.stderr, p.stderr)
+    # Sizes and bandwidths carry a unit that fits them (the model's 9 floats were "0.00 MB").
+    check(p.stdout.startswith("network: 1 Gbit/s, latency 1.00 ms; message 36 B;"), p.stdout)
 print("ok")

@@ -91,7 +91,17 @@ TEST_CASE("a bad command line exits 2 (CLI11's errors included), --help 0") {
         "analyze examples/ring8.pbtxt --kind ring --nodes 8",
         "analyze examples/ring8.pbtxt --method foo", "analyze examples/ring8.pbtxt --bandwidth x",
         "export examples/ring8.pbtxt", "weights examples/ring8.pbtxt --format x",
-        "compare --kinds torus --nodes 10", "compare", "generate ring --nodes 2"}) {
+        "compare --kinds torus --nodes 10", "compare", "generate ring --nodes 2",
+        // An unsigned seed read from "-1" was 2^64 - 1; optimize ran 0 iterations and printed
+        // rho 0 for Metropolis–Hastings, or took a NaN time limit.
+        "generate ring --nodes 8 --seed -1",
+        "analyze --kind random_regular --nodes 8 --degree 3 "
+        "--seed -2",
+        "optimize --kind ring --nodes 5 --iterations -5",
+        "optimize --kind ring --nodes 5 --iterations 0",
+        "optimize --kind ring --nodes 5 "
+        "--time-limit nan",
+        "optimize --kind ring --nodes 5 --time-limit -1"}) {
     CAPTURE(args);
     const Run r = run(args);
     CHECK_MESSAGE(r.code == 2, r.out);
@@ -189,6 +199,13 @@ TEST_CASE(
   CHECK_MESSAGE(b.out.find((dir / "bad").string() + ":2:4: slots '0'") != std::string::npos, b.out);
   const Run s = run("generate ring --nodes 9 --hostfile " + (dir / "bad").string() + "x");
   CHECK(s.code == 1);
+  // A hostfile without hosts is a usage error naming the flag: never every node on --host.
+  std::ofstream(dir / "empty") << "# nobody yet\n\n";
+  const Run e = run("generate ring --nodes 4 --hostfile " + (dir / "empty").string());
+  CHECK(e.code == 2);
+  CHECK_MESSAGE(e.out.find("--hostfile " + (dir / "empty").string() + ": no hosts in the file") !=
+                    std::string::npos,
+                e.out);
   std::filesystem::remove_all(dir);
 }
 
@@ -208,6 +225,49 @@ TEST_CASE("generate --base-port 0 writes base_port: 0 and reloads without addres
   std::filesystem::remove(path);
 }
 
+TEST_CASE("analyze prints every time, size and bandwidth of the cost model with its unit") {
+  const Run t =
+      run("analyze --kind ring --nodes 8 --model-bytes 4MB --bandwidth 1Gbps "
+          "--latency 1ms");
+  REQUIRE_MESSAGE(t.code == 0, t.out);
+  for (const char* line : {"cost model   M = 4 MB, B = 1 Gbit/s, alpha = 1 ms",
+                           "D-PSGD         8 MB sent per node, 65 ms per iteration",
+                           "C-PSGD (PS)    32 MB through the server, 514 ms per iteration",
+                           "C-PSGD (ring)  7 MB per node, 70 ms per iteration"}) {
+    CHECK_MESSAGE(t.out.find(line) != std::string::npos, line, "\n", t.out);
+  }
+  CHECK(t.out.find("e+0") == std::string::npos);  // was "M = 4e+06 B, B = 1.25e+08 B/s"
+  // JSON: the model's inputs and every output, each named with its unit.
+  const Run j = run("analyze --kind ring --nodes 8 --model-bytes 4MB --json");
+  REQUIRE(j.code == 0);
+  for (const char* member :
+       {"\"model_bytes\": 4000000", "\"bandwidth_bps\": 1000000000", "\"latency_s\": 0.001",
+        "\"ps_server_bytes\": 32000000", "\"allreduce_bytes_per_node\": 7000000"}) {
+    CHECK_MESSAGE(j.out.find(member) != std::string::npos, member, "\n", j.out);
+  }
+}
+
+TEST_CASE("analyze and compare refuse a spectrum whose estimate is over --time-limit, at once") {
+  // A grid has no translation symmetry: past 1500 nodes the spectrum is Lanczos's, whose time
+  // grows like n x diameter (a 3000 x 3000 grid: over an hour).
+  const Run r = run("analyze --kind grid --rows 300 --cols 300 --time-limit 0.01");
+  CHECK(r.code == 2);
+  CHECK_MESSAGE(r.out.find("the Lanczos method on 90000 nodes needs about") != std::string::npos,
+                r.out);
+  CHECK(r.out.find("hop diameter >= 598") != std::string::npos);
+  CHECK(r.out.find("more than the time limit of 10 ms") != std::string::npos);
+  const Run c = run("compare --kinds grid --nodes 90000 --time-limit 0.01");
+  CHECK(c.code == 2);
+  CHECK_MESSAGE(c.out.find("grid: the Lanczos method") != std::string::npos, c.out);
+  for (const char* bad : {"-1", "nan", "inf"}) {
+    const Run b = run(std::string("analyze --kind ring --nodes 8 --time-limit ") + bad);
+    CHECK(b.code == 2);
+    CHECK_MESSAGE(b.out.find("--time-limit") != std::string::npos, b.out);
+  }
+  // Within the limit (the default is 600 s) it runs as before.
+  CHECK(run("analyze --kind grid --rows 50 --cols 50 --json").code == 0);
+}
+
 TEST_CASE("generate --hosts errors exit 2 and name the flag and the counts") {
   const struct {
     const char* args;
@@ -224,6 +284,16 @@ TEST_CASE("generate --hosts errors exit 2 and name the flag and the counts") {
       {"ring --nodes 4 --hosts a:4 --base-port 0", "base_port 0 means no addresses"},
       {"ring --nodes 4 --hosts a:4 --base-port 65534", "runs past port 65535"},
       {"ring --nodes 4 --hosts a:4 --host b", "excludes"},
+      // An empty or blank value (an unset shell variable) is never "no host list".
+      {"ring --nodes 4 --hosts ''", "--hosts: empty host entry in '' (entry 1)"},
+      {"ring --nodes 4 --hosts '  '", "--hosts: empty host entry"},
+      {"ring --nodes 4 --hostfile ''", "--hostfile: empty file name"},
+      {"ring --nodes 4 --hosts 999.1.1.1:4", "host '999.1.1.1' is not an IPv4 address"},
+      {"ring --nodes 4 --hosts 1.2.3:4", "host '1.2.3' is not an IPv4 address"},
+      {"ring --nodes 4 --hosts -a:4", "label '-a' starts or ends with '-'"},
+      {"ring --nodes 4 --hosts a..b:4", "empty label"},
+      {"ring --nodes 4 --hosts a:2,A:2", "would both listen on A:7000 (the same as a:7000)"},
+      {"ring --nodes 4 --hosts '[::1]:2,[0::1]:2'", "(the same as [::1]:7000)"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.args);

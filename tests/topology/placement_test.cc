@@ -99,7 +99,41 @@ TEST_CASE("hostfiles: 'host slots=N base_port=P', errors at file:line:column") {
   fails_with(parse_hostfile("n1 base_port=70000\n", "hosts").status(),
              "hosts:1:4: base_port '70000'");
   fails_with(parse_hostfile("n1\n\tn2:4\n", "hosts").status(), "hosts:2:2: host 'n2:4'");
-  fails_with(parse_hostfile("# nothing\n\n", "hosts").status(), "hosts: no hosts");
+  // No entries: an empty list (gossip-topo refuses it, naming --hostfile).
+  auto none = parse_hostfile("# nothing\n\n  \n", "hosts");
+  REQUIRE(none.is_ok());
+  CHECK(none->empty());
+}
+
+TEST_CASE("host names: labels, dotted numbers that are no IPv4 address, one host spelt two ways") {
+  for (const char* ok : {"10.0.0.1", "255.255.255.255", "node-7", "node7.example.", "a_b.c",
+                         "fd00::1", "1host.example", "x.y9"}) {
+    CAPTURE(ok);
+    CHECK(check_host_name(ok).is_ok());
+  }
+  fails_with(check_host_name("999.1.1.1"), "host '999.1.1.1' is not an IPv4 address");
+  fails_with(check_host_name("1.2.3"), "is not an IPv4 address");  // inet_aton's 1.2.0.3
+  fails_with(check_host_name("127.0.0.01"), "without leading zeros");
+  fails_with(check_host_name("12"), "is not an IPv4 address");
+  fails_with(check_host_name("a..b"), "empty label");
+  fails_with(check_host_name(".a"), "empty label");
+  fails_with(check_host_name("-a.b"), "label '-a' starts or ends with '-'");
+  fails_with(check_host_name("a.b-"), "label 'b-' starts or ends with '-'");
+  fails_with(check_host_name(std::string(64, 'x') + ".example"), "longer than 63 characters");
+  CHECK(host_key("LocalHost.") == "localhost");
+  CHECK(host_key("0:0::1") == "::1");
+  CHECK(host_key("FD00:0::1") == "fd00::1");
+  Placement p{.host = "", .base_port = 7000, .hosts = {{"Node-A", 1, 0}, {"node-a.", 1, 0}}};
+  fails_with(place_nodes(2, p).status(),
+             "would both listen on node-a.:7000 (the same as node-a:7000)");
+  p.hosts = {{"::1", 1, 0}, {"0:0::1", 1, 0}};
+  fails_with(place_nodes(2, p).status(), "(the same as [::1]:7000)");
+  // Blanks around the ':' of an entry are layout.
+  auto l = parse_host_list(" h1 : 4 ,h2");
+  REQUIRE_MESSAGE(l.is_ok(), l.status().to_string());
+  CHECK(((*l)[0].host == "h1" && (*l)[0].slots == 4));
+  fails_with(parse_host_list("").status(), "empty host entry in '' (entry 1)");
+  fails_with(parse_host_list("   ").status(), "empty host entry");
 }
 
 }  // namespace

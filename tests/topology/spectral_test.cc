@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "common/clock.h"
 #include "tests/topology/test_util.h"
 
 namespace gossip::topology {
@@ -320,6 +321,54 @@ TEST_CASE("group_spectrum is the DFT of the first row and rejects non-invariant 
   const auto star = generated(GeneratorKind::kStar, 7);
   CHECK_FALSE(group_spectrum(star.mixing_matrix(), {7}).is_ok());
   CHECK_FALSE(group_spectrum(t.mixing_matrix(), {2, 3}).is_ok());
+}
+
+}  // namespace
+
+namespace {
+
+using testing::must;
+
+// A grid (no translation symmetry, so auto picks Lanczos past dense_max_nodes): the estimate's
+// diameter is exact, its step count bounds the steps Lanczos takes from above within 1.5x, and a
+// time limit below the estimate refuses at once, naming it.
+TEST_CASE("Lanczos estimate: a grid's diameter, steps bounded above, refusals under a time limit") {
+  GeneratorSpec spec{.kind = GeneratorKind::kGrid, .rows = 60, .cols = 80};
+  const Topology t = must(Topology::generate(spec, WeightScheme::kDefault));
+  const LanczosEstimate e = lanczos_estimate({&t.mixing_matrix(0)});
+  CHECK(e.diameter == 59 + 79);
+  CHECK(e.products == 2.0 * e.steps);
+  CHECK(e.seconds > 0);
+  CHECK(e.to_string().find("hop diameter >= 138") != std::string::npos);
+  SpectralOptions lanczos;
+  lanczos.method = SpectralMethod::kLanczos;
+  std::string noted = "none";
+  lanczos.note = [&](const std::string& text) { noted = text; };
+  auto r = analyze(t, lanczos);
+  REQUIRE_MESSAGE(r.is_ok(), r.status().to_string());
+  CHECK(r->iterations <= e.steps);
+  CHECK(e.steps <= 1.5 * r->iterations);
+  CHECK(noted == "none");  // an estimate under 5 s is not worth a note
+  lanczos.time_limit_s = e.seconds / 100;
+  Stopwatch watch;
+  auto refused = analyze(t, lanczos);
+  REQUIRE_FALSE(refused.is_ok());
+  CHECK(refused.status().code() == StatusCode::kDeadlineExceeded);
+  CHECK(refused.status().message().find("needs about") != std::string::npos);
+  CHECK(refused.status().message().find("more than the time limit") != std::string::npos);
+  CHECK(watch.elapsed_seconds() < 0.5 * r->seconds + 0.5);  // at once, not after the run
+}
+
+TEST_CASE("symmetric_extremes stops at its time limit, naming the steps done") {
+  GeneratorSpec spec{.kind = GeneratorKind::kGrid, .rows = 40, .cols = 40};
+  const Topology t = must(Topology::generate(spec, WeightScheme::kDefault));
+  SparseMatrix w = t.mixing_matrix(0);
+  w.makeCompressed();
+  auto r = symmetric_extremes(w, 1e-10, 20000, nullptr, 1e-9);
+  REQUIRE_FALSE(r.is_ok());
+  CHECK(r.status().code() == StatusCode::kDeadlineExceeded);
+  CHECK(r.status().message().find("after 8 steps") != std::string::npos);
+  CHECK(symmetric_extremes(w, 1e-10, 20000, nullptr, 0).is_ok());  // 0: no limit
 }
 
 }  // namespace
