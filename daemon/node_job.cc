@@ -10,20 +10,7 @@ namespace gossip::daemon {
 
 std::shared_ptr<const sgd::Dataset> evaluation_set(
     const TrainConfig& config, const std::shared_ptr<const sgd::Dataset>& test) {
-  const auto count = static_cast<std::int64_t>(config.eval_examples());
-  if (count <= 0 || count >= test->num_examples) return test;
-  auto out = std::make_shared<sgd::Dataset>();
-  out->num_examples = count;
-  out->dim = test->dim;
-  out->num_classes = test->num_classes;
-  out->features.assign(test->features.begin(), test->features.begin() + count * test->dim);
-  if (!test->labels.empty()) {
-    out->labels.assign(test->labels.begin(), test->labels.begin() + count);
-  }
-  if (!test->targets.empty()) {
-    out->targets.assign(test->targets.begin(), test->targets.begin() + count);
-  }
-  return out;
+  return sgd::first_examples(test, static_cast<std::int64_t>(config.eval_examples()));
 }
 
 Result<NodeJob> make_sgd_job(const TrainConfig& config, const sgd::Problem& problem,

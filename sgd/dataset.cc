@@ -179,4 +179,19 @@ Dataset make_logistic(std::int64_t num_examples, int dim, double margin_scale, s
   return data;
 }
 
+std::shared_ptr<const Dataset> first_examples(const std::shared_ptr<const Dataset>& data,
+                                              std::int64_t limit) {
+  if (limit <= 0 || limit >= data->num_examples) return data;
+  auto out = std::make_shared<Dataset>();
+  out->num_examples = limit;
+  out->dim = data->dim;
+  out->num_classes = data->num_classes;
+  out->features.assign(data->features.begin(), data->features.begin() + limit * data->dim);
+  if (!data->labels.empty()) out->labels.assign(data->labels.begin(), data->labels.begin() + limit);
+  if (!data->targets.empty()) {
+    out->targets.assign(data->targets.begin(), data->targets.begin() + limit);
+  }
+  return out;
+}
+
 }  // namespace gossip::sgd

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -74,6 +75,11 @@ class AlignedRows {
 void gather(const Dataset& data, std::span<const std::int64_t> indices, Batch& out);
 // The whole data set (or rows [begin, end)) as a batch view copy; used by evaluation.
 Batch slice(const Dataset& data, std::int64_t begin, std::int64_t end);
+
+// The first `limit` examples of `data` as a data set of their own (`data` itself when limit is 0
+// or not smaller than the set): the evaluation subset gossipd and gossip-sim both use.
+std::shared_ptr<const Dataset> first_examples(const std::shared_ptr<const Dataset>& data,
+                                              std::int64_t limit);
 
 // ---- Preprocessing
 

@@ -9,6 +9,7 @@
 
 #include "common/check.h"
 #include "common/enum_names.h"
+#include "sim/round_simulator.h"
 #include "topology/spectral.h"
 #include "topology/topology_file.h"
 
@@ -100,15 +101,21 @@ Result<std::vector<Run>> run_on(const ExperimentConfig& config,
   auto one = [&](Algorithm algorithm, const topology::Topology* topo) -> Status {
     RunConfig rc = config.run;
     rc.algorithm = algorithm;
-    GOSSIP_ASSIGN_OR_RETURN(auto sim, Simulator::create(problem, topo, rc));
     const std::string label = algorithm == Algorithm::kCpsgd ? "cpsgd" : "dpsgd " + topo->name();
     ProgressFn fn;
     if (progress) fn = [&](std::int64_t done, std::int64_t total) { progress(label, done, total); };
-    GOSSIP_ASSIGN_OR_RETURN(RunTrace trace, sim->run(fn));
     Run run;
-    run.trace = std::move(trace);
+    if (rc.round.per_iteration()) {
+      GOSSIP_ASSIGN_OR_RETURN(auto sim, Simulator::create(problem, topo, rc));
+      GOSSIP_ASSIGN_OR_RETURN(run.trace, sim->run(fn));
+      run.final_params = sim->params();
+    } else {
+      GOSSIP_ASSIGN_OR_RETURN(auto sim, RoundSimulator::create(problem, topo, rc));
+      GOSSIP_ASSIGN_OR_RETURN(run.trace, sim->run(fn));
+      run.final_params = sim->params();
+      run.bytes_per_round = sim->bytes_per_round();
+    }
     run.nodes = config.nodes;
-    run.final_params = sim->params();
     if (topo != nullptr) {
       run.topology = topo->name();
       for (int p = 0; p < topo->period(); ++p) {

@@ -70,6 +70,7 @@ struct Run {
   std::vector<std::vector<std::vector<int>>> in_neighbours;
   std::vector<int> max_degree;
   StateMatrix final_params;
+  double bytes_per_round = 0;  // rounds (RoundSimulator): what one node sends per round
 };
 
 // One priced series: a run under one communication scheme.

@@ -454,6 +454,7 @@ Status apply_train_config(const Options& o, ExperimentConfig& c, bool& allreduce
       config::total_iterations(t, static_cast<std::size_t>(train_examples / std::max(c.nodes, 1)));
   RunConfig& r = c.run;
   r.optimizer = config::to_optimizer_config(t, total);
+  r.round = config::to_round_config(t);
   r.batch_size = static_cast<int>(t.batch_size());
   r.iterations = static_cast<std::int64_t>(total);
   // gossipd's eval_every 0 means "at the end only"; the simulator always evaluates at the end.

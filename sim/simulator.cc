@@ -73,28 +73,17 @@ constexpr int kMaxBlockLevels = 64;
 // C-PSGD on several workers: the most memory for every node's gradient at once.
 constexpr double kMaxGradientBytes = 1024.0 * 1024 * 1024;
 
-// The first `limit` examples of `data` (all when limit is 0 or larger than the set).
-std::shared_ptr<const sgd::Dataset> head(const std::shared_ptr<const sgd::Dataset>& data,
-                                         std::int64_t limit) {
-  if (limit == 0 || limit >= data->num_examples) return data;
-  auto out = std::make_shared<sgd::Dataset>();
-  out->num_examples = limit;
-  out->dim = data->dim;
-  out->num_classes = data->num_classes;
-  out->features.assign(data->features.begin(), data->features.begin() + limit * data->dim);
-  if (!data->labels.empty()) out->labels.assign(data->labels.begin(), data->labels.begin() + limit);
-  if (!data->targets.empty()) {
-    out->targets.assign(data->targets.begin(), data->targets.begin() + limit);
-  }
-  return out;
-}
-
 }  // namespace
 
 Result<std::unique_ptr<Simulator>> Simulator::create(const sgd::Problem& problem,
                                                      const topology::Topology* topology,
                                                      RunConfig config) {
   GOSSIP_RETURN_IF_ERROR(config.validate());
+  if (!config.round.per_iteration()) {
+    return invalid_argument(
+        "local steps, an outer optimizer or compression run in the round "
+        "simulator (sim/round_simulator.h)");
+  }
   std::unique_ptr<Simulator> s(new Simulator());
   s->problem_ = &problem;
   s->config_ = config;
@@ -137,8 +126,8 @@ Result<std::unique_ptr<Simulator>> Simulator::create(const sgd::Problem& problem
     s->train_rows_ = std::make_unique<const sgd::AlignedRows>(*problem.train);
   }
   s->plan_blocks();
-  s->eval_train_ = head(problem.train, config.eval_examples);
-  s->eval_test_ = head(problem.test, config.eval_examples);
+  s->eval_train_ = sgd::first_examples(problem.train, config.eval_examples);
+  s->eval_test_ = sgd::first_examples(problem.test, config.eval_examples);
   return s;
 }
 
@@ -474,35 +463,43 @@ void Simulator::add_batch_losses() {
   batch_loss_count_ += static_cast<std::int64_t>(batch_losses_.size());
 }
 
-EvalPoint Simulator::evaluate(std::int64_t iteration) {
+EvalPoint evaluate_models(const StateMatrix& x, sgd::Model& model, const sgd::Dataset& train,
+                          const sgd::Dataset& test, std::span<const double> local_accuracy) {
   EvalPoint p;
-  p.iteration = iteration;
-  const Eigen::VectorXd mean_d = node_average(x_);
+  const Eigen::VectorXd mean_d = node_average(x);
   const std::vector<float> mean(mean_d.data(), mean_d.data() + mean_d.size());
-  sgd::Model& model = *workers_[0].model;
-  const sgd::EvalResult train = model.evaluate(mean.data(), *eval_train_);
-  const sgd::EvalResult test = model.evaluate(mean.data(), *eval_test_);
-  p.train_loss = train.loss;
-  p.test_loss = test.loss;
-  p.test_accuracy = problem_->test->is_classification() ? test.accuracy : kNaN;
+  const sgd::EvalResult on_train = model.evaluate(mean.data(), train);
+  const sgd::EvalResult on_test = model.evaluate(mean.data(), test);
+  p.train_loss = on_train.loss;
+  p.test_loss = on_test.loss;
+  p.test_accuracy = test.is_classification() ? on_test.accuracy : kNaN;
   p.local_test_accuracy = kNaN;
-  if (problem_->test->is_classification() && config_.eval_local) {
-    if (x_.cols() == 1) {
-      p.local_test_accuracy = p.test_accuracy;  // C-PSGD: the local models are the one model
-    } else {
-      const int n = static_cast<int>(x_.cols());
-      std::vector<double> accuracy(static_cast<std::size_t>(n));
-      for_ranges(n, [&](int w, int first, int last) {
-        for (int i = first; i < last; ++i) {
-          accuracy[i] = workers_[w].model->evaluate(x_.col(i).data(), *eval_test_).accuracy;
-        }
-      });
-      double sum = 0;
-      for (const double a : accuracy) sum += a;  // in node order, whatever the workers
-      p.local_test_accuracy = sum / static_cast<double>(n);
-    }
+  if (!local_accuracy.empty()) {
+    double sum = 0;
+    for (const double a : local_accuracy) sum += a;  // in node order
+    p.local_test_accuracy = sum / static_cast<double>(local_accuracy.size());
   }
-  p.consensus_distance = consensus_distance(x_);
+  p.consensus_distance = consensus_distance(x);
+  return p;
+}
+
+EvalPoint Simulator::evaluate(std::int64_t iteration) {
+  std::vector<double> accuracy;
+  if (problem_->test->is_classification() && config_.eval_local && x_.cols() > 1) {
+    const int n = static_cast<int>(x_.cols());
+    accuracy.resize(static_cast<std::size_t>(n));
+    for_ranges(n, [&](int w, int first, int last) {
+      for (int i = first; i < last; ++i) {
+        accuracy[i] = workers_[w].model->evaluate(x_.col(i).data(), *eval_test_).accuracy;
+      }
+    });
+  }
+  EvalPoint p = evaluate_models(x_, *workers_[0].model, *eval_train_, *eval_test_, accuracy);
+  p.iteration = iteration;
+  // C-PSGD: the local models are the one model.
+  if (problem_->test->is_classification() && config_.eval_local && x_.cols() == 1) {
+    p.local_test_accuracy = p.test_accuracy;
+  }
   p.batch_loss = batch_loss_count_ > 0 ? batch_loss_sum_ / batch_loss_count_ : kNaN;
   batch_loss_sum_ = 0;
   batch_loss_count_ = 0;

@@ -40,6 +40,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,7 @@
 #include "sgd/backend.h"
 #include "sgd/optimizer.h"
 #include "sgd/problem.h"
+#include "sgd/round.h"
 #include "sim/node_state.h"
 #include "topology/topology.h"
 
@@ -80,6 +82,9 @@ struct RunConfig {
   // block_levels()): the same bits, faster when the data set outgrows the cache. false: one
   // iteration at a time (the reference the tests hold the blocks to).
   bool iteration_blocks = true;
+  // Local steps, the outer optimizer and compression (sgd/round.h). Anything but one exchange per
+  // iteration runs in the RoundSimulator (sim/round_simulator.h), not here.
+  sgd::RoundConfig round;
 
   Status validate() const;
 };
@@ -195,6 +200,13 @@ class Simulator {
   double compute_s_ = 0;  // C-PSGD's per-step compute samples (D-PSGD: in the workers)
   std::int64_t compute_steps_ = 0;
 };
+
+// An evaluation point of the node models `x` (d × n, column i node i; padding rows allowed): the
+// averaged model's train and test loss and test accuracy (`model` evaluates them), the mean of
+// `local_accuracy` (one per node; NaN when empty) and the consensus distance. `iteration` and
+// `batch_loss` are the caller's to fill.
+EvalPoint evaluate_models(const StateMatrix& x, sgd::Model& model, const sgd::Dataset& train,
+                          const sgd::Dataset& test, std::span<const double> local_accuracy);
 
 // Writes node i's parameters to DIR/node_<i>.f32 (raw float32, little-endian, d values), creating
 // DIR. The format gossipd's exactness test reads.

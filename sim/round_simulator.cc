@@ -1,0 +1,278 @@
+// The round simulator (see round_simulator.h). Each node's computations are the calls gossipd's
+// make for it, in the same order: the step is SgdStep's (gather the batch, loss_and_grad, the
+// optimizer's direction, x ← x − γ u by Backend::mix), the round's arithmetic sgd/round.h's.
+#include "sim/round_simulator.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/check.h"
+#include "common/clock.h"
+#include "common/cpus.h"
+#include "common/divergence.h"
+#include "sgd/choco.h"
+#include "sgd/ring_allreduce.h"
+
+namespace gossip::sim {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+}  // namespace
+
+Result<std::unique_ptr<RoundSimulator>> RoundSimulator::create(const sgd::Problem& problem,
+                                                               const topology::Topology* topology,
+                                                               RunConfig config) {
+  GOSSIP_RETURN_IF_ERROR(config.validate());
+  GOSSIP_RETURN_IF_ERROR(config.round.validate());
+  std::unique_ptr<RoundSimulator> s(new RoundSimulator());
+  s->problem_ = &problem;
+  s->config_ = config;
+  s->round_ = config.round;
+  s->n_ = problem.config.num_nodes;
+  s->d_ = problem.spec.num_params();
+  if (config.algorithm == Algorithm::kDpsgd) {
+    if (topology == nullptr) return invalid_argument("D-PSGD needs a topology");
+    if (topology->num_nodes() != s->n_) {
+      return invalid_argument("topology '" + topology->name() + "' has " +
+                              std::to_string(topology->num_nodes()) + " nodes but the problem is " +
+                              "sharded over " + std::to_string(s->n_));
+    }
+    s->topology_ = topology;
+  }
+  const int threads = config.threads > 0 ? config.threads : usable_cpus();
+  s->workers_.resize(static_cast<std::size_t>(std::clamp(threads, 1, std::max(1, s->n_))));
+  for (Worker& w : s->workers_) {
+    GOSSIP_ASSIGN_OR_RETURN(w.backend, sgd::make_backend(sgd::Device::kCpu, 1));
+    GOSSIP_ASSIGN_OR_RETURN(w.model, w.backend->make_model(problem.spec));
+    w.grad.assign(s->d_, 0.0f);
+    w.u.assign(s->d_, 0.0f);
+  }
+  s->optimizer_ = std::make_unique<sgd::Optimizer>(config.optimizer, s->d_);
+  for (int i = 0; i < s->n_; ++i) {
+    if (problem.shards[i].empty()) {
+      return invalid_argument("node " + std::to_string(i) + " has an empty data shard");
+    }
+    s->samplers_.push_back(problem.sampler(i, config.batch_size));
+  }
+  s->eval_train_ = sgd::first_examples(problem.train, config.eval_examples);
+  s->eval_test_ = sgd::first_examples(problem.test, config.eval_examples);
+  return s;
+}
+
+template <typename Fn>
+void RoundSimulator::for_nodes(const Fn& fn) {
+  const int workers = static_cast<int>(workers_.size());
+  const auto range = [&](int w) {
+    const int first = static_cast<int>(std::int64_t{n_} * w / workers);
+    const int last = static_cast<int>(std::int64_t{n_} * (w + 1) / workers);
+    for (int i = first; i < last; ++i) fn(workers_[w], i);
+  };
+  if (workers == 1) {
+    range(0);
+    return;
+  }
+#pragma omp parallel num_threads(workers)
+  {
+    for (int w = omp_get_thread_num(); w < workers; w += omp_get_num_threads()) range(w);
+  }
+}
+
+void RoundSimulator::inner_steps(Worker& w, int i, std::int64_t t0, std::int64_t t1) {
+  Node& node = nodes_[i];
+  const Clock& clock = Clock::system();
+  for (std::int64_t t = t0; t < t1; ++t) {
+    const std::int64_t start_ns = clock.monotonic_ns();
+    sgd::gather(*problem_->train, samplers_[i].next(), w.batch);
+    node.batch_loss += w.model->loss_and_grad(node.x.data(), w.batch, w.grad.data());
+    ++node.batch_count;
+    optimizer_->step(*w.backend, t, node.x.data(), w.grad.data(),
+                     node.state.empty() ? nullptr : node.state.data(), w.u.data());
+    w.compute_s += 1e-9 * static_cast<double>(clock.monotonic_ns() - start_ns);
+    ++w.compute_steps;
+  }
+}
+
+// Local-step gossip's round (algorithms/local_gossip.h), every edge used.
+void RoundSimulator::gossip_round(std::int64_t r, std::int64_t t0, std::int64_t t1) {
+  const topology::Topology& topo = *topology_;
+  const sgd::CompressionSpec& spec = round_.compression;
+  // The round's messages, from the anchors and the copies as they were at its start.
+  std::map<std::pair<int, int>, std::vector<std::byte>> messages;
+  std::vector<float> scratch(d_);
+  for (int i = 0; i < n_; ++i) nodes_[i].anchor = nodes_[i].x;
+  if (round_.choco()) {
+    for (int i = 0; i < n_; ++i) {
+      for (const topology::Neighbor& o : topo.out_neighbors(i, r)) {
+        std::vector<float>& copy = copies_[{i, o.node}];
+        if (copy.empty()) copy.assign(d_, 0.0f);
+        std::vector<std::byte>& q = messages[{i, o.node}];
+        q.resize(sgd::compressed_bytes(spec, d_));
+        sgd::pseudo_gradient(scratch, nodes_[i].anchor, copy);
+        sgd::compress(spec, scratch, q);
+      }
+    }
+  }
+  for_nodes([&](Worker& w, int i) { inner_steps(w, i, t0, t1); });
+  // Every edge's copy takes its message; then every node combines.
+  for (auto& [edge, q] : messages) sgd::choco_decode_apply(spec, q, copies_.at(edge));
+  std::vector<std::vector<float>> next(static_cast<std::size_t>(n_));
+  for_nodes([&](Worker& w, int i) {
+    Node& node = nodes_[i];
+    std::vector<float> delta(d_), z(d_), d(d_);
+    sgd::pseudo_gradient(delta, node.anchor, node.x);  // Δ = fl(a − y)
+    std::vector<sgd::MixTerm> terms;
+    std::vector<sgd::RoundTerm> in, out;
+    if (!round_.choco()) {
+      for (const topology::Neighbor& nb : topo.in_neighbors(i, r)) {
+        in.push_back({nb.node, nb.weight, nodes_[nb.node].anchor.data()});
+      }
+      sgd::plain_gossip_terms(i, topo.self_weight(i, r), node.anchor.data(), in, terms);
+    } else {
+      for (const topology::Neighbor& nb : topo.in_neighbors(i, r)) {
+        in.push_back({nb.node, nb.weight, copies_.at({nb.node, i}).data()});
+      }
+      for (const topology::Neighbor& nb : topo.out_neighbors(i, r)) {
+        out.push_back({nb.node, nb.weight, copies_.at({i, nb.node}).data()});
+      }
+      sgd::choco_gossip_terms(node.anchor.data(), round_.choco_step, in, out, terms);
+    }
+    sgd::combine(*w.backend, z, terms, delta);
+    next[i] = node.anchor;
+    sgd::gossip_outer_step(round_.outer, next[i], z, d, node.momentum);
+  });
+  for (int i = 0; i < n_; ++i) {
+    nodes_[i].x = nodes_[i].anchor = std::move(next[i]);
+    const std::size_t message = round_.choco() ? sgd::compressed_bytes(spec, d_) : 4 * d_;
+    bytes_sent_ += static_cast<double>(message * topo.out_neighbors(i, r).size());
+  }
+}
+
+// DiLoCo's round (algorithms/diloco.h): the nodes share the start, the anchor and the momentum.
+void RoundSimulator::diloco_round(std::int64_t r, std::int64_t t0, std::int64_t t1,
+                                  bool final_round) {
+  (void)r;
+  const sgd::CompressionSpec& spec = round_.compression;
+  for_nodes([&](Worker& w, int i) { inner_steps(w, i, t0, t1); });
+  std::vector<std::vector<float>> inputs(static_cast<std::size_t>(n_), std::vector<float>(d_));
+  std::vector<float> delta(d_);
+  std::vector<std::byte> bytes(sgd::compressed_bytes(spec, d_));
+  for (int i = 0; i < n_; ++i) {
+    sgd::pseudo_gradient(delta, nodes_[i].start, nodes_[i].x);  // Δ = fl(s − y)
+    sgd::allreduce_round_input(spec, delta, nodes_[i].residual, bytes, inputs[i]);
+    bytes_sent_ += static_cast<double>(sgd::ring_bytes_sent(spec, n_, d_, i));
+  }
+  std::vector<float> mean(d_);
+  auto apply_mean = [&](const std::vector<std::vector<float>>& in) {
+    std::vector<std::span<const float>> spans(in.begin(), in.end());
+    sgd::ring_allreduce_mean_reference(spec, spans, mean);
+    for (Node& node : nodes_) sgd::outer_step(round_.outer, node.anchor, mean, node.momentum);
+  };
+  if (!round_.overlap) {
+    apply_mean(inputs);
+    for (Node& node : nodes_) node.x = node.start = node.anchor;
+    return;
+  }
+  if (pending_) apply_mean(pending_inputs_);
+  pending_inputs_ = inputs;
+  pending_ = true;
+  if (final_round) {
+    apply_mean(pending_inputs_);
+    pending_ = false;
+    for (Node& node : nodes_) node.x = node.start = node.anchor;
+    return;
+  }
+  for (int i = 0; i < n_; ++i) {
+    Node& node = nodes_[i];
+    sgd::pseudo_gradient(delta, node.start, node.x);
+    sgd::pseudo_gradient(node.start, node.anchor, delta);  // the next start: fl(a − Δ)
+    node.x = node.start;
+  }
+}
+
+Result<RunTrace> RoundSimulator::run(const ProgressFn& progress) {
+  const std::vector<float> x0 = problem_->initial_params();
+  nodes_.assign(static_cast<std::size_t>(n_), Node{});
+  const bool compressed = round_.compression.kind != sgd::CompressionKind::kNone;
+  for (Node& node : nodes_) {
+    node.x = node.anchor = node.start = x0;
+    node.momentum.assign(round_.outer.state_size(d_), 0.0f);
+    node.residual.assign(compressed ? d_ : 0, 0.0f);
+    node.state.assign(optimizer_->state_size(), 0.0f);
+  }
+  copies_.clear();
+  pending_ = false;
+  bytes_sent_ = 0;
+  rounds_ = 0;
+  RunTrace trace;
+  trace.algorithm = config_.algorithm;
+  Stopwatch wall;
+  trace.points.push_back(evaluate(0));
+  const std::int64_t total = config_.iterations, h = round_.local_steps;
+  for (std::int64_t r = 0; r * h < total; ++r) {
+    const std::int64_t t0 = r * h, t1 = std::min(total, t0 + h);
+    if (config_.algorithm == Algorithm::kDpsgd) {
+      gossip_round(r, t0, t1);
+    } else {
+      diloco_round(r, t0, t1, t1 == total);
+    }
+    ++rounds_;
+    for (std::size_t k = 0; k < d_; k += 61) {
+      if (!std::isfinite(nodes_[0].x[k])) {
+        return diverged(t1, "the parameters are not finite (NaN or Inf)");
+      }
+    }
+    // Evaluation points at round ends: those of the Simulator that fall in this round.
+    if (t1 / config_.eval_every != t0 / config_.eval_every || t1 == total) {
+      trace.points.push_back(evaluate(t1));
+    }
+    if (progress) progress(t1, total);
+  }
+  double compute_s = 0;
+  std::int64_t steps = 0;
+  for (const Worker& w : workers_) {
+    compute_s += w.compute_s;
+    steps += w.compute_steps;
+  }
+  trace.compute_s_per_step = steps > 0 ? compute_s / static_cast<double>(steps) : 0;
+  trace.wall_s = wall.elapsed_seconds();
+  return trace;
+}
+
+StateMatrix RoundSimulator::params() const {
+  StateMatrix x(static_cast<Eigen::Index>(d_), n_);
+  for (int i = 0; i < n_; ++i) std::memcpy(x.col(i).data(), nodes_[i].x.data(), d_ * sizeof(float));
+  return x;
+}
+
+double RoundSimulator::bytes_per_round() const {
+  return rounds_ > 0 ? bytes_sent_ / (static_cast<double>(rounds_) * n_) : 0;
+}
+
+EvalPoint RoundSimulator::evaluate(std::int64_t iteration) {
+  double loss = 0;
+  std::int64_t count = 0;
+  for (Node& node : nodes_) {
+    loss += node.batch_loss;
+    count += node.batch_count;
+    node.batch_loss = 0;
+    node.batch_count = 0;
+  }
+  const StateMatrix x = params();
+  std::vector<double> accuracy;
+  if (problem_->test->is_classification() && config_.eval_local) {
+    accuracy.resize(static_cast<std::size_t>(n_));
+    for_nodes([&](Worker& w, int i) {
+      accuracy[i] = w.model->evaluate(nodes_[i].x.data(), *eval_test_).accuracy;
+    });
+  }
+  EvalPoint p = evaluate_models(x, *workers_[0].model, *eval_train_, *eval_test_, accuracy);
+  p.iteration = iteration;
+  p.batch_loss = count > 0 ? loss / static_cast<double>(count) : kNaN;
+  return p;
+}
+
+}  // namespace gossip::sim
