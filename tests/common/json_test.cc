@@ -167,7 +167,7 @@ int python_checks(const std::string& text, const std::string& check) {
   return got && rc == 0 ? std::atoi(buf) : 0;
 }
 
-TEST_CASE("JsonWriter places commas, colons and quotes; control characters in keys and strings") {
+TEST_CASE("JsonWriter places commas, colons and quotes, control characters in keys and strings") {
   JsonWriter w;
   w.begin_object()
       .key("nodes")
