@@ -21,12 +21,15 @@
 #include <set>
 #include <thread>
 
+#include "common/escape.h"
 #include "common/log.h"
 #include "config/load.h"
 #include "daemon/checkpoint.h"
+#include "daemon/dir_lock.h"
 #include "daemon/exit_codes.h"
 #include "daemon/metrics.h"
 #include "daemon/node.h"
+#include "daemon/outputs.h"
 #include "daemon/run.h"
 #include "sgd/backend.h"
 #include "sgd/problem.h"
@@ -294,9 +297,31 @@ int launch_command(const LaunchOptions& o) {
     return kExitUsage;
   }
   Env& env = Env::system();
-  if (Status s = env.create_dirs(o.workdir); !s.is_ok()) {
-    std::fprintf(stderr, "gossipd launch: %s\n", s.to_string().c_str());
-    return kExitError;
+  // The workdir is this launch's until it exits: another launch there would delete its metrics
+  // and final parameters (daemon/dir_lock.h).
+  Result<std::shared_ptr<DirectoryLock>> workdir_lock =
+      DirectoryLock::claim(o.workdir, "gossipd launch of " + o.topology_path);
+  if (!workdir_lock.is_ok()) {
+    std::fprintf(stderr, "gossipd launch: --workdir: %s%s\n",
+                 log_escape(workdir_lock.status().message()).c_str(),
+                 workdir_lock.status().code() == StatusCode::kFailedPrecondition
+                     ? ": give this launch another --workdir, or stop the other one"
+                     : "");
+    return kExitUsage;
+  }
+  // Every output of every local node, before anything is removed or started (daemon/outputs.h).
+  // The checkpoint directories are claimed only for the check: the nodes claim them for good.
+  for (int i : nodes) {
+    RunOutputs out =
+        run_outputs(config, i, o.workdir + "/node-" + std::to_string(i) + "/metrics.jsonl",
+                    o.workdir + "/final");
+    Result<std::shared_ptr<DirectoryLock>> checked = claim_outputs(
+        out, !o.resume && !o.resume_or_start, "gossipd launch, checking node " + std::to_string(i));
+    if (!checked.is_ok()) {
+      std::fprintf(stderr, "gossipd launch: node %d: %s\n", i,
+                   log_escape(checked.status().message()).c_str());
+      return kExitUsage;
+    }
   }
   if (!o.attach_dir.empty()) {
     if (Status s = env.create_dirs(o.attach_dir); !s.is_ok()) {
@@ -350,7 +375,10 @@ int launch_command(const LaunchOptions& o) {
       const std::string tag = new_run_id();
       for (int i : nodes) {
         const std::string dir = config.checkpoint().dir() + "/node-" + std::to_string(i);
-        Result<std::string> aside = set_aside_checkpoints(env, dir, tag);
+        // Moved only while no other process holds the directory.
+        Result<std::shared_ptr<DirectoryLock>> held = claim_checkpoint_dir(dir, "gossipd launch");
+        Result<std::string> aside =
+            held.is_ok() ? set_aside_checkpoints(env, dir, tag) : held.status();
         if (!aside.is_ok()) {
           std::fprintf(stderr, "gossipd launch: --resume-or-start: %s\n",
                        aside.status().to_string().c_str());

@@ -22,6 +22,7 @@
 #include "daemon/exit_codes.h"
 #include "daemon/node.h"
 #include "daemon/node_job.h"
+#include "daemon/outputs.h"
 #include "net/transport.h"
 #include "sgd/backend.h"
 #include "sgd/problem.h"
@@ -122,15 +123,15 @@ int run_command(const RunOptions& o) {
                         : config.device() == config::pb::TrainConfig::CUDA ? "cuda"
                                                                            : "auto");
 
-  // A run from iteration 0 in a directory holding checkpoints is refused before any neighbour
-  // (or trainer) is contacted (open_node_start checks again; checkpoint.h says why).
-  const std::string checkpoint_dir =
-      config.checkpoint().dir() + "/node-" + std::to_string(o.node_id);
-  if (!o.resume && !o.resume_or_start && !o.resume_at) {
-    if (Status s = check_fresh_directory(Env::system(), checkpoint_dir); !s.is_ok()) {
-      return usage_error(s);
-    }
-  }
+  // Before any trainer, data or neighbour: this run owns its checkpoint directory until it exits,
+  // a fresh run finds no earlier checkpoints there, and every output can be written
+  // (daemon/outputs.h; open_node_start checks the directory again).
+  const RunOutputs outputs = run_outputs(config, o.node_id, o.metrics_path, o.dump_params_dir);
+  const std::string& checkpoint_dir = outputs.checkpoint_dir;
+  Result<std::shared_ptr<DirectoryLock>> owned =
+      claim_outputs(outputs, !o.resume && !o.resume_or_start && !o.resume_at,
+                    "gossipd run, node " + std::to_string(o.node_id));
+  if (!owned.is_ok()) return usage_error(owned.status());
 
   // Attach mode: the trainer says how many parameters it gossips before anything else happens, so
   // that the Hello to the neighbours carries that count (a mismatch is refused there).
@@ -197,14 +198,7 @@ int run_command(const RunOptions& o) {
   n.node_id = o.node_id;
   n.config = config;
   n.checkpoint_dir = checkpoint_dir;
-  n.metrics_path = !o.metrics_path.empty()          ? o.metrics_path
-                   : !config.metrics_path().empty() ? config.metrics_path()
-                                                    : n.checkpoint_dir + "/metrics.jsonl";
-  if (n.metrics_path != "-" && !n.metrics_path.empty()) {
-    std::size_t slash = n.metrics_path.find_last_of('/');
-    if (slash != std::string::npos)
-      (void)Env::system().create_dirs(n.metrics_path.substr(0, slash));
-  }
+  n.metrics_path = outputs.metrics_path;  // its directory made by claim_outputs
   n.resume = o.resume;
   n.resume_or_start = o.resume_or_start;
   n.resume_at = o.resume_at;
