@@ -146,6 +146,53 @@ TEST_CASE(
   CHECK(run.out.find("still running after its daemon ended") == std::string::npos);
 }
 
+TEST_CASE(
+    "attach: a second gossipd on the same --attach path is refused, and neither its probe nor "
+    "nc -U nor garbage takes the first one's trainer slot") {
+  TempDir dir;
+  Job job;
+  const std::string cfg = dir.path + "/train.pbtxt";
+  std::ofstream(cfg) << job.config_text();
+  const std::string topo = dir.path + "/one.pbtxt";
+  std::ofstream(topo) << "node { id: 0 address: \"127.0.0.1:" << free_base_port(1) << "\" }\n";
+  const std::string sock = dir.path + "/n0.sock";
+  const std::string run = bin("daemon/gossipd") + " run " + topo + " --node 0 --config " + cfg +
+                          " --insecure --attach " + sock;
+  const pid_t first = spawn_shell("cd " + dir.path + " && exec " + run +
+                                  " --set checkpoint.dir=ck1 > first.log 2>&1");
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (read_text(dir.path + "/first.log").find("waiting up to") == std::string::npos &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  // The second daemon: refused, naming the path.
+  const Run second = run_capture("cd " + dir.path + " && " + run + " --set checkpoint.dir=ck2");
+  CHECK(second.code == kExitUsage);
+  CHECK(second.out.find("attach socket " + sock + " is in use") != std::string::npos);
+  // nc -U that closes, and one that sends garbage.
+  CHECK(run_shell("/usr/bin/python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); "
+                  "s.connect('" +
+                  sock +
+                  "'); s.close(); s=socket.socket(socket.AF_UNIX); "
+                  "s.connect('" +
+                  sock +
+                  "'); s.sendall(b'GET / HTTP/1.1\\r\\n\\r\\n'); "
+                  "s.recv(100); s.close()\"") == 0);
+  // The trainer still attaches, and the first daemon trains to the end.
+  const Run trainer = run_capture(bin("tests/daemon/attach_trainer") + " --config " + cfg +
+                                  " --node 0 --nodes 1 --socket " + sock);
+  CHECK(trainer.code == 0);
+  const int first_rc = wait_exit(first);
+  const std::string log = read_text(dir.path + "/first.log");
+  INFO(log);
+  CHECK(first_rc == kExitOk);
+  CHECK(log.find("a connection closed before saying HELLO") != std::string::npos);
+  CHECK(log.find("dropped a connection that sent a message without the attach magic") !=
+        std::string::npos);
+  CHECK(log.find("finished " + std::to_string(job.iterations) + " iterations") !=
+        std::string::npos);
+}
+
 TEST_CASE("attach: when the daemon dies the trainer's next call fails at once with the reason") {
   AttachRun run(100000, 3000);
   const pid_t launcher =
