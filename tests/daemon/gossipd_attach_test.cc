@@ -147,6 +147,65 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "attach launch: trainers that all die at start stop their nodes at once, each named with its "
+    "own exit status, not gossipd's exit-code table") {
+  AttachRun run;
+  const auto begin = std::chrono::steady_clock::now();
+  // connect_ms 60 s: a launcher that waited for the nodes' own timeout would take a minute.
+  run.launch("exit 6", "--set timeouts.connect_ms=60000");
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  INFO(run.out);
+  MESSAGE("every trainer dead at start: the launch ended after " << took << " s");
+  CHECK(took < 30);
+  CHECK(run.rc == kExitTrainerGone);
+  for (int i = 0; i < 4; ++i) {
+    CAPTURE(i);
+    CHECK(run.out.find("trainer of node " + std::to_string(i) + " exited: exit 6 (output in ") !=
+          std::string::npos);
+    CHECK(run.out.find("node " + std::to_string(i) +
+                       ": its trainer exited (exit 6) before attaching; stopped by the launcher") !=
+          std::string::npos);
+  }
+  CHECK(run.out.find("no usable checkpoint to resume") == std::string::npos);
+  CHECK(run.out.find("; first failure: node ") != std::string::npos);
+  const std::string summary = read_text(run.work + "/summary.json");
+  CHECK(summary.find("{\"node\":0,\"exit_code\":7,") != std::string::npos);
+  CHECK(summary.find("\"cause\":\"its trainer exited (exit 6) before attaching") !=
+        std::string::npos);
+}
+
+TEST_CASE(
+    "attach launch: a trainer killed by a signal is named so, and one that dies mid-run leaves its "
+    "node to leave the group by itself (exit 7, not stopped)") {
+  AttachRun run(40, 3000);
+  launch_with_node_2_killed_at_15(run, "--die-at");
+  INFO(run.out);
+  // The trainer runs under /bin/sh -c, which reports a command killed by signal 9 as exit 137.
+  CHECK(run.out.find("trainer of node 2 exited: exit 137, as a shell reports a command killed by "
+                     "signal 9 (Killed)") != std::string::npos);
+  CHECK(run.out.find("stopped by the launcher") == std::string::npos);
+}
+
+TEST_CASE(
+    "attach launch: the exit line and summary.json name the first failure's cause (a trainer "
+    "with another model size)") {
+  AttachRun run;
+  run.launch(run.trainer(" $( [ $GOSSIP_NODE_ID = 1 ] && echo --announce 211 )"),
+             "--set fault.policy=FAIL_STOP --set timeouts.connect_ms=5000");
+  INFO(run.out);
+  CHECK(run.rc == kExitUsage);
+  const std::size_t at = run.out.find("exit code 2 (usage/config error); first failure: node ");
+  REQUIRE(at != std::string::npos);
+  const std::string line = run.out.substr(at, run.out.find('\n', at) - at);
+  CHECK(line.find("a neighbour runs another configuration") != std::string::npos);
+  CHECK(line.find(" parameters, ours 21") != std::string::npos);
+  const std::string summary = read_text(run.work + "/summary.json");
+  CHECK(summary.find("\"first_failure\":\"node ") != std::string::npos);
+  CHECK(summary.find("parameters, ours 21") != std::string::npos);
+}
+
+TEST_CASE(
     "attach: a second gossipd on the same --attach path is refused, and neither its probe nor "
     "nc -U nor garbage takes the first one's trainer slot") {
   TempDir dir;
