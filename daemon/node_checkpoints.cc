@@ -55,6 +55,7 @@ Result<std::optional<Checkpoint>> NodeCheckpoints::resume_from(Checkpoint c, int
   }
   GOSSIP_LOG(kInfo) << "resumed from checkpoint at iteration " << c.iteration << " in "
                     << request_.dir << " (run " << run_id_ << ")";
+  opened_ = true;
   return std::optional<Checkpoint>(std::move(c));
 }
 
@@ -72,6 +73,7 @@ Result<std::optional<Checkpoint>> NodeCheckpoints::open(int* exit_code) {
       *exit_code = kExitUsage;
       return s;
     }
+    opened_ = true;
     return std::optional<Checkpoint>();
   }
   std::vector<std::string> skipped;
@@ -102,6 +104,7 @@ Result<std::optional<Checkpoint>> NodeCheckpoints::open(int* exit_code) {
                        << "; starting from iteration 0 (run " << run_id_ << ")"
                        << (aside->empty() ? std::string()
                                           : "; the unusable files were moved to " + *aside);
+  opened_ = true;
   return std::optional<Checkpoint>();
 }
 
@@ -123,10 +126,10 @@ Status NodeCheckpoints::save(std::uint64_t iteration, std::vector<float> params,
   c.sampler = to_snapshot(sampler);
   c.params = std::move(params);
   c.optimizer_state = std::move(optimizer_state);
-  // A writer that never opened (ALLREDUCE) claims the directory at its first checkpoint.
+  // A writer that never opened (ALLREDUCE) claims the directory at its first checkpoint, but it
+  // did not apply the start rules there, so it moves nothing aside (rule 5: it fails instead).
   GOSSIP_RETURN_IF_ERROR(claim());
-  Result<std::string> path =
-      write_checkpoint(env_, request_.dir, c, request_.keep, /*owns_directory=*/true);
+  Result<std::string> path = write_checkpoint(env_, request_.dir, c, request_.keep, opened_);
   if (!path.is_ok()) return path.status();
   GOSSIP_LOG(kDebug) << "checkpoint " << *path;
   return Status::ok();

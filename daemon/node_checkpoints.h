@@ -5,6 +5,8 @@
 // The run owns the directory from open() (or its first save()) until it is destroyed: an exclusive
 // DirectoryLock (daemon/dir_lock.h), shared with any other claim of the directory in this process
 // (gossipd's start claims it before it loads data). Another process holding it: kExitUsage.
+// Only after open() applied the start rules does save() move a stranger's same-named file aside
+// (checkpoint.h, rule 5); a writer that never opened (ALLREDUCE) fails on it instead.
 //
 // Start rules (docs/daemon.md "Checkpoints and resume"):
 //   no resume flag    the directory must hold no checkpoint files (another run's are never
@@ -68,6 +70,7 @@ class NodeCheckpoints {
   CheckpointExpectation expect_;
   std::string run_id_ = new_run_id();
   std::shared_ptr<DirectoryLock> lock_;  // this run's hold on request_.dir (null before open)
+  bool opened_ = false;  // open() applied the start rules: this run owns what it writes there
 
   Status claim();
   std::string holder() const;
