@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -14,6 +15,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
+#include <vector>
+
+#include "common/log.h"
 
 namespace gossip::attach {
 
@@ -67,6 +72,86 @@ Status clear_socket_path(const std::string& path, const sockaddr_un& addr) {
   return Status::ok();
 }
 
+// A connection that has begun a message must finish it within this (a trainer's HELLO is one
+// 28-byte write), so that a peer sending half a header cannot hold the wait.
+constexpr auto kMessageCompletion = std::chrono::seconds(2);
+// Connections waiting to say HELLO at once; beyond this the oldest is dropped.
+constexpr std::size_t kMaxPending = 16;
+
+// Milliseconds left until `deadline` for poll(), at least 0, at most a day (poll takes an int).
+int poll_timeout_ms(Clock::time_point deadline) {
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return static_cast<int>(std::clamp<long long>(left, 0, 24LL * 3600 * 1000));
+}
+
+// Sends ERROR(code, text) best-effort (the peer may be gone or not read) and closes `fd`.
+void refuse_connection(int fd, ErrorCode code, std::string_view text) {
+  (void)attach::send_message(fd, attach::encode_error(code, text), -1,
+                             Clock::now() + std::chrono::milliseconds(200));
+  ::close(fd);
+}
+
+// The listening socket once a trainer is attached: every further connection (a second trainer, a
+// health check, another gossipd's "in use?" probe) gets an ERROR and is closed, until `wake_fd`
+// is signalled. Touches nothing but these two descriptors.
+void refuse_newcomers(int listen_fd, int wake_fd, std::string path) {
+  const std::string text =
+      "a trainer is already attached to the gossipd serving " + path + " (one trainer per node)";
+  for (;;) {
+    pollfd fds[2] = {{listen_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (fds[1].revents != 0) return;
+    const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) continue;
+    refuse_connection(fd, ErrorCode::kRefused, text);
+    GOSSIP_LOG(kWarning) << "attach socket " << path
+                         << ": refused a second connection (a trainer is attached)";
+  }
+}
+
+// What a connection waiting to be the trainer sent: a HELLO (or any message of another protocol
+// version, whose HELLO this build cannot read: accept_hello refuses it with the reason), or why
+// it is dropped — `quiet` when it just closed (a probe, a health check).
+struct Heard {
+  std::optional<attach::Message> hello;
+  bool quiet = false;
+  std::string what;
+};
+
+// Reads one message from `fd`, which poll() found readable; tells the sender of anything that is
+// not a HELLO why it is dropped (ERROR, kProtocol).
+Heard hear(int fd, Clock::time_point deadline) {
+  auto m = attach::read_message(fd, std::min(deadline, Clock::now() + kMessageCompletion),
+                                /*accept_fds=*/false);
+  const auto tell = [fd](const std::string& text) {
+    (void)attach::send_message(fd, attach::encode_error(ErrorCode::kProtocol, text), -1,
+                               Clock::now() + std::chrono::milliseconds(200));
+  };
+  if (!m.is_ok()) {
+    switch (m.status().code()) {
+      case StatusCode::kUnavailable:
+        return {{}, true, "closed before saying HELLO"};
+      case StatusCode::kCorruption:
+        tell("expected HELLO: got " + m.status().message());
+        return {{}, false, "sent " + m.status().message()};
+      default:
+        return {{}, false, "began a message and did not finish it"};
+    }
+  }
+  if (m->header.version != attach::kProtocolVersion ||
+      (m->header.type == static_cast<std::uint16_t>(MessageType::kHello) &&
+       m->payload.size() == attach::kHelloBytes)) {
+    return {std::move(*m), false, ""};
+  }
+  tell("expected HELLO (" + std::to_string(attach::kHelloBytes) + " payload bytes), got " +
+       attach::message_type_name(m->header.type) + " (" + std::to_string(m->payload.size()) +
+       " bytes)");
+  return {{}, false, "sent " + attach::message_type_name(m->header.type) + " instead of HELLO"};
+}
+
 }  // namespace
 
 Result<std::unique_ptr<AttachServer>> AttachServer::listen(const std::string& socket_path) {
@@ -100,10 +185,83 @@ AttachServer::~AttachServer() {
 }
 
 void AttachServer::stop_listening() {
+  if (refuser_.joinable()) {
+    const std::uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof one);
+    refuser_.join();
+  }
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+  wake_fd_ = -1;
   if (listen_fd_ < 0) return;
   ::close(listen_fd_);
   listen_fd_ = -1;
   ::unlink(socket_path_.c_str());
+}
+
+void AttachServer::start_refusing() {
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC);
+  if (wake_fd_ < 0) {
+    // Without a way to stop a refuser, stop listening instead: later connections then find no
+    // socket, which refuses them too.
+    stop_listening();
+    return;
+  }
+  refuser_ = std::thread(refuse_newcomers, listen_fd_, wake_fd_, socket_path_);
+}
+
+Result<attach::Message> AttachServer::wait_for_hello(Clock::time_point deadline) {
+  std::vector<int> pending;  // accepted, not yet heard from, oldest first
+  int dropped = 0;
+  auto drop = [&](std::size_t k, const Heard& why) {
+    ::close(pending[k]);
+    pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(k));
+    ++dropped;
+    if (why.quiet) {
+      GOSSIP_LOG(kInfo) << "attach socket " << socket_path_ << ": a connection " << why.what
+                        << "; still waiting for a trainer's HELLO";
+    } else {
+      GOSSIP_LOG(kWarning) << "attach socket " << socket_path_ << ": dropped a connection that "
+                           << why.what << "; still waiting for a trainer's HELLO";
+    }
+  };
+  for (;;) {
+    std::vector<pollfd> fds{{listen_fd_, POLLIN, 0}};
+    for (int fd : pending) fds.push_back({fd, POLLIN, 0});
+    const int n = ::poll(fds.data(), fds.size(), poll_timeout_ms(deadline));
+    if ((n < 0 && errno != EINTR) || (n <= 0 && Clock::now() >= deadline)) {
+      const int err = errno;
+      for (int fd : pending) ::close(fd);
+      if (n < 0 && err != EINTR) return io_error("poll(): " + errno_text(err));
+      return deadline_exceeded("no trainer connected to " + socket_path_ + " in time" +
+                               (dropped == 0 ? std::string()
+                                             : " (" + std::to_string(dropped) +
+                                                   " connection(s) closed or sent something else "
+                                                   "than HELLO: see the log)"));
+    }
+    if (n <= 0) continue;
+    // The waiting connections first (fds[1..]), newest first so that erasing keeps indices valid.
+    for (std::size_t k = pending.size(); k-- > 0;) {
+      if (fds[k + 1].revents == 0) continue;
+      Heard heard = hear(pending[k], deadline);
+      if (!heard.hello) {
+        drop(k, heard);
+        continue;
+      }
+      conn_fd_ = pending[k];
+      pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(k));
+      for (int other : pending) {
+        refuse_connection(other, ErrorCode::kRefused, "another trainer attached first");
+      }
+      return std::move(*heard.hello);
+    }
+    if (fds[0].revents & POLLIN) {
+      for (int fd;
+           (fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK)) >= 0;) {
+        pending.push_back(fd);
+        if (pending.size() > kMaxPending) drop(0, {{}, false, "waited while newer ones came"});
+      }
+    }
+  }
 }
 
 void AttachServer::close_connection() {
@@ -201,29 +359,19 @@ Status AttachServer::create_buffer(std::uint64_t num_params, attach::Welcome* we
 Result<std::uint64_t> AttachServer::accept_hello(Clock::time_point deadline,
                                                  const AttachOptions& options) {
   if (accepted_) return failed_precondition("AttachServer::accept called twice");
-  const int r = attach::wait_fd(listen_fd_, POLLIN, deadline);
-  if (r == 0) return deadline_exceeded("no trainer connected to " + socket_path_ + " in time");
-  if (r < 0) return io_error("poll(): " + errno_text(errno));
-  conn_fd_ = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-  if (conn_fd_ < 0) return io_error("accepting on " + socket_path_ + ": " + errno_text(errno));
+  // Only a connection that says HELLO is the trainer: probes, health checks and garbage are
+  // dropped without ending the wait.
+  GOSSIP_ASSIGN_OR_RETURN(attach::Message m, wait_for_hello(deadline));
   accepted_ = true;
-  stop_listening();  // one trainer per server
+  start_refusing();  // one trainer per server: later connections are told so
 
-  GOSSIP_ASSIGN_OR_RETURN(attach::Message m, read_message(deadline, "HELLO"));
+  // wait_for_hello returns a HELLO of this version, or a message of another version.
   using attach::kProtocolVersion;
   if (m.header.version != kProtocolVersion) {
     return refuse(ErrorCode::kRefused,
                   invalid_argument("the trainer speaks attach protocol version " +
                                    std::to_string(m.header.version) + "; this gossipd speaks " +
                                    "version " + std::to_string(kProtocolVersion)));
-  }
-  if (m.header.type != static_cast<std::uint16_t>(MessageType::kHello) ||
-      m.payload.size() != attach::kHelloBytes) {
-    return refuse(ErrorCode::kProtocol,
-                  corruption("expected HELLO (" + std::to_string(attach::kHelloBytes) +
-                             " payload bytes) from the trainer, got " +
-                             attach::message_type_name(m.header.type) + " (" +
-                             std::to_string(m.payload.size()) + " bytes)"));
   }
   const attach::Hello hello = attach::decode_hello(std::as_bytes(std::span(m.payload)));
   if ((hello.flags & ~attach::kHelloFlagsKnown) != 0) {
@@ -371,6 +519,31 @@ Status AttachServer::reply_mixed(std::uint64_t iteration) {
   Status s = send_bytes(attach::encode_iteration(MessageType::kMixed, iteration));
   if (!s.is_ok()) close_connection();
   return s;
+}
+
+AttachSocketState probe_attach_socket(const std::string& socket_path,
+                                      std::chrono::milliseconds wait) {
+  Result<sockaddr_un> addr = unix_address(socket_path);
+  if (!addr.is_ok()) return AttachSocketState::kNotServed;
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return AttachSocketState::kNotServed;
+  // A non-blocking connect to a listening Unix socket completes at once (or EAGAIN when its
+  // backlog is full: someone is serving it).
+  const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof(*addr));
+  if (rc != 0 && errno != EAGAIN) {
+    ::close(fd);
+    return AttachSocketState::kNotServed;
+  }
+  auto reply = attach::read_message(fd, Clock::now() + wait, /*accept_fds=*/false);
+  ::close(fd);
+  if (reply.is_ok()) {
+    return reply->header.type == static_cast<std::uint16_t>(MessageType::kError)
+               ? AttachSocketState::kTrainerAttached
+               : AttachSocketState::kNotServed;
+  }
+  return reply.status().code() == StatusCode::kDeadlineExceeded
+             ? AttachSocketState::kWaitingForTrainer
+             : AttachSocketState::kNotServed;
 }
 
 }  // namespace gossip::attach

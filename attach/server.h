@@ -27,8 +27,16 @@
 //
 // Socket path rules (listen): a path that exists and is not a socket is refused; a socket file
 // nobody listens on (a stale one, left by a daemon that died) is removed; a socket somebody
-// listens on is refused. The server unlinks its socket when a trainer is accepted (only one
-// trainer per server: a second one finds no socket) and in its destructor.
+// listens on is refused. The server listens until it is destroyed, and then unlinks its socket.
+//
+// Who is the trainer: only a connection that completes a HELLO. Until one does, the server keeps
+// accepting; a connection that closes without a word (a health check, `nc -U`, another gossipd's
+// "in use?" probe), sends something else (a wrong magic, another message, half a message that
+// does not complete within 2 s) is dropped — with an ERROR (kProtocol) where it sent something —
+// and logged, and the wait goes on. A HELLO that is refused (version, flags, dtype, count) ends
+// the wait with that refusal. Once a trainer said HELLO, every further connection gets an ERROR
+// (kRefused, "a trainer is already attached ...") and is closed, by a helper thread that touches
+// nothing but the listening socket, so the session is never disturbed.
 //
 // Shared memory: parameters() is a span of num_params floats at offset 0 of the memfd; in an
 // update session (the trainer's HELLO set kHelloUpdate) update() is a second span of num_params
@@ -41,8 +49,8 @@
 //   - UPDATE(t) .. MIXED(t), update session: both are the daemon's.
 // The spans stay valid until the server is destroyed.
 //
-// Thread safety: none; one thread (the loop's) uses a server. Every blocking call has a deadline.
-// SIGPIPE is never raised (MSG_NOSIGNAL).
+// Thread safety: none; one thread (the loop's) uses a server (the refusing helper thread above is
+// internal). Every blocking call has a deadline. SIGPIPE is never raised (MSG_NOSIGNAL).
 #pragma once
 
 #include <chrono>
@@ -52,6 +60,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "attach/protocol.h"
 #include "attach/socket.h"
@@ -73,6 +82,16 @@ struct AttachOptions {
   std::span<const float> initial_parameters;
 };
 
+// What a supervisor (gossipd launch) finds at an attach socket: nobody serving it (no socket, or
+// a stale one), a server still waiting for its trainer's HELLO, or a server whose trainer said
+// HELLO — told apart by the ERROR a server sends every connection once its trainer is attached.
+enum class AttachSocketState { kNotServed, kWaitingForTrainer, kTrainerAttached };
+
+// Connects to `socket_path` and waits up to `wait` for that ERROR; sends nothing. A server still
+// waiting sees a connection that closes without a word (logged, and the wait goes on).
+AttachSocketState probe_attach_socket(const std::string& socket_path,
+                                      std::chrono::milliseconds wait);
+
 class AttachServer {
  public:
   // Binds and listens on `socket_path` (rules above). Errors name the path.
@@ -82,7 +101,8 @@ class AttachServer {
   AttachServer(const AttachServer&) = delete;
   AttachServer& operator=(const AttachServer&) = delete;
 
-  // Waits for the trainer to connect and say HELLO, checks version (kProtocolVersion), dtype
+  // Waits for the trainer to connect and say HELLO (connections that do not are dropped, above),
+  // checks version (kProtocolVersion), dtype
   // (float32) and count, creates the buffer and answers WELCOME with it. Returns the parameter
   // count. A refused trainer gets an ERROR (code kRefused) with the same text as the Status.
   // Succeeds at most once; after kDeadlineExceeded with nobody connected it may be called again.
@@ -142,9 +162,15 @@ class AttachServer {
   Status create_buffer(std::uint64_t num_params, attach::Welcome* welcome);
   void close_connection();
   void stop_listening();
+  // Accepts connections until one says HELLO (or the deadline); that one becomes conn_fd_.
+  Result<attach::Message> wait_for_hello(std::chrono::steady_clock::time_point deadline);
+  // After the HELLO: refuse every later connection from a helper thread.
+  void start_refusing();
 
   std::string socket_path_;
   int listen_fd_ = -1;
+  std::thread refuser_;  // refuse_newcomers() on listen_fd_ once a trainer said HELLO
+  int wake_fd_ = -1;     // an eventfd that stops refuser_
   int conn_fd_ = -1;
   int memfd_ = -1;
   void* mapping_ = nullptr;

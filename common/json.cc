@@ -1,8 +1,11 @@
-// json_quote: see common/json.h for the rules; the UTF-8 check is shared with log_escape.
+// json_quote, json_number and JsonWriter: see common/json.h for the rules; the UTF-8 check is
+// shared with log_escape.
 #include "common/json.h"
 
+#include <cmath>
 #include <cstdio>
 
+#include "common/check.h"
 #include "common/escape.h"
 
 namespace gossip {
@@ -54,6 +57,110 @@ std::string json_quote(std::string_view s) {
   }
   out += '"';
   return out;
+}
+
+std::string json_number(double v, int significant_digits) {
+  GOSSIP_CHECK(significant_digits >= 1 && significant_digits <= kJsonRoundTripDigits)
+      << significant_digits;
+  if (!std::isfinite(v)) return "null";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.*g", significant_digits, v);
+  return buf;
+}
+
+void JsonWriter::before_value() {
+  GOSSIP_CHECK(!done_) << "a second top-level JSON value";
+  if (scopes_.empty()) return;
+  if (scopes_.back() == Scope::kObject) {
+    GOSSIP_CHECK(key_pending_) << "a JSON object member needs a key first";
+    key_pending_ = false;
+    return;
+  }
+  if (!first_.back()) out_ += ',';
+  first_.back() = false;
+}
+
+void JsonWriter::append_value(std::string_view text) {
+  before_value();
+  out_ += text;
+  if (scopes_.empty()) done_ = true;
+}
+
+JsonWriter& JsonWriter::begin_object() {
+  before_value();
+  out_ += '{';
+  scopes_.push_back(Scope::kObject);
+  first_.push_back(true);
+  return *this;
+}
+
+JsonWriter& JsonWriter::end_object() {
+  GOSSIP_CHECK(!scopes_.empty() && scopes_.back() == Scope::kObject && !key_pending_)
+      << "end_object without an open object (or after a key without its value)";
+  out_ += '}';
+  scopes_.pop_back();
+  first_.pop_back();
+  if (scopes_.empty()) done_ = true;
+  return *this;
+}
+
+JsonWriter& JsonWriter::begin_array() {
+  before_value();
+  out_ += '[';
+  scopes_.push_back(Scope::kArray);
+  first_.push_back(true);
+  return *this;
+}
+
+JsonWriter& JsonWriter::end_array() {
+  GOSSIP_CHECK(!scopes_.empty() && scopes_.back() == Scope::kArray)
+      << "end_array without an open array";
+  out_ += ']';
+  scopes_.pop_back();
+  first_.pop_back();
+  if (scopes_.empty()) done_ = true;
+  return *this;
+}
+
+JsonWriter& JsonWriter::key(std::string_view name) {
+  GOSSIP_CHECK(!scopes_.empty() && scopes_.back() == Scope::kObject && !key_pending_)
+      << "a JSON key outside an object, or two keys in a row";
+  if (!first_.back()) out_ += ',';
+  first_.back() = false;
+  out_ += json_quote(name);
+  out_ += ':';
+  key_pending_ = true;
+  return *this;
+}
+
+JsonWriter& JsonWriter::string(std::string_view s) {
+  append_value(json_quote(s));
+  return *this;
+}
+
+JsonWriter& JsonWriter::number(double v, int significant_digits) {
+  append_value(json_number(v, significant_digits));
+  return *this;
+}
+
+JsonWriter& JsonWriter::integer(std::int64_t v) {
+  append_value(std::to_string(v));
+  return *this;
+}
+
+JsonWriter& JsonWriter::boolean(bool v) {
+  append_value(v ? "true" : "false");
+  return *this;
+}
+
+JsonWriter& JsonWriter::null() {
+  append_value("null");
+  return *this;
+}
+
+const std::string& JsonWriter::text() const {
+  GOSSIP_CHECK(done_) << "JsonWriter::text() before the value is complete";
+  return out_;
 }
 
 }  // namespace gossip

@@ -143,6 +143,18 @@ std::string read_run_id(Env& env, const std::string& path) {
   return run_id;
 }
 
+// Moves dir/name into dir/set-aside-<tag>/ under the same name, or name.1, name.2, ... when that
+// is taken (a run may set files of one name aside more than once). Returns the new path.
+Result<std::string> move_aside(Env& env, const std::string& dir, const std::string& name,
+                               const std::string& tag) {
+  const std::string aside = dir + "/set-aside-" + tag;
+  GOSSIP_RETURN_IF_ERROR(env.create_dirs(aside));
+  std::string to = aside + "/" + name;
+  for (int k = 1; env.file_exists(to); ++k) to = aside + "/" + name + "." + std::to_string(k);
+  GOSSIP_RETURN_IF_ERROR(env.rename_file(dir + "/" + name, to));
+  return to;
+}
+
 }  // namespace
 
 std::string encode_checkpoint(const Checkpoint& c) {
@@ -236,14 +248,23 @@ std::string new_run_id() {
 }
 
 Result<std::string> write_checkpoint(Env& env, const std::string& dir, const Checkpoint& checkpoint,
-                                     std::uint32_t keep) {
+                                     std::uint32_t keep, bool owns_directory) {
   GOSSIP_RETURN_IF_ERROR(env.create_dirs(dir).with_context("creating checkpoint directory " + dir));
-  std::string path = dir + "/" + checkpoint_file_name(checkpoint.iteration);
+  const std::string name = checkpoint_file_name(checkpoint.iteration);
+  std::string path = dir + "/" + name;
   // A file of the same name that this run did not write (another run's, or one whose header
-  // cannot be read) is not ours to replace.
+  // cannot be read) is not ours to replace: the owner of the directory moves it aside (kept),
+  // anybody else leaves it alone and fails.
   if (env.file_exists(path) &&
       (checkpoint.run_id.empty() || read_run_id(env, path) != checkpoint.run_id)) {
-    return failed_precondition(path + " belongs to another run (or is damaged); not replacing it");
+    if (!owns_directory) {
+      return failed_precondition(path +
+                                 " belongs to another run (or is damaged); not replacing it");
+    }
+    const std::string tag = checkpoint.run_id.empty() ? new_run_id() : checkpoint.run_id;
+    GOSSIP_ASSIGN_OR_RETURN(std::string moved, move_aside(env, dir, name, tag));
+    GOSSIP_LOG(kWarning) << path << " was not written by this run (" << checkpoint.run_id
+                         << "); moved to " << moved << " before writing this run's checkpoint";
   }
   GOSSIP_RETURN_IF_ERROR(env.write_file_atomic(path, encode_checkpoint(checkpoint))
                              .with_context("writing checkpoint " + path));
@@ -280,12 +301,36 @@ Result<std::string> set_aside_checkpoints(Env& env, const std::string& dir,
                                           const std::string& tag) {
   auto files = list_checkpoints(env, dir);
   if (files.empty()) return std::string();
-  const std::string aside = dir + "/set-aside-" + tag;
-  GOSSIP_RETURN_IF_ERROR(env.create_dirs(aside));
   for (const auto& entry : files) {
-    GOSSIP_RETURN_IF_ERROR(env.rename_file(dir + "/" + entry.second, aside + "/" + entry.second));
+    GOSSIP_RETURN_IF_ERROR(move_aside(env, dir, entry.second, tag).status());
   }
-  return aside;
+  return dir + "/set-aside-" + tag;
+}
+
+Result<std::vector<SetAside>> set_aside_after(Env& env, const std::string& dir,
+                                              std::uint64_t iteration,
+                                              const CheckpointExpectation& expect,
+                                              const std::string& run_id) {
+  std::vector<SetAside> moved;
+  for (const auto& [it, name] : list_checkpoints(env, dir)) {
+    if (static_cast<std::uint64_t>(it) <= iteration) break;  // newest first
+    // Why it is in the way, for the log: a valid checkpoint (this run's own abandoned later one,
+    // or another run's), or one this run cannot use (damaged, another version, config, shape).
+    Result<Checkpoint> c = load_checkpoint_file(env, dir + "/" + name, expect);
+    const std::string after = " after the resumed iteration " + std::to_string(iteration);
+    std::string why;
+    if (!c.is_ok()) {
+      why = "not usable: " + c.status().to_string();
+    } else if (!run_id.empty() && c->run_id == run_id) {
+      why = "this run's own checkpoint" + after;
+    } else {
+      why = "run " + (c->run_id.empty() ? std::string("(no id)") : c->run_id) + "'s checkpoint" +
+            after;
+    }
+    GOSSIP_ASSIGN_OR_RETURN(std::string to, move_aside(env, dir, name, run_id));
+    moved.push_back({dir + "/" + name, to, why});
+  }
+  return moved;
 }
 
 Result<Checkpoint> load_checkpoint_file(Env& env, const std::string& path,

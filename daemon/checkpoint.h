@@ -27,12 +27,26 @@
 //
 // Checkpoints are a run's property. A run is identified by its run id (random, made when a node
 // starts from iteration 0, inherited when it resumes from a checkpoint) together with the
-// config and topology fingerprints. write_checkpoint only ever deletes older checkpoints that
-// carry its own run id: files of another run, files it cannot read, and files of its own run at
-// later iterations (from an incarnation that got further) are left alone, so the file just
-// written always survives and nothing another run wrote is lost. A fresh run refuses a directory
-// that already holds checkpoint files (check_fresh_directory), so it can neither delete an earlier
-// run's checkpoints nor have its own mistaken for theirs on resume.
+// config and topology fingerprints. The rules, which never lose a file another run could resume
+// from (docs/fault.md, "Directory ownership" and "Damaged files on resume"):
+//  1. A run owns its node's directory for its whole life (daemon/dir_lock.h: an exclusive lock on
+//     dir/LOCK, taken before anything is read or written there); a second process is refused.
+//  2. A fresh run refuses a directory that already holds checkpoint files (check_fresh_directory),
+//     so it can neither delete an earlier run's checkpoints nor have its own mistaken for theirs.
+//  3. A run resuming at iteration k moves aside (set_aside_after) every checkpoint file at an
+//     iteration after k — damaged or unreadable, of a future version, written for another config,
+//     its own abandoned later ones, another run's — into dir/set-aside-<run id>/, logging each and
+//     why: the iterations after k are the ones it is about to write, and none of those files may
+//     block it or be resumed from in place of what it writes.
+//  4. write_checkpoint only ever deletes older checkpoints that carry its own run id. Files of
+//     another run, files it cannot read, and files of its own run at later iterations are never
+//     deleted, so the file just written always survives.
+//  5. A file of the same name that is not the run's own is never replaced: the directory's owner
+//     moves it aside (kept, rule 3's directory) before writing; a writer that does not own the
+//     directory fails with FailedPrecondition.
+// --resume-or-start with nothing usable moves every checkpoint file aside (set_aside_checkpoints)
+// and starts from 0 as a fresh run. Nothing here ever deletes or overwrites a valid checkpoint of
+// another run; "set aside" is a rename within the directory, undone with mv.
 #pragma once
 
 #include <array>
@@ -91,11 +105,13 @@ std::string new_run_id();
 
 // Writes dir/ckpt-<iteration>.bin atomically (creating dir), then deletes the checkpoints of the
 // same run (same run_id) at earlier iterations beyond the newest `keep` (the one just written
-// counts). Files of other runs, unreadable files and later iterations are never deleted, and a
-// file of the same name is replaced only when it carries the same run id (FailedPrecondition
-// otherwise). Returns the path written.
+// counts). Files of other runs, unreadable files and later iterations are never deleted. A file
+// of the same name is replaced only when it carries the same run id; otherwise, when the caller
+// owns the directory (`owns_directory`: it holds its DirectoryLock) that file is moved into
+// dir/set-aside-<run id>/ first, and when it does not the write fails (FailedPrecondition).
+// Returns the path written.
 Result<std::string> write_checkpoint(Env& env, const std::string& dir, const Checkpoint& checkpoint,
-                                     std::uint32_t keep);
+                                     std::uint32_t keep, bool owns_directory = false);
 
 // Reads and checks one checkpoint file against `expect` (FailedPrecondition on a mismatch).
 Result<Checkpoint> load_checkpoint_file(Env& env, const std::string& path,
@@ -105,10 +121,26 @@ Result<Checkpoint> load_checkpoint_file(Env& env, const std::string& path,
 // naming the directory and the iterations found, for a run that starts from iteration 0.
 Status check_fresh_directory(Env& env, const std::string& dir);
 
-// Moves every checkpoint file of `dir` into the new subdirectory dir/set-aside-<tag>/ (nothing is
-// deleted), so that a run starting from iteration 0 there (--resume-or-start with no usable
-// checkpoint) owns the directory. Returns the subdirectory, or "" when there was nothing to move.
+// Moves every checkpoint file of `dir` into the subdirectory dir/set-aside-<tag>/ (nothing is
+// deleted; a name already taken there gets a suffix .1, .2, ...), so that a run starting from
+// iteration 0 there (--resume-or-start with no usable checkpoint) owns the directory. Returns the
+// subdirectory, or "" when there was nothing to move.
 Result<std::string> set_aside_checkpoints(Env& env, const std::string& dir, const std::string& tag);
+
+// A checkpoint file moved aside: where it was, where it is now, and why it was in the way.
+struct SetAside {
+  std::string from;
+  std::string to;
+  std::string reason;
+};
+
+// Rule 3 above, for a run (id `run_id`) resuming at `iteration` in `dir`: moves every checkpoint
+// file at a later iteration into dir/set-aside-<run_id>/ and says why for each (read against
+// `expect`: damaged, another config's, this run's own, another run's).
+Result<std::vector<SetAside>> set_aside_after(Env& env, const std::string& dir,
+                                              std::uint64_t iteration,
+                                              const CheckpointExpectation& expect,
+                                              const std::string& run_id);
 
 // Newest valid checkpoint in `dir` that meets `expect`; files that fail are skipped with a warning
 // (and listed in *skipped when given). NotFound when there is none (or no directory).

@@ -13,7 +13,9 @@ inline constexpr int kExitError = 1;            // runtime error: I/O, data, tra
                                                 // of memory, a failed write of an output
 inline constexpr int kExitUsage = 2;            // bad command line, config or topology file; a
                                                 // model too large for the memory cap; a fresh run
-                                                // in a checkpoint directory holding another run
+                                                // in a checkpoint directory holding another run;
+                                                // a directory held by another process; an output
+                                                // that cannot be written (checked at start)
 inline constexpr int kExitNeighbourFailed = 3;  // fail-stop: a neighbour missed its deadline or
                                                 // its link failed; checkpoint written first
 inline constexpr int kExitStopped = 4;          // SIGTERM / SIGINT: checkpoint written, then exit

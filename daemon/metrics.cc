@@ -10,12 +10,7 @@
 
 namespace gossip::daemon {
 
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
+std::string json_number(double v) { return gossip::json_number(v, kMetricsDigits); }
 
 Result<MetricsWriter> MetricsWriter::open(const std::string& path, int node, std::uint64_t every,
                                           bool append, Clock& clock) {

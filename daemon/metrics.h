@@ -93,7 +93,9 @@ class MetricsWriter {
 
 // JSON strings: gossip::json_quote (common/json.h), the project's one string writer.
 using gossip::json_quote;
-// A number as JSON (non-finite values become null).
+// Metrics numbers carry 9 significant digits (enough for a float32 to read back exactly).
+inline constexpr int kMetricsDigits = 9;
+// A number of a metrics line as JSON: gossip::json_number(v, kMetricsDigits) (non-finite: null).
 std::string json_number(double v);
 // "j:w,j:w,..." with %.17g weights (the "row" member of a weights line).
 std::string format_row(const std::vector<std::pair<int, double>>& row);

@@ -22,6 +22,7 @@
 #include "daemon/metrics.h"
 #include "daemon/node_checkpoints.h"
 #include "daemon/node_job.h"
+#include "daemon/outputs.h"
 #include "daemon/param_buffers.h"
 
 namespace gossip::daemon {
@@ -75,15 +76,11 @@ Status write_final_parameters(Env& env, const NodeOptions& options, std::span<co
   const int self = options.node_id;
   std::vector<std::pair<std::string, const char*>> outputs;  // path, what asked for it
   if (!options.dump_params_dir.empty()) {
-    outputs.emplace_back(options.dump_params_dir + "/node_" + std::to_string(self) + ".f32",
-                         "--dump-params");
+    outputs.emplace_back(dump_params_file(options.dump_params_dir, self), "--dump-params");
   }
   if (!options.config.final_params_path().empty()) {
-    std::string path = options.config.final_params_path();
-    for (std::size_t at; (at = path.find("{node}")) != std::string::npos;) {
-      path.replace(at, 6, std::to_string(self));
-    }
-    outputs.emplace_back(std::move(path), "final_params_path");
+    outputs.emplace_back(final_params_path_for(options.config.final_params_path(), self),
+                         "final_params_path");
   }
   if (outputs.empty()) return Status::ok();
   if (!all_finite(x)) {

@@ -2,6 +2,12 @@
 // format and the directory rules) — where the run starts (a fresh directory, the newest usable
 // checkpoint, or exactly the one asked for) and writing the state at an iteration.
 //
+// The run owns the directory from open() (or its first save()) until it is destroyed: an exclusive
+// DirectoryLock (daemon/dir_lock.h), shared with any other claim of the directory in this process
+// (gossipd's start claims it before it loads data). Another process holding it: kExitUsage.
+// Only after open() applied the start rules does save() move a stranger's same-named file aside
+// (checkpoint.h, rule 5); a writer that never opened (ALLREDUCE) fails on it instead.
+//
 // Start rules (docs/daemon.md "Checkpoints and resume"):
 //   no resume flag    the directory must hold no checkpoint files (another run's are never
 //                     overwritten or deleted): kExitUsage otherwise;
@@ -10,12 +16,16 @@
 //   --resume-at N     exactly iteration N's checkpoint, else kExitCannotResume;
 //   --resume-or-start as --resume, but with none usable the directory's files are set aside (kept)
 //                     and the run starts from iteration 0.
+// A run resumed at iteration k first moves every checkpoint file after k (damaged, another run's,
+// its own abandoned ones) into set-aside-<run id>/, logging each and why (daemon/checkpoint.h,
+// rule 3), so that nothing there can block the checkpoints it writes.
 // A resumed run keeps the run id of the checkpoint it resumed; a new run gets a new one.
 // A checkpoint never holds non-finite parameters (common/divergence.h): save() then returns
 // kAborted and the previous checkpoint stays the newest.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -24,6 +34,7 @@
 #include "common/env.h"
 #include "common/status.h"
 #include "daemon/checkpoint.h"
+#include "daemon/dir_lock.h"
 #include "sgd/sampler.h"
 
 namespace gossip::daemon {
@@ -58,6 +69,13 @@ class NodeCheckpoints {
   CheckpointRequest request_;
   CheckpointExpectation expect_;
   std::string run_id_ = new_run_id();
+  std::shared_ptr<DirectoryLock> lock_;  // this run's hold on request_.dir (null before open)
+  bool opened_ = false;  // open() applied the start rules: this run owns what it writes there
+
+  Status claim();
+  std::string holder() const;
+  // open()'s end when `c` is usable: adopt its run, set aside what follows it.
+  Result<std::optional<Checkpoint>> resume_from(Checkpoint c, int* exit_code);
 };
 
 // The batch sampler's state in a checkpoint, and back.

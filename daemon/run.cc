@@ -24,6 +24,7 @@
 #include "daemon/exit_codes.h"
 #include "daemon/node.h"
 #include "daemon/node_job.h"
+#include "daemon/outputs.h"
 #include "net/transport.h"
 #include "sgd/backend.h"
 #include "sgd/problem.h"
@@ -61,7 +62,8 @@ struct Inputs {
   TrainConfig config;
   topology::Topology topology;
   bool attach = false;
-  std::string checkpoint_dir;  // this node's
+  RunOutputs outputs;                    // this node's checkpoint directory, metrics, parameters
+  std::shared_ptr<DirectoryLock> owned;  // held for the whole run (daemon/dir_lock.h)
 };
 
 Result<Inputs> load_inputs(const RunOptions& o) {
@@ -85,12 +87,13 @@ Result<Inputs> load_inputs(const RunOptions& o) {
     return invalid_argument("give --certs DIR (TLS, made by scripts/gen-certs.sh) or --insecure");
   }
   in.attach = !o.attach_socket.empty();
-  in.checkpoint_dir = in.config.checkpoint().dir() + "/node-" + std::to_string(o.node_id);
-  // A run from iteration 0 in a directory holding checkpoints is refused before any neighbour
-  // (or trainer) is contacted (open_node_start checks again; checkpoint.h says why).
-  if (!o.resume && !o.resume_or_start && !o.resume_at) {
-    GOSSIP_RETURN_IF_ERROR(check_fresh_directory(Env::system(), in.checkpoint_dir));
-  }
+  // Before any trainer, data or neighbour: this run owns its checkpoint directory until it exits,
+  // a fresh run finds no earlier checkpoints there, and every output can be written
+  // (daemon/outputs.h; open_node_start checks the directory again).
+  in.outputs = run_outputs(in.config, o.node_id, o.metrics_path, o.dump_params_dir);
+  GOSSIP_ASSIGN_OR_RETURN(in.owned,
+                          claim_outputs(in.outputs, !o.resume && !o.resume_or_start && !o.resume_at,
+                                        "gossipd run, node " + std::to_string(o.node_id)));
   return in;
 }
 
@@ -185,15 +188,8 @@ NodeOptions node_options(const RunOptions& o, const Inputs& in) {
   NodeOptions n;
   n.node_id = o.node_id;
   n.config = in.config;
-  n.checkpoint_dir = in.checkpoint_dir;
-  n.metrics_path = !o.metrics_path.empty()             ? o.metrics_path
-                   : !in.config.metrics_path().empty() ? in.config.metrics_path()
-                                                       : n.checkpoint_dir + "/metrics.jsonl";
-  if (n.metrics_path != "-" && !n.metrics_path.empty()) {
-    std::size_t slash = n.metrics_path.find_last_of('/');
-    if (slash != std::string::npos)
-      (void)Env::system().create_dirs(n.metrics_path.substr(0, slash));
-  }
+  n.checkpoint_dir = in.outputs.checkpoint_dir;
+  n.metrics_path = in.outputs.metrics_path;  // its directory made by claim_outputs
   n.resume = o.resume;
   n.resume_or_start = o.resume_or_start;
   n.resume_at = o.resume_at;

@@ -190,8 +190,8 @@ TEST_CASE("handshake: WELCOME carries the agreed fields and a memfd shared with 
   CHECK(trainer.info().node_id == 3);
   CHECK(trainer.info().num_nodes == 8);
   CHECK(server->num_params() == n);
-  // One trainer per server: the socket is gone once one is accepted.
-  CHECK(::access(dir.socket().c_str(), F_OK) != 0);
+  // The server keeps its socket (later connections are refused: see the probe tests).
+  CHECK(::access(dir.socket().c_str(), F_OK) == 0);
 
   // The same memory on both sides.
   trainer.params()[0] = 1.5f;
@@ -389,7 +389,7 @@ TEST_CASE("HELLO flags this gossipd does not know are refused, naming them") {
   CHECK(r.text.find("flags 6") != std::string::npos);
 }
 
-TEST_CASE("a dtype other than float32 is refused by name, as are 0 parameters and garbage") {
+TEST_CASE("a dtype other than float32 is refused by name, as are 0 parameters") {
   const Refusal bf16 = handshake_with(attach::encode_hello({10, 4}), {});
   CHECK(bf16.status.code() == StatusCode::kInvalidArgument);
   CHECK(bf16.text.find("bfloat16") != std::string::npos);
@@ -397,10 +397,6 @@ TEST_CASE("a dtype other than float32 is refused by name, as are 0 parameters an
 
   const Refusal zero = handshake_with(attach::encode_hello({0, 1}), {});
   CHECK(zero.status.code() == StatusCode::kInvalidArgument);
-
-  const Refusal garbage = handshake_with("GET / HTTP/1.1\r\n\r\n", {});
-  CHECK(garbage.status.code() == StatusCode::kCorruption);
-  CHECK(garbage.code == static_cast<std::uint32_t>(attach::ErrorCode::kProtocol));
 }
 
 TEST_CASE("initial parameters are copied into the buffer and flagged") {
@@ -545,6 +541,172 @@ TEST_CASE("fail() tells the trainer why with an ERROR") {
   CHECK(code == static_cast<std::uint32_t>(attach::ErrorCode::kAborted));
   CHECK(text == "neighbour 2 missed its deadline; leaving the group");
   CHECK(trainer.next() == static_cast<MessageType>(0));  // then EOF
+}
+
+// A raw connection to `path`, or -1.
+int raw_connect(const std::string& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  timeval tv{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  const sockaddr_un addr = address(path);
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// The reply on `fd` to what was sent: (type, error code, text); type 0 on EOF or timeout.
+struct Reply {
+  std::uint16_t type = 0;
+  std::uint32_t code = 0;
+  std::string text;
+};
+Reply read_reply(int fd) {
+  Reply r;
+  char head[attach::kHeaderBytes];
+  if (::recv(fd, head, sizeof head, MSG_WAITALL) != sizeof head) return r;
+  const attach::Header h = attach::decode_header(std::as_bytes(std::span(head)));
+  std::string payload(h.payload_bytes, '\0');
+  if (h.payload_bytes > 0 && ::recv(fd, payload.data(), payload.size(), MSG_WAITALL) !=
+                                 static_cast<ssize_t>(h.payload_bytes))
+    return r;
+  r.type = h.type;
+  if (payload.size() >= 4) {
+    r.code = attach::get_u32(reinterpret_cast<const std::byte*>(payload.data()));
+    r.text = payload.substr(4);
+  }
+  return r;
+}
+
+TEST_CASE(
+    "probes, health checks and garbage do not take the trainer's place: the wait goes on and the "
+    "connection that says HELLO is the trainer") {
+  SocketDir dir;
+  auto server = listen_or_fail(dir.socket());
+  Reply garbage, wrong_type, silent;
+  bool second_server_refused = false, trained = false;
+  std::thread others([&] {
+    // Another gossipd on the same path: refused as "in use" (its probe connects and closes).
+    auto second = AttachServer::listen(dir.socket());
+    second_server_refused =
+        !second.is_ok() && second.status().message().find("in use") != std::string::npos;
+    // `nc -U` that closes at once.
+    ::close(raw_connect(dir.socket()));
+    // Bytes that are no attach message at all.
+    const int g = raw_connect(dir.socket());
+    const std::string http = "GET / HTTP/1.1\r\n\r\n";
+    REQUIRE(::send(g, http.data(), http.size(), MSG_NOSIGNAL) > 0);
+    garbage = read_reply(g);
+    ::close(g);
+    // An attach message that is not HELLO.
+    const int w = raw_connect(dir.socket());
+    const std::string post = attach::encode_iteration(MessageType::kPost, 0);
+    REQUIRE(::send(w, post.data(), post.size(), MSG_NOSIGNAL) > 0);
+    wrong_type = read_reply(w);
+    ::close(w);
+    // Half a header, never finished; and a connection that says nothing while the trainer comes.
+    const int half = raw_connect(dir.socket());
+    REQUIRE(::send(half, post.data(), 6, MSG_NOSIGNAL) == 6);
+    const int quiet = raw_connect(dir.socket());
+    std::this_thread::sleep_for(300ms);
+    TestTrainer trainer;
+    REQUIRE(trainer.connect(dir.socket()));
+    trainer.hello(8);
+    REQUIRE(trainer.welcome());
+    silent = read_reply(quiet);  // told, once the trainer attached
+    ::close(quiet);
+    ::close(half);
+    trainer.post(0);
+    std::uint64_t it = 99;
+    trained = trainer.next(&it) == MessageType::kMixed && it == 0;
+  });
+  const auto begin = Clock::now();
+  auto accepted = server->accept(begin + 20s, {});
+  REQUIRE_MESSAGE(accepted.is_ok(), accepted.status().to_string());
+  CHECK(*accepted == 8);
+  REQUIRE(server->wait_post(0, Clock::now() + 10s).is_ok());
+  REQUIRE(server->reply_mixed(0).is_ok());
+  others.join();
+  CHECK(second_server_refused);
+  CHECK(garbage.type == static_cast<std::uint16_t>(MessageType::kError));
+  CHECK(garbage.code == static_cast<std::uint32_t>(attach::ErrorCode::kProtocol));
+  CHECK(garbage.text.find("without the attach magic") != std::string::npos);
+  CHECK(wrong_type.type == static_cast<std::uint16_t>(MessageType::kError));
+  CHECK(wrong_type.text.find("got POST") != std::string::npos);
+  CHECK(silent.type == static_cast<std::uint16_t>(MessageType::kError));
+  CHECK(silent.code == static_cast<std::uint32_t>(attach::ErrorCode::kRefused));
+  CHECK(trained);
+  CHECK(Clock::now() - begin < 15s);
+}
+
+TEST_CASE("connections that never say HELLO end the wait only at its deadline, saying so") {
+  SocketDir dir;
+  auto server = listen_or_fail(dir.socket());
+  ::close(raw_connect(dir.socket()));
+  const int g = raw_connect(dir.socket());
+  REQUIRE(::send(g, "xxxxxxxxxxxxxxxx", 16, MSG_NOSIGNAL) == 16);
+  const auto begin = Clock::now();
+  auto accepted = server->accept(begin + 500ms, {});
+  CHECK(Clock::now() - begin >= 500ms);
+  CHECK(accepted.status().code() == StatusCode::kDeadlineExceeded);
+  CHECK(accepted.status().message().find("2 connection(s) closed or sent something else") !=
+        std::string::npos);
+  CHECK(read_reply(g).code == static_cast<std::uint32_t>(attach::ErrorCode::kProtocol));
+  ::close(g);
+  // Nobody took the place: a trainer may still attach.
+  TestTrainer trainer;
+  handshake(*server, trainer, dir.socket());
+}
+
+TEST_CASE(
+    "after the HELLO every further connection gets an ERROR and is closed, the session goes on "
+    "undisturbed and another gossipd is refused the path") {
+  SocketDir dir;
+  auto server = listen_or_fail(dir.socket());
+  TestTrainer trainer;
+  handshake(*server, trainer, dir.socket());
+  for (int k = 0; k < 3; ++k) {
+    // A second trainer (its HELLO may be cut short by the refusal: the ERROR is sent at once).
+    const int second = raw_connect(dir.socket());
+    REQUIRE(second >= 0);
+    const std::string hello = attach::encode_hello({8, 1, 0});
+    (void)::send(second, hello.data(), hello.size(), MSG_NOSIGNAL);
+    const Reply r = read_reply(second);
+    CHECK(r.type == static_cast<std::uint16_t>(MessageType::kError));
+    CHECK(r.code == static_cast<std::uint32_t>(attach::ErrorCode::kRefused));
+    CHECK(r.text.find("a trainer is already attached to the gossipd serving " + dir.socket()) !=
+          std::string::npos);
+    char byte;
+    CHECK(::recv(second, &byte, 1, 0) <= 0);  // then closed
+    ::close(second);
+    auto other = AttachServer::listen(dir.socket());
+    CHECK(other.status().message().find("in use") != std::string::npos);
+    // The attached trainer's iteration k is undisturbed.
+    trainer.post(static_cast<std::uint64_t>(k));
+    auto x = server->wait_post(static_cast<std::uint64_t>(k), Clock::now() + 10s);
+    REQUIRE_MESSAGE(x.is_ok(), x.status().to_string());
+    REQUIRE(server->reply_mixed(static_cast<std::uint64_t>(k)).is_ok());
+    std::uint64_t it = 99;
+    CHECK(trainer.next(&it) == MessageType::kMixed);
+    CHECK(it == static_cast<std::uint64_t>(k));
+  }
+  CHECK(server->close().is_ok());
+  server.reset();
+  CHECK(::access(dir.socket().c_str(), F_OK) != 0);  // unlinked when the server is destroyed
+}
+
+TEST_CASE("a supervisor's probe tells not served, waiting for the trainer and attached apart") {
+  SocketDir dir;
+  CHECK(probe_attach_socket(dir.socket(), 300ms) == AttachSocketState::kNotServed);
+  auto server = listen_or_fail(dir.socket());
+  CHECK(probe_attach_socket(dir.socket(), 300ms) == AttachSocketState::kWaitingForTrainer);
+  // The server keeps waiting after the probe: a trainer still attaches.
+  TestTrainer trainer;
+  handshake(*server, trainer, dir.socket());
+  CHECK(probe_attach_socket(dir.socket(), 5s) == AttachSocketState::kTrainerAttached);
+  server.reset();
+  CHECK(probe_attach_socket(dir.socket(), 300ms) == AttachSocketState::kNotServed);
 }
 
 TEST_CASE("socket path rules: not a socket, stale socket, socket in use, too long") {

@@ -7,8 +7,14 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cfloat>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "common/escape.h"
 #include "common/random.h"
@@ -133,6 +139,125 @@ TEST_CASE(
     CHECK(got);
     CHECK(std::string(buf) == "300\n");
   }
+}
+
+// Whether /usr/bin/python3 reads `text` (lines of JSON) so that `check` (Python code over `v`,
+// the parsed line, and `i`, its index) holds for every line; prints the line count. Returns the
+// count printed, or -1 when python3 is not there (the byte-level checks still ran).
+int python_checks(const std::string& text, const std::string& check) {
+  if (::access("/usr/bin/python3", X_OK) != 0) return -1;
+  char in_path[] = "/tmp/json_writer_XXXXXX";
+  const int fd = ::mkstemp(in_path);
+  REQUIRE(fd >= 0);
+  std::FILE* f = ::fdopen(fd, "w");
+  std::fwrite(text.data(), 1, text.size(), f);
+  std::fclose(f);
+  const std::string cmd =
+      "/usr/bin/python3 -c \"import json,sys,struct\nn=0\nfor i,l in "
+      "enumerate(open(sys.argv[1], encoding='utf-8')):\n  v=json.loads(l)\n  "
+      "assert " +
+      check + ", (i, l)\n  n+=1\nprint(n)\" " + in_path;
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[64] = {};
+  const bool got = std::fgets(buf, sizeof buf, p) != nullptr;
+  const int rc = ::pclose(p);
+  ::unlink(in_path);
+  CHECK(rc == 0);
+  return got && rc == 0 ? std::atoi(buf) : 0;
+}
+
+TEST_CASE("JsonWriter places commas, colons and quotes, control characters in keys and strings") {
+  JsonWriter w;
+  w.begin_object()
+      .key("nodes")
+      .begin_array()
+      .begin_object()
+      .key("node")
+      .integer(0)
+      .key("ok")
+      .boolean(true)
+      .end_object()
+      .begin_object()
+      .key("node")
+      .integer(-1)
+      .key("cause")
+      .null()
+      .end_object()
+      .end_array()
+      .key("empty")
+      .begin_array()
+      .end_array()
+      .key("nested")
+      .begin_object()
+      .end_object()
+      .key("tab\tkey\n")
+      .string("esc \x1b[31m \"q\" \\ nul:" + std::string(1, '\0') + "\xff")
+      .end_object();
+  CHECK(w.text() ==
+        "{\"nodes\":[{\"node\":0,\"ok\":true},{\"node\":-1,\"cause\":null}],\"empty\":[],"
+        "\"nested\":{},\"tab\\tkey\\n\":\"esc \\u001b[31m \\\"q\\\" \\\\ "
+        "nul:\\u0000\\ufffd\"}");
+  for (char ch : w.text()) CHECK(static_cast<unsigned char>(ch) >= 0x20);
+  // A top-level scalar is a document too.
+  CHECK(JsonWriter().number(2.5).text() == "2.5");
+  CHECK(JsonWriter().begin_array().string("").number(NAN).end_array().text() == "[\"\",null]");
+  // Python's json module reads it back with the same structure and strings.
+  const int read = python_checks(
+      w.text() + "\n",
+      "v['nodes'][1]=={'node':-1,'cause':None} and v['empty']==[] and v['nested']=={} and "
+      "v[chr(9).join(['tab','key'])+chr(10)]==''.join(['esc ',chr(27),'[31m ',chr(34),'q',"
+      "chr(34),' ',chr(92),' nul:',chr(0),chr(0xfffd)])");
+  CHECK((read == 1 || read == -1));
+}
+
+TEST_CASE("json_number: NaN and infinities are null, precision is the stated one") {
+  CHECK(json_number(NAN) == "null");
+  CHECK(json_number(-NAN) == "null");
+  CHECK(json_number(INFINITY) == "null");
+  CHECK(json_number(-INFINITY, 9) == "null");
+  CHECK(json_number(0.0) == "0");
+  CHECK(json_number(-0.0) == "-0");
+  CHECK(json_number(0.1) == "0.10000000000000001");  // 17 digits show the double that 0.1 is
+  CHECK(json_number(0.1, 9) == "0.1");               // 9 digits: a shorter spelling
+  CHECK(json_number(0.1f, 9) == "0.100000001");      // the float nearest 0.1, exactly
+  CHECK(json_number(1.0 / 3.0, 9) == "0.333333333");
+  CHECK(json_number(1.0 / 3.0, 3) == "0.333");
+  CHECK(json_number(1e300) == "1.0000000000000001e+300");
+  CHECK(json_number(123456789.0, 9) == "123456789");
+  CHECK(json_number(1234567891.0, 9) == "1.23456789e+09");
+}
+
+TEST_CASE("json_number round-trips every double at 17 digits and every float at 9") {
+  // Edge values, then seeded random bit patterns (every exponent, subnormals included).
+  std::vector<double> values = {DBL_MAX, -DBL_MAX,          DBL_MIN, DBL_TRUE_MIN, -DBL_TRUE_MIN,
+                                1.0,     1.0 + DBL_EPSILON, 0.1,     1e-310,       5e-324};
+  Rng rng(17, 3);
+  while (values.size() < 2000) {
+    const std::uint64_t bits =
+        (rng.uniform_int(std::uint64_t{1} << 32) << 32) | rng.uniform_int(std::uint64_t{1} << 32);
+    double v;
+    std::memcpy(&v, &bits, sizeof v);
+    if (std::isfinite(v)) values.push_back(v);
+  }
+  std::string lines;
+  for (double v : values) {
+    const std::string text = json_number(v);
+    CAPTURE(text);
+    const double back = std::strtod(text.c_str(), nullptr);
+    CHECK(std::memcmp(&back, &v, sizeof v) == 0);
+    const float f = static_cast<float>(v);
+    if (std::isfinite(f)) {
+      const float fback = std::strtof(json_number(f, 9).c_str(), nullptr);
+      CHECK(std::memcmp(&fback, &f, sizeof f) == 0);
+    }
+    std::uint64_t bits;
+    std::memcpy(&bits, &v, sizeof v);
+    lines += "[" + text + "," + std::to_string(bits) + "]\n";
+  }
+  // Independent oracle: Python parses each number to the same bits.
+  const int read = python_checks(lines, "struct.unpack('<Q', struct.pack('<d', v[0]))[0] == v[1]");
+  CHECK((read == static_cast<int>(values.size()) || read == -1));
 }
 
 TEST_CASE("log_escape leaves no control byte, no C1 control and no invalid UTF-8") {

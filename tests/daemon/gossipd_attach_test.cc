@@ -146,6 +146,112 @@ TEST_CASE(
   CHECK(run.out.find("still running after its daemon ended") == std::string::npos);
 }
 
+TEST_CASE(
+    "attach launch: trainers that all die at start stop their nodes at once, each named with its "
+    "own exit status, not gossipd's exit-code table") {
+  AttachRun run;
+  const auto begin = std::chrono::steady_clock::now();
+  // connect_ms 60 s: a launcher that waited for the nodes' own timeout would take a minute.
+  run.launch("exit 6", "--set timeouts.connect_ms=60000");
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  INFO(run.out);
+  MESSAGE("every trainer dead at start: the launch ended after " << took << " s");
+  CHECK(took < 30);
+  CHECK(run.rc == kExitTrainerGone);
+  for (int i = 0; i < 4; ++i) {
+    CAPTURE(i);
+    CHECK(run.out.find("trainer of node " + std::to_string(i) + " exited: exit 6 (output in ") !=
+          std::string::npos);
+    CHECK(run.out.find("node " + std::to_string(i) +
+                       ": its trainer exited (exit 6) before attaching; stopped by the launcher") !=
+          std::string::npos);
+  }
+  CHECK(run.out.find("no usable checkpoint to resume") == std::string::npos);
+  CHECK(run.out.find("; first failure: node ") != std::string::npos);
+  const std::string summary = read_text(run.work + "/summary.json");
+  CHECK(summary.find("{\"node\":0,\"exit_code\":7,") != std::string::npos);
+  CHECK(summary.find("\"cause\":\"its trainer exited (exit 6) before attaching") !=
+        std::string::npos);
+}
+
+TEST_CASE(
+    "attach launch: a trainer killed by a signal is named so, and one that dies mid-run leaves its "
+    "node to leave the group by itself (exit 7, not stopped)") {
+  AttachRun run(40, 3000);
+  launch_with_node_2_killed_at_15(run, "--die-at");
+  INFO(run.out);
+  // The trainer runs under /bin/sh -c, which reports a command killed by signal 9 as exit 137.
+  CHECK(run.out.find("trainer of node 2 exited: exit 137, as a shell reports a command killed by "
+                     "signal 9 (Killed)") != std::string::npos);
+  CHECK(run.out.find("stopped by the launcher") == std::string::npos);
+}
+
+TEST_CASE(
+    "attach launch: the exit line and summary.json name the first failure's cause (a trainer "
+    "with another model size)") {
+  AttachRun run;
+  run.launch(run.trainer(" $( [ $GOSSIP_NODE_ID = 1 ] && echo --announce 211 )"),
+             "--set fault.policy=FAIL_STOP --set timeouts.connect_ms=5000");
+  INFO(run.out);
+  CHECK(run.rc == kExitUsage);
+  const std::size_t at = run.out.find("exit code 2 (usage/config error); first failure: node ");
+  REQUIRE(at != std::string::npos);
+  const std::string line = run.out.substr(at, run.out.find('\n', at) - at);
+  CHECK(line.find("a neighbour runs another configuration") != std::string::npos);
+  CHECK(line.find(" parameters, ours 21") != std::string::npos);
+  const std::string summary = read_text(run.work + "/summary.json");
+  CHECK(summary.find("\"first_failure\":\"node ") != std::string::npos);
+  CHECK(summary.find("parameters, ours 21") != std::string::npos);
+}
+
+TEST_CASE(
+    "attach: a second gossipd on the same --attach path is refused, and neither its probe nor "
+    "nc -U nor garbage takes the first one's trainer slot") {
+  TempDir dir;
+  Job job;
+  const std::string cfg = dir.path + "/train.pbtxt";
+  std::ofstream(cfg) << job.config_text();
+  const std::string topo = dir.path + "/one.pbtxt";
+  std::ofstream(topo) << "node { id: 0 address: \"127.0.0.1:" << free_base_port(1) << "\" }\n";
+  const std::string sock = dir.path + "/n0.sock";
+  const std::string run = bin("daemon/gossipd") + " run " + topo + " --node 0 --config " + cfg +
+                          " --insecure --attach " + sock;
+  const pid_t first = spawn_shell("cd " + dir.path + " && exec " + run +
+                                  " --set checkpoint.dir=ck1 > first.log 2>&1");
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (read_text(dir.path + "/first.log").find("waiting up to") == std::string::npos &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  // The second daemon: refused, naming the path.
+  const Run second = run_capture("cd " + dir.path + " && " + run + " --set checkpoint.dir=ck2");
+  CHECK(second.code == kExitUsage);
+  CHECK(second.out.find("attach socket " + sock + " is in use") != std::string::npos);
+  // nc -U that closes, and one that sends garbage.
+  CHECK(run_shell("/usr/bin/python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); "
+                  "s.connect('" +
+                  sock +
+                  "'); s.close(); s=socket.socket(socket.AF_UNIX); "
+                  "s.connect('" +
+                  sock +
+                  "'); s.sendall(b'GET / HTTP/1.1\\r\\n\\r\\n'); "
+                  "s.recv(100); s.close()\"") == 0);
+  // The trainer still attaches, and the first daemon trains to the end.
+  const Run trainer = run_capture(bin("tests/daemon/attach_trainer") + " --config " + cfg +
+                                  " --node 0 --nodes 1 --socket " + sock);
+  CHECK(trainer.code == 0);
+  const int first_rc = wait_exit(first);
+  const std::string log = read_text(dir.path + "/first.log");
+  INFO(log);
+  CHECK(first_rc == kExitOk);
+  CHECK(log.find("a connection closed before saying HELLO") != std::string::npos);
+  CHECK(log.find("dropped a connection that sent a message without the attach magic") !=
+        std::string::npos);
+  CHECK(log.find("finished " + std::to_string(job.iterations) + " iterations") !=
+        std::string::npos);
+}
+
 TEST_CASE("attach: when the daemon dies the trainer's next call fails at once with the reason") {
   AttachRun run(100000, 3000);
   const pid_t launcher =

@@ -5,6 +5,8 @@
 // Status naming it, never loaded, and resume falls back to the newest good checkpoint.
 #include <zlib.h>
 
+#include <map>
+
 #include "common/env.h"
 #include "common/random.h"
 #include "daemon/checkpoint.h"
@@ -355,6 +357,79 @@ TEST_CASE(
   std::ofstream(dir + "/" + daemon::checkpoint_file_name(650), std::ios::binary) << "garbage";
   REQUIRE(daemon::write_checkpoint(env, dir, make(800, 100, "run-b"), 1).is_ok());
   CHECK(iterations_in(dir) == std::vector<std::uint64_t>{300, 400, 500, 650, 800});
+}
+
+TEST_CASE(
+    "resuming at k sets aside every file after k, whatever it is, byte for byte, saying why, "
+    "files at or below k stay") {
+  TempDir tmp;
+  const std::string dir = tmp.path + "/node-3";
+  Env& env = Env::system();
+  for (std::uint64_t it : {10, 20, 30, 40}) {
+    REQUIRE(daemon::write_checkpoint(env, dir, make(it, 100, "run-a"), 9).is_ok());
+  }
+  std::string damaged = daemon::encode_checkpoint(make(50, 100, "run-a"));
+  damaged[damaged.size() / 2] ^= 0x40;  // checksum mismatch
+  std::ofstream(dir + "/" + daemon::checkpoint_file_name(50), std::ios::binary) << damaged;
+  REQUIRE(daemon::write_checkpoint(env, dir, make(60, 100, "run-b"), 9).is_ok());
+  REQUIRE(daemon::write_checkpoint(env, dir, make(70, 64, "run-a"), 9).is_ok());  // wrong shape
+  std::map<std::string, std::string> before;
+  for (std::uint64_t it : {30, 40, 50, 60, 70}) {
+    const std::string name = daemon::checkpoint_file_name(it);
+    before[name] = read_all(dir + "/" + name);
+  }
+  auto moved = daemon::set_aside_after(env, dir, 20, expect(), "run-a");
+  REQUIRE_MESSAGE(moved.is_ok(), moved.status().to_string());
+  REQUIRE(moved->size() == 5);
+  std::map<std::string, std::string> reasons;
+  for (const auto& m : *moved) {
+    CHECK(m.to == dir + "/set-aside-run-a/" + fs::path(m.from).filename().string());
+    reasons[fs::path(m.from).filename().string()] = m.reason;
+  }
+  for (const auto& [name, bytes] : before) {
+    CHECK_FALSE(fs::exists(dir + "/" + name));
+    CHECK(read_all(dir + "/set-aside-run-a/" + name) == bytes);
+  }
+  CHECK(contains(reasons[daemon::checkpoint_file_name(40)], "this run's own checkpoint after"));
+  CHECK(contains(reasons[daemon::checkpoint_file_name(50)], "checksum mismatch"));
+  CHECK(contains(reasons[daemon::checkpoint_file_name(60)], "run run-b's checkpoint after"));
+  CHECK(contains(reasons[daemon::checkpoint_file_name(70)], "has 64 parameters"));
+  // What remains is the resumed file and the one before it.
+  CHECK(iterations_in(dir) == std::vector<std::uint64_t>{10, 20});
+  // Setting aside a name again (a later resume) keeps both copies.
+  std::ofstream(dir + "/" + daemon::checkpoint_file_name(40), std::ios::binary) << "again";
+  auto again = daemon::set_aside_after(env, dir, 20, expect(), "run-a");
+  REQUIRE(again.is_ok());
+  REQUIRE(again->size() == 1);
+  CHECK(read_all(dir + "/set-aside-run-a/" + daemon::checkpoint_file_name(40) + ".1") == "again");
+  CHECK(read_all(dir + "/set-aside-run-a/" + daemon::checkpoint_file_name(40)) ==
+        before[daemon::checkpoint_file_name(40)]);
+}
+
+TEST_CASE(
+    "the owner of a directory moves a stranger's file of the same name aside before writing, "
+    "anybody else is refused") {
+  TempDir tmp;
+  const std::string dir = tmp.path + "/node-3";
+  Env& env = Env::system();
+  const std::string name = daemon::checkpoint_file_name(40);
+  for (const std::string& stranger :
+       {std::string("garbage"), daemon::encode_checkpoint(make(40, 100, "run-x"))}) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    std::ofstream(dir + "/" + name, std::ios::binary) << stranger;
+    auto refused = daemon::write_checkpoint(env, dir, make(40, 100, "run-b"), 2);
+    REQUIRE_FALSE(refused.is_ok());
+    CHECK(contains(refused.status().message(), "belongs to another run"));
+    CHECK(read_all(dir + "/" + name) == stranger);
+    auto owned = daemon::write_checkpoint(env, dir, make(40, 100, "run-b"), 2,
+                                          /*owns_directory=*/true);
+    REQUIRE_MESSAGE(owned.is_ok(), owned.status().to_string());
+    auto mine = daemon::load_checkpoint_file(env, dir + "/" + name, expect());
+    REQUIRE(mine.is_ok());
+    CHECK(mine->run_id == "run-b");
+    CHECK(read_all(dir + "/set-aside-run-b/" + name) == stranger);
+  }
 }
 
 TEST_CASE(

@@ -150,4 +150,72 @@ inline bool contains(const std::string& hay, const std::string& needle) {
   return hay.find(needle) != std::string::npos;
 }
 
+// A CLI run in the background (no shell; stdout and stderr to files), for a test that acts while
+// it runs. finish() waits a bounded time; the destructor kills it if it still runs.
+class BackgroundCli {
+ public:
+  explicit BackgroundCli(const std::vector<std::string>& argv, const std::string& cwd = "") {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, io_.file("stdout").c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&fa, 2, io_.file("stderr").c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    const int rc = ::posix_spawn(&pid_, argv[0].c_str(), &fa, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    REQUIRE_MESSAGE(rc == 0, "cannot start ", argv[0]);
+  }
+  ~BackgroundCli() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  BackgroundCli(const BackgroundCli&) = delete;
+  BackgroundCli& operator=(const BackgroundCli&) = delete;
+
+  pid_t pid() const { return pid_; }
+  std::string out() const { return read_all(io_.file("stdout")); }
+  std::string err() const { return read_all(io_.file("stderr")); }
+  // Waits until `file` (default: its stderr) contains `text`; false after `timeout_s`.
+  bool wait_for(const std::string& text, int timeout_s, std::string file = "") const {
+    if (file.empty()) file = io_.file("stderr");
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    while (!contains(read_all(file), text)) {
+      if (std::chrono::steady_clock::now() > end) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return true;
+  }
+  // Its exit (CliRun's conventions; out and err read), killing it after `timeout_s`.
+  CliRun finish(int timeout_s = 30) {
+    CliRun r;
+    int status = 0;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    bool done = false;
+    while (!done && std::chrono::steady_clock::now() < end) {
+      done = ::waitpid(pid_, &status, WNOHANG) == pid_;
+      if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (!done) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status, 0);
+    }
+    pid_ = -1;
+    r.code = !done ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = out();
+    r.err = err();
+    return r;
+  }
+
+ private:
+  TempDir io_;
+  pid_t pid_ = -1;
+};
+
 }  // namespace gossip::fault_testing

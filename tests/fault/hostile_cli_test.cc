@@ -7,7 +7,10 @@
 
 #include <algorithm>
 #include <map>
+#include <sstream>
 
+#include "daemon/checkpoint.h"
+#include "daemon/metrics.h"
 #include "tests/fault/fault_test_util.h"
 #include "tests/support/ports.h"
 
@@ -61,14 +64,37 @@ CliRun gossipd(const TempDir& d, const std::vector<std::string>& extra,
   return run_cli(argv, 30, d.path, extras);
 }
 
-// name -> bytes of every file under dir (recursively), to prove nothing changed.
+// name -> bytes of every file under dir (recursively), to prove nothing changed. The directory's
+// LOCK file (daemon/dir_lock.h) is left out: every run that holds the directory writes its line.
 std::map<std::string, std::string> snapshot(const std::string& dir) {
   std::map<std::string, std::string> out;
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (e.is_regular_file())
+    if (e.is_regular_file() && e.path().filename() != "LOCK")
       out[fs::relative(e.path(), dir).string()] = read_all(e.path().string());
   }
   return out;
+}
+
+// The config with its timeouts line replaced by `t`.
+std::string with_timeouts(const std::string& t) {
+  std::string c = kConfig;
+  const std::string old = "timeouts { connect_ms: 2000 deadline_ms: 1000 heartbeat_ms: 200 }\n";
+  return c.replace(c.find(old), old.size(), t);
+}
+// Two nodes whose node 1 is started late (or never): node 0 waits up to 20 s for it.
+const std::string kTwo = node_line(0) + node_line(1) + "edge { from: 0 to: 1 }\n";
+const std::string kWaiting = with_timeouts("timeouts { connect_ms: 20000 }\n");
+
+// The checkpoint files of dir (names), and the run id each carries.
+std::map<std::string, std::string> checkpoint_runs(const std::string& dir) {
+  std::map<std::string, std::string> runs;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("ckpt-", 0) != 0) continue;
+    auto c = daemon::decode_checkpoint(read_all(e.path().string()), name);
+    runs[name] = c.is_ok() ? c->run_id : "(unreadable: " + c.status().to_string() + ")";
+  }
+  return runs;
 }
 
 // ---- class 1: data loss in checkpoints
@@ -189,6 +215,148 @@ TEST_CASE("checkpoints: SIGTERM while waiting for neighbours is a stop (4), not 
   CHECK_FALSE(contains(c.err, "connected to 1 neighbours"));
 }
 
+TEST_CASE(
+    "directories: a second run on a checkpoint directory in use is refused at once, naming the "
+    "first, and the first ends with exactly its own files") {
+  TempDir d;
+  // The first run (node 0 of a two-node job) holds ck/node-0 while it waits for node 1.
+  BackgroundCli first({gossipd_bin(), "run", d.write("two.pbtxt", kTwo), "--node", "0", "--config",
+                       d.write("waiting.pbtxt", kWaiting), "--insecure"},
+                      d.path);
+  REQUIRE_MESSAGE(first.wait_for("listening on", 15), first.err());
+  const auto before = snapshot(d.path + "/ck/node-0");
+  // Another job (one node, another port) with the same relative checkpoint.dir, from the same
+  // working directory.
+  const CliRun second = gossipd(
+      d, {}, "node { id: 0 address: \"127.0.0.1:" + std::to_string(base_port() + 1) + "\" }\n");
+  check_bounded(second);
+  CHECK(second.code == 2);
+  CHECK(second.seconds < 5);
+  CHECK(contains(second.err, "checkpoint.dir: ck/node-0 (" + d.path + "/ck/node-0) is in use"));
+  CHECK(contains(second.err, "(pid " + std::to_string(first.pid()) + " on host "));
+  CHECK(contains(second.err, " since 20"));
+  CHECK(contains(second.err, "gossipd node 0, run "));
+  CHECK(contains(second.err, "give this run its own checkpoint.dir"));
+  CHECK_FALSE(contains(second.err, "listening on"));
+  CHECK(snapshot(d.path + "/ck/node-0") == before);  // nothing written, opened or truncated
+  // Node 1 comes; the first run trains to the end.
+  TempDir d1;
+  const CliRun node1 = run_cli({gossipd_bin(), "run", d.file("two.pbtxt"), "--node", "1",
+                                "--config", d.file("waiting.pbtxt"), "--insecure"},
+                               30, d1.path);
+  CHECK(node1.code == 0);
+  const CliRun done = first.finish();
+  INFO(done.err);
+  REQUIRE(done.code == 0);
+  // Exactly its own files: its checkpoints (keep 2) all of one run, the run the refusal named; one
+  // metrics file whose iterations run once from the start to 40.
+  const auto runs = checkpoint_runs(d.path + "/ck/node-0");
+  CHECK(runs.size() == 2);
+  for (const auto& [name, id] : runs) {
+    CAPTURE(name);
+    CHECK(contains(second.err, "run " + id));
+  }
+  std::vector<double> iterations;
+  std::istringstream metrics(read_all(d.path + "/ck/node-0/metrics.jsonl"));
+  for (std::string line; std::getline(metrics, line);) {
+    auto m = daemon::parse_flat_json(line);
+    REQUIRE(m.is_ok());
+    CHECK((*m)["node"].number == 0);
+    if ((*m)["type"].text == "iter") iterations.push_back((*m)["iteration"].number);
+  }
+  REQUIRE_FALSE(iterations.empty());
+  CHECK(std::is_sorted(iterations.begin(), iterations.end()));
+  CHECK(std::adjacent_find(iterations.begin(), iterations.end()) == iterations.end());
+  CHECK(iterations.back() == 40);
+  for (const auto& e : fs::directory_iterator(d.path + "/ck/node-0")) {
+    const std::string name = e.path().filename().string();
+    CHECK_MESSAGE((name == "LOCK" || name == "metrics.jsonl" || runs.count(name)), name);
+  }
+}
+
+TEST_CASE("directories: a lock left by a gossipd killed with SIGKILL does not block the next run") {
+  TempDir d;
+  {
+    BackgroundCli doomed({gossipd_bin(), "run", d.write("two.pbtxt", kTwo), "--node", "0",
+                          "--config", d.write("waiting.pbtxt", kWaiting), "--insecure"},
+                         d.path);
+    REQUIRE_MESSAGE(doomed.wait_for("listening on", 15), doomed.err());
+    ::kill(doomed.pid(), SIGKILL);
+    CHECK(doomed.finish().code == 128 + SIGKILL);
+  }
+  CHECK(contains(read_all(d.path + "/ck/node-0/LOCK"), "gossipd node 0"));  // its line stays
+  const CliRun next = gossipd(d, {});
+  check_bounded(next);
+  CHECK(next.code == 0);
+  CHECK(read_all(d.path + "/ck/node-0/LOCK").empty());  // released at its exit
+}
+
+TEST_CASE(
+    "checkpoints: --resume past a damaged newest checkpoint finishes (exit 0) with its final "
+    "checkpoint and --dump-params, bit for bit as uninterrupted, the damaged file set aside") {
+  TempDir d;
+  const CliRun whole = gossipd(d, {"--dump-params", "whole"});
+  REQUIRE(whole.code == 0);
+  const std::string dir = d.path + "/ck/node-0", newest = "ckpt-000000000040.bin";
+  // Its first block zeroed (as a torn write or a bad sector leaves it): not even its header, so
+  // not its run id, can be read.
+  std::string damaged = read_all(dir + "/" + newest);
+  std::fill(damaged.begin(), damaged.begin() + 64, '\0');
+  std::ofstream(dir + "/" + newest, std::ios::binary) << damaged;
+  const CliRun resumed = gossipd(d, {"--resume", "--dump-params", "out"});
+  check_bounded(resumed);
+  INFO(resumed.err);
+  CHECK(resumed.code == 0);
+  CHECK(contains(resumed.err, "resumed from checkpoint at iteration 30"));
+  CHECK(contains(resumed.err, "set aside ck/node-0/" + newest));
+  CHECK(contains(resumed.err, "not a gossipd checkpoint"));
+  CHECK(read_all(d.path + "/out/node_0.f32") == read_all(d.path + "/whole/node_0.f32"));
+  // Its final checkpoint is in place and valid; the damaged bytes are kept.
+  auto final_ckpt = daemon::decode_checkpoint(read_all(dir + "/" + newest), newest);
+  CHECK(final_ckpt.is_ok());
+  std::string kept;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().filename().string().rfind("set-aside-", 0) == 0) {
+      kept = read_all(e.path().string() + "/" + newest);
+    }
+  }
+  CHECK(kept == damaged);
+  // The same from --resume-at 30 with the run's own valid checkpoint at 40 in the way.
+  const CliRun at = gossipd(d, {"--resume-at", "30", "--dump-params", "at"});
+  CHECK(at.code == 0);
+  CHECK(contains(at.err, "this run's own checkpoint after the resumed iteration 30"));
+  CHECK(read_all(d.path + "/at/node_0.f32") == read_all(d.path + "/whole/node_0.f32"));
+}
+
+TEST_CASE(
+    "directories: a second launch on a workdir in use is refused at once, naming the first, and "
+    "the first's files are untouched") {
+  TempDir d;
+  const std::string topo = d.write("one.pbtxt", kOne), cfg = d.write("c.pbtxt", kWaiting);
+  // The first launch's node waits for a trainer that never comes.
+  BackgroundCli first({gossipd_bin(), "launch", topo, "--config", cfg, "--insecure", "--workdir",
+                       "w", "--attach-dir", d.path + "/sock"},
+                      d.path);
+  REQUIRE_MESSAGE(first.wait_for("waiting up to", 15, d.path + "/w/node-0/log.txt"),
+                  (first.out() + first.err()));
+  const std::string pid_file = read_all(d.path + "/w/node-0/pid");
+  const std::string log = read_all(d.path + "/w/node-0/log.txt");
+  const CliRun second = run_cli({gossipd_bin(), "launch", topo, "--config", cfg, "--insecure",
+                                 "--workdir", "w", "--set", "checkpoint.dir=other"},
+                                30, d.path);
+  check_bounded(second);
+  CHECK(second.code == 2);
+  CHECK(second.seconds < 5);
+  CHECK(contains(second.err, "--workdir: w (" + d.path + "/w) is in use"));
+  CHECK(contains(second.err, "(pid " + std::to_string(first.pid()) + " on host "));
+  CHECK(contains(second.err, "gossipd launch"));
+  CHECK(read_all(d.path + "/w/node-0/pid") == pid_file);
+  CHECK(read_all(d.path + "/w/node-0/log.txt").rfind(log, 0) == 0);
+  CHECK_FALSE(fs::exists(d.path + "/other"));
+  ::kill(first.pid(), SIGTERM);
+  first.finish();
+}
+
 // ---- class 2: outputs never replace what is not a regular file; failed writes are errors
 
 TEST_CASE("outputs: -o and final_params_path refuse a FIFO, a directory and a symbolic link") {
@@ -212,13 +380,66 @@ TEST_CASE("outputs: -o and final_params_path refuse a FIFO, a directory and a sy
   CHECK(fs::is_directory(sub));
   CHECK(fs::is_symlink(link));
   CHECK(read_all(target) == "precious");
-  // gossipd's final_params_path: the run trains, then refuses to replace the FIFO (exit 1).
+  // gossipd's final_params_path: refused before training (exit 2; the next case has the rest).
   const CliRun g = gossipd(d, {"--set", "final_params_path=" + fifo});
   check_bounded(g);
-  CHECK(g.code == 1);
-  CHECK(contains(g.err, "final_params_path"));
-  CHECK(contains(g.err, "is a FIFO"));
+  CHECK(g.code == 2);
+  CHECK(contains(g.err, "final_params_path: " + fifo + " exists and is a FIFO"));
   CHECK(fs::is_fifo(fifo));
+}
+
+TEST_CASE(
+    "outputs: every output a run cannot write is refused at once (exit 2) naming the field and "
+    "the path, before any neighbour, nothing trained, and by launch before any node starts") {
+  TempDir d;
+  const std::string fifo = d.file("fifo"), sub = d.file("sub"), file = d.write("file", "x");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  fs::create_directories(sub);
+  struct Case {
+    std::vector<std::string> flags;
+    std::string field, path;
+  };
+  const std::vector<Case> cases = {
+      {{"--set", "final_params_path=/dev/null"}, "final_params_path", "/dev/null"},
+      {{"--set", "final_params_path=/dev/full"}, "final_params_path", "/dev/full"},
+      {{"--set", "final_params_path=" + sub}, "final_params_path", sub},
+      {{"--set", "final_params_path=" + fifo}, "final_params_path", fifo},
+      {{"--set", "final_params_path=" + file + "/x-{node}.bin"},
+       "final_params_path",
+       file + "/x-0.bin"},
+      {{"--set", "checkpoint.dir=" + file}, "checkpoint.dir", file + "/node-0"},
+      {{"--set", "checkpoint.dir=/proc/gossip-nowhere"},
+       "checkpoint.dir",
+       "/proc/gossip-nowhere/node-0"},
+      {{"--metrics", sub}, "--metrics", sub},
+      {{"--metrics", file + "/m.jsonl"}, "--metrics", file + "/m.jsonl"},
+      {{"--dump-params", file}, "--dump-params", file},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.path);
+    TempDir run;
+    // Node 1 never comes: a check made only after the 20 s connect wait would take 20 s.
+    const CliRun r = gossipd(run, c.flags, kTwo, kWaiting);
+    check_bounded(r);
+    CHECK(r.code == 2);
+    CHECK(r.seconds < 5);
+    CHECK(contains(r.err, "gossipd run: "));
+    CHECK(contains(r.err, c.field + ": "));
+    CHECK(contains(r.err, c.path));
+    CHECK_FALSE(contains(r.err, "listening on"));
+    CHECK_FALSE(fs::exists(run.path + "/ck/node-0/metrics.jsonl"));
+  }
+  CHECK(fs::is_fifo(fifo));
+  CHECK(read_all(file) == "x");
+  // launch refuses the same before it starts a node.
+  const CliRun l = run_cli(
+      {gossipd_bin(), "launch", d.write("t.pbtxt", kOne), "--config", d.write("c.pbtxt", kConfig),
+       "--insecure", "--workdir", "w", "--set", "final_params_path=/dev/null"},
+      30, d.path);
+  check_bounded(l);
+  CHECK(l.code == 2);
+  CHECK(contains(l.err, "node 0: final_params_path: /dev/null"));
+  CHECK_FALSE(fs::exists(d.path + "/w/node-0/log.txt"));
 }
 
 TEST_CASE("outputs: a failed write on standard output is an error (> /dev/full)") {
@@ -425,9 +646,11 @@ TEST_CASE("logs: strings from outside cannot start a forged log line or send esc
   const CliRun m = gossipd(d, {"--metrics", d.path + "/file/" + evil + "/m.jsonl", "--set",
                                "checkpoint.dir=" + d.path + "/ck2"});
   check_bounded(m);
-  CHECK(m.code != 0);
+  CHECK(m.code == 2);  // the metrics path is checked at start: a usage error
   CHECK_FALSE(contains(m.err, "\nI 00:00:00.000 [node 0] forged"));
-  CHECK(contains(m.err, "\\nI 00:00:00.000 [node 0] forged\\x1b[2J"));
+  // A usage error shows each line of its message on its own line, continuation lines indented,
+  // so the newline cannot start a line that looks like a log line.
+  CHECK(contains(m.err, "\n  I 00:00:00.000 [node 0] forged\\x1b[2J"));
   CHECK_FALSE(has_control_bytes(m.err));
   const CliRun t = run_cli({topo_bin(), "validate", d.path + "/" + evil});
   check_bounded(t);
