@@ -188,3 +188,51 @@ TEST_CASE("CRLF line endings are accepted on purpose and errors keep their line 
 
 }  // namespace
 }  // namespace gossip::fault_testing
+
+namespace gossip::fault_testing {
+namespace {
+
+TEST_CASE("local steps, outer optimizer, compression: bad values name the field and its line") {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"local_steps: 0\n", "local_steps: must be >= 1"},
+      {"outer { kind: NESTEROV lr: nan }\n", "outer.lr: must be finite and > 0"},
+      {"outer { kind: SGD lr: -1 }\n", "outer.lr: must be finite and > 0"},
+      {"outer { kind: NESTEROV momentum: 1 }\n", "outer.momentum: must be in (0, 1)"},
+      {"outer { kind: SGD momentum: 1.5 }\n", "outer.momentum: must be in [0, 1)"},
+      {"outer { lr: 0.7 }\n", "outer.lr: set outer.kind SGD or NESTEROV"},
+      {"compression { kind: INT8 block_floats: 100 }\n",
+       "compression.block_floats: must be a power of two in [16, 65536]"},
+      {"compression { kind: INT8 choco_step: 0 }\n", "compression.choco_step: must be in (0, 1]"},
+      {"compression { kind: BF16 choco_step: 1.5 }\n", "compression.choco_step: must be in (0, 1]"},
+      {"overlap: true\n", "overlap: ALLREDUCE only"},
+      {"algorithm: ALLREDUCE compression { kind: INT8 choco_step: 0.5 }\n",
+       "compression.choco_step: CHOCO-SGD is D-PSGD's"},
+  };
+  for (const auto& [extra, what] : cases) {
+    CAPTURE(extra);
+    expect_rejected(*load(kBase + extra), ":7:", what);
+  }
+  // An unknown compressor or outer optimizer is a parse error at its line and column.
+  expect_rejected(*load(kBase + "compression { kind: ZSTD }\n"), ":7:", "ZSTD");
+  expect_rejected(*load(kBase + "outer { kind: ADAM }\n"), ":7:", "ADAM");
+  // AdamW's own fields: only on kind ADAMW, and in range.
+  expect_rejected(*load(replace(kBase, "kind: SGD lr: 0.1", "kind: SGD lr: 0.1 beta1: 0.9")),
+                  ":4:", "optimizer.beta1: set kind ADAMW");
+  expect_rejected(*load(replace(kBase, "kind: SGD lr: 0.1", "kind: ADAMW lr: 0.1 beta2: 1")),
+                  ":4:", "optimizer.beta2: must be in [0, 1)");
+  expect_rejected(*load(replace(kBase, "kind: SGD lr: 0.1", "kind: ADAMW lr: 0.1 eps: 0")),
+                  ":4:", "optimizer.eps: must be finite and > 0");
+  // The same as overrides name the command line.
+  auto o = load(kBase, {"local_steps=0"});
+  REQUIRE_FALSE(o->result.is_ok());
+  CHECK(contains(o->message(), "local_steps"));
+  // Valid settings load, with DiLoCo's defaults for NESTEROV.
+  auto ok = load(kBase + "local_steps: 50 outer { kind: NESTEROV } compression { kind: INT8 }\n");
+  REQUIRE_MESSAGE(ok->result.is_ok(), ok->message());
+  CHECK(ok->result->outer().lr() == 0.7);
+  CHECK(ok->result->outer().momentum() == 0.9);
+  CHECK(ok->result->compression().block_floats() == 256);
+}
+
+}  // namespace
+}  // namespace gossip::fault_testing
