@@ -132,19 +132,41 @@ Status Diloco::end_round(std::uint64_t r, std::span<const float> y, bool final_r
   return Status::ok();
 }
 
+// An attached trainer's first POST follows its first H steps from its own x_0: the nodes share no
+// start yet, so this round averages the posts themselves (through the same ring) and the mean is
+// every node's anchor and start.
+daemon::IterationOutcome Diloco::first_attached_round(std::uint64_t r,
+                                                      daemon::ParameterBuffers& buffers,
+                                                      std::int64_t t0) {
+  if (Status s = ring_.mean(r, start_, anchor_); !s.is_ok()) {
+    GOSSIP_LOG(kError) << s.message();
+    return IterationEnd{IterationEnd::Kind::kAbandon, daemon::kExitNeighbourFailed,
+                        aborted(s.message())};
+  }
+  start_ = anchor_;
+  start_known_ = true;
+  buffers.set_x(start_);
+  IterationStats stats;
+  stats.bytes_sent = ring_.bytes_sent();
+  stats.bytes_received = ring_.bytes_received();
+  stats.iteration_s = stats.exchange_s =
+      static_cast<double>(services_->clock.monotonic_ns() - t0) * 1e-9;
+  return daemon::IterationReport{std::nullopt, stats};
+}
+
 daemon::IterationOutcome Diloco::iterate(std::uint64_t t, daemon::LocalStep& step,
                                          daemon::ParameterBuffers& buffers) {
   Clock& clock = services_->clock;
   const std::uint64_t r = t / per_round_;
   if (pending_ == ~std::uint64_t{0}) start_mean(r - 1);  // resumed with a mean in flight
-  if (!start_known_) {
-    // The first round starts at x (an attached trainer's first post is its x_0).
-    buffers.x_to_host(start_);
-    anchor_ = start_;
-    start_known_ = true;
-  }
   IterationStats stats;
   const std::int64_t t0 = clock.monotonic_ns();
+  if (!start_known_) {
+    buffers.x_to_host(start_);
+    if (step.gradient_buffer() == nullptr) return first_attached_round(r, buffers, t0);
+    anchor_ = start_;  // the first round starts at x_0, which every node shares
+    start_known_ = true;
+  }
   const std::optional<double> loss = step.gradient(buffers.x(), t);
   if (Status s = step.before_mix(t, buffers); !s.is_ok()) {
     return IterationEnd{IterationEnd::Kind::kStepFailed, 0, s};

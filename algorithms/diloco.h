@@ -16,7 +16,8 @@
 //     one round later. The last round's mean is waited for and applied at the end, so every node
 //     finishes at the same a.
 // An attached trainer takes its own H steps between POSTs (docs/attach.md): each iteration of the
-// driver is then a whole round, y is what it posted, and its first post is the first anchor.
+// driver is then a whole round and y is what it posted; its first round averages the first posts,
+// so that the nodes share an anchor.
 //
 // A failed or timed-out mean abandons the round's last iteration: x and the local step's optimizer
 // state are put back as they were before its inner step, and the driver checkpoints them
@@ -66,6 +67,8 @@ class Diloco final : public daemon::Algorithm {
   Status mean_now(std::uint64_t r, std::span<const float> input, std::span<float> out);
   void start_mean(std::uint64_t r);
   Status finish_mean();
+  daemon::IterationOutcome first_attached_round(std::uint64_t r, daemon::ParameterBuffers& buffers,
+                                                std::int64_t t0);
   // The end of round r with y: Δ, the mean(s), the outer step; the next start in start_.
   Status end_round(std::uint64_t r, std::span<const float> y, bool final_round);
 

@@ -77,6 +77,8 @@ std::string encode_welcome(const Welcome& w) {
   put_u32(p + 40, w.node_id);
   put_u32(p + 44, w.num_nodes);
   put_u64(p + 48, w.update_offset);
+  put_u32(p + 56, w.local_steps);
+  put_u32(p + 60, 0);
   return out;
 }
 
@@ -132,6 +134,7 @@ Welcome decode_welcome(std::span<const std::byte> payload) {
   w.node_id = get_u32(p + 40);
   w.num_nodes = get_u32(p + 44);
   w.update_offset = get_u64(p + 48);
+  w.local_steps = get_u32(p + 56);
   return w;
 }
 

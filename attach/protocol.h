@@ -10,7 +10,8 @@
 //   HELLO    trainer -> daemon: u64 num_params, u32 dtype, u32 flags (kHelloUpdate)
 //   WELCOME  daemon -> trainer, carries the memfd (SCM_RIGHTS): u64 num_params, u32 dtype,
 //            u32 flags, u64 buffer_bytes, u64 params_offset, u64 start_iteration, u32 node_id,
-//            u32 num_nodes, u64 update_offset (0: no update region)
+//            u32 num_nodes, u64 update_offset (0: no update region), u32 local_steps (H: the
+//            trainer takes H steps of its own between POSTs; 1: one per POST), u32 reserved (0)
 //   POST     trainer -> daemon: u64 iteration (x_t is in the parameter region)
 //   UPDATE   trainer -> daemon, only in a session whose HELLO set kHelloUpdate, after POST(t):
 //            u64 iteration, f32 gamma, u32 reserved (0); u_t is in the update region
@@ -34,11 +35,11 @@
 namespace gossip::attach {
 
 inline constexpr std::uint32_t kMagic = 0x54415347;  // bytes 'G' 'S' 'A' 'T' read little-endian
-inline constexpr std::uint16_t kProtocolVersion = 2;
+inline constexpr std::uint16_t kProtocolVersion = 3;
 inline constexpr std::size_t kHeaderBytes = 12;
 inline constexpr std::uint32_t kMaxPayloadBytes = 64 * 1024;  // error texts are cut to fit
 inline constexpr std::size_t kHelloBytes = 16;
-inline constexpr std::size_t kWelcomeBytes = 56;
+inline constexpr std::size_t kWelcomeBytes = 64;
 inline constexpr std::size_t kIterationBytes = 8;  // POST and MIXED
 inline constexpr std::size_t kUpdateBytes = 16;
 
@@ -94,6 +95,7 @@ struct Welcome {
   std::uint32_t node_id = 0;
   std::uint32_t num_nodes = 1;
   std::uint64_t update_offset = 0;  // 0: the session has no update region
+  std::uint32_t local_steps = 1;    // the trainer's own steps per POST (training config local_steps)
 };
 
 struct Update {

@@ -431,6 +431,7 @@ Status AttachServer::welcome(std::uint64_t start_iteration,
   w.start_iteration = start_iteration;
   w.node_id = options_.node_id;
   w.num_nodes = options_.num_nodes;
+  w.local_steps = options_.local_steps;
   Status s = send_bytes(attach::encode_welcome(w), memfd_);
   if (!s.is_ok()) {
     close_connection();

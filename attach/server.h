@@ -77,6 +77,7 @@ struct AttachOptions {
   std::uint32_t node_id = 0;          // this node's id and the group's size, for the trainer's
   std::uint32_t num_nodes = 1;        // data sharding
   std::uint64_t start_iteration = 0;  // the first POST must carry this iteration
+  std::uint32_t local_steps = 1;      // the trainer's own steps per POST (WELCOME tells it)
   // Non-empty (num_params floats): copied into the buffer before WELCOME, with the flag telling
   // the trainer to load them (resuming from a checkpoint of the mixed state).
   std::span<const float> initial_parameters;

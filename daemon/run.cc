@@ -113,6 +113,7 @@ Result<std::unique_ptr<attach::AttachServer>> accept_trainer(const RunOptions& o
   attach::AttachOptions ao;
   ao.node_id = static_cast<std::uint32_t>(o.node_id);
   ao.num_nodes = static_cast<std::uint32_t>(in.topology.num_nodes());
+  ao.local_steps = in.config.local_steps();
   Result<std::uint64_t> n =
       (*server)->accept_hello(std::chrono::steady_clock::now() +
                                   std::chrono::milliseconds(in.config.timeouts().connect_ms()),

@@ -253,8 +253,8 @@ class Client:
                 self._protocol_error(
                     f"expected WELCOME with one file descriptor, got "
                     f"{p.TYPE_NAMES.get(msg_type, msg_type)} with {len(fds)}")
-            (n, dtype, flags, buffer_bytes, offset, start, node_id, num_nodes,
-             update_offset) = p.WELCOME.unpack(payload)
+            (n, dtype, flags, buffer_bytes, offset, start, node_id, num_nodes, update_offset,
+             local_steps, _) = p.WELCOME.unpack(payload)
 
             def fits(at):
                 return at % 4 == 0 and at + 4 * n <= buffer_bytes
@@ -283,6 +283,8 @@ class Client:
         self.iteration = start  # the next iteration to post
         self.node_id = node_id
         self.num_nodes = num_nodes
+        # The trainer's own steps per round (training config local_steps; docs/attach.md).
+        self.local_steps = max(1, local_steps)
 
     def _check_open(self):
         if self._sock is None:

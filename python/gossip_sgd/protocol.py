@@ -8,13 +8,14 @@ parameters live in the memfd that WELCOME carries (SCM_RIGHTS).
 import struct
 
 MAGIC = 0x54415347  # b"GSAT" read as a little-endian u32
-VERSION = 2
+VERSION = 3
 MAX_PAYLOAD_BYTES = 64 * 1024
 
 HEADER = struct.Struct("<IHHI")
 HELLO = struct.Struct("<QII")  # num_params, dtype, flags
-WELCOME = struct.Struct("<QIIQQQIIQ")  # num_params, dtype, flags, buffer_bytes, params_offset,
-#                                        start_iteration, node_id, num_nodes, update_offset
+WELCOME = struct.Struct("<QIIQQQIIQII")  # num_params, dtype, flags, buffer_bytes, params_offset,
+#                                          start_iteration, node_id, num_nodes, update_offset,
+#                                          local_steps, reserved
 ITERATION = struct.Struct("<Q")  # POST and MIXED
 UPDATE = struct.Struct("<QfI")  # iteration, gamma, reserved
 ERROR_CODE = struct.Struct("<I")  # then UTF-8 text

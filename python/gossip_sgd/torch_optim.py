@@ -8,6 +8,10 @@
         opt.step()          # local step, then params <- sum_j W_ij params_j (D-PSGD)
     opt.close()
 
+With `local_steps: H` in the daemon's training config, step() takes H local steps between rounds:
+the H-th call posts the parameters and gets the round's result (the outer optimizer and the
+compression run in gossipd); the daemon's `iterations` then counts rounds.
+
 All gossiped parameters are flattened, in order, into the one float32 buffer shared with gossipd
 (every node must build the same model, so that offset k means the same weight everywhere).
 Parameters of another floating dtype are converted to float32 in the buffer and back. Buffers
@@ -56,6 +60,10 @@ class GossipOptimizer:
             raise InvalidArgument(f"client: it gossips {client.num_params} parameters, the model has "
                                   f"{self.num_params}")
         self.client = client
+        # The daemon's local_steps H (training config; WELCOME carries it): step() runs the wrapped
+        # optimizer every call and a round every H-th (the daemon's iterations count rounds).
+        self.local_steps = getattr(client, "local_steps", 1)
+        self._steps = 0
         self._shared = client.torch_view()  # CPU float32, the memfd itself
         # Which parameters are views of the shared buffer (CPU float32): nothing to copy for them.
         self._aliased = [False] * len(self.params)
@@ -87,9 +95,13 @@ class GossipOptimizer:
         self.optimizer.load_state_dict(state)
 
     def step(self, closure=None):
-        """The local step of the wrapped optimizer, then the gossip average. Returns its loss."""
+        """The local step of the wrapped optimizer; every local_steps-th call also a round (the
+        daemon's gossip or DiLoCo average, with its outer step and compression). Returns the
+        step's loss."""
         loss = self.optimizer.step() if closure is None else self.optimizer.step(closure)
-        self.gossip()
+        self._steps += 1
+        if self._steps % self.local_steps == 0:
+            self.gossip()
         return loss
 
     @torch.no_grad()

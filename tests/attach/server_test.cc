@@ -149,7 +149,7 @@ void handshake(AttachServer& server, TestTrainer& trainer, const std::string& so
 
 TEST_CASE("the HELLO bytes are the documented layout (docs/attach.md)") {
   const std::string hello = attach::encode_hello({0x0102030405ULL, 1, attach::kHelloUpdate});
-  const unsigned char expected[] = {'G',  'S',  'A',  'T', 2, 0, 1, 0, 16, 0, 0, 0, 0x05, 0x04,
+  const unsigned char expected[] = {'G',  'S',  'A',  'T', 3, 0, 1, 0, 16, 0, 0, 0, 0x05, 0x04,
                                     0x03, 0x02, 0x01, 0,   0, 0, 1, 0, 0,  0, 1, 0, 0,    0};
   REQUIRE(hello.size() == sizeof(expected));
   CHECK(std::memcmp(hello.data(), expected, sizeof(expected)) == 0);
@@ -175,6 +175,7 @@ TEST_CASE("handshake: WELCOME carries the agreed fields and a memfd shared with 
   options.node_id = 3;
   options.num_nodes = 8;
   options.start_iteration = 17;
+  options.local_steps = 50;
   auto accepted = server->accept(Clock::now() + 10s, options);
   t.join();
   REQUIRE_MESSAGE(accepted.is_ok(), accepted.status().to_string());
@@ -189,6 +190,7 @@ TEST_CASE("handshake: WELCOME carries the agreed fields and a memfd shared with 
   CHECK(trainer.info().start_iteration == 17);
   CHECK(trainer.info().node_id == 3);
   CHECK(trainer.info().num_nodes == 8);
+  CHECK(trainer.info().local_steps == 50);
   CHECK(server->num_params() == n);
   // The server keeps its socket (later connections are refused: see the probe tests).
   CHECK(::access(dir.socket().c_str(), F_OK) == 0);
@@ -379,7 +381,7 @@ TEST_CASE("another protocol version is refused, naming both versions") {
   CHECK(r.reply == MessageType::kError);
   CHECK(r.code == static_cast<std::uint32_t>(attach::ErrorCode::kRefused));
   CHECK(r.text.find("version 1;") != std::string::npos);
-  CHECK(r.text.find("version 2") != std::string::npos);
+  CHECK(r.text.find("version " + std::to_string(attach::kProtocolVersion)) != std::string::npos);
 }
 
 TEST_CASE("HELLO flags this gossipd does not know are refused, naming them") {

@@ -119,7 +119,27 @@ int main(int argc, char** argv) {
   std::span<float> shared = c.parameters();
   const bool initialized = (c.welcome().flags & gossip::attach::kFlagBufferInitialized) != 0;
   const auto wait = [&] { return c.wait_mixed(Clock::now() + std::chrono::seconds(120)); };
-  if (!plain) {
+  const std::uint32_t local_steps = c.welcome().local_steps;
+  if (local_steps > 1) {
+    // Rounds (docs/attach.md): H steps of its own between POSTs, then the round's result.
+    if (initialized) (*backend)->copy_to_device(x.data(), shared.data(), d);
+    for (std::uint64_t k = 0;;) {
+      const std::uint64_t t = c.next_iteration();
+      if (die_at && t == *die_at) ::kill(::getpid(), SIGKILL);
+      for (std::uint32_t s = 0; s < local_steps; ++s, ++k) {
+        (*step)->gradient(x.data(), k);
+        const float gamma = (*step)->direction(x.data(), u.data(), k);
+        const gossip::sgd::MixTerm term{1.0f, x.data()};
+        (*backend)->mix(x.data(), std::span(&term, 1), gamma, u.data(), d);
+      }
+      (*backend)->copy_to_host(shared.data(), x.data(), d);
+      Status s = c.post();
+      if (s.is_ok()) s = wait();
+      if (s.code() == StatusCode::kOutOfRange) break;  // BYE: training is over
+      if (!s.is_ok()) return fail("round " + std::to_string(t), s);
+      (*backend)->copy_to_device(x.data(), shared.data(), d);
+    }
+  } else if (!plain) {
     // x is the shared buffer itself (the cpu backend computes in host memory).
     if (!initialized) std::copy(x0.begin(), x0.end(), shared.begin());
     for (;;) {

@@ -281,3 +281,47 @@ TEST_CASE("attach: when the daemon dies the trainer's next call fails at once wi
 }
 
 }  // namespace gossip::daemon::harness
+
+namespace gossip::daemon::harness {
+namespace {
+
+// Attached trainers with local_steps: 5 (WELCOME carries H; the trainer takes its own 5 steps
+// between POSTs, the daemon's iterations count rounds).
+void attach_rounds(const std::string& rounds, bool shared_anchor) {
+  AttachRun run(8);
+  std::ofstream(run.cfg) << run.job.config_text() << rounds << "\n";
+  run.launch(run.trainer(" --plain"));
+  INFO(run.out);
+  REQUIRE(run.rc == kExitOk);
+  std::vector<std::vector<float>> finals;
+  for (int i = 0; i < 4; ++i) {
+    // The daemons' final parameters: the last round's result (the trainer goes on to take H more
+    // steps before it sees BYE).
+    finals.push_back(read_f32(run.work + "/final/node_" + std::to_string(i) + ".f32"));
+    REQUIRE(finals.back().size() == 210);
+    CHECK(run.log(i).find("finished 8 iterations") != std::string::npos);
+  }
+  // 8 rounds of 5 steps moved the models; DiLoCo's nodes share the anchor, gossip's differ.
+  CHECK((finals[0] == finals[1]) == shared_anchor);
+}
+
+}  // namespace
+
+TEST_CASE("attach with local steps: int8 CHOCO gossip with 5 trainer steps per round") {
+  attach_rounds("local_steps: 5 compression { kind: INT8 } outer { kind: NESTEROV }", false);
+}
+
+TEST_CASE("attach with local steps: DiLoCo averages the first posts, then 5 steps per round") {
+  attach_rounds("algorithm: ALLREDUCE local_steps: 5 compression { kind: INT8 }", true);
+}
+
+TEST_CASE("attach with local steps: an update session is refused naming the plain one") {
+  AttachRun run(8);
+  std::ofstream(run.cfg) << run.job.config_text() << "local_steps: 5\n";
+  run.launch(run.trainer(), "--set timeouts.connect_ms=5000");
+  INFO(run.out);
+  CHECK(run.rc == kExitUsage);
+  CHECK(run.out.find("attach in a plain session") != std::string::npos);
+}
+
+}  // namespace gossip::daemon::harness

@@ -46,7 +46,7 @@ class FakeDaemon:
             fd = os.memfd_create("fake-gossipd")
             os.ftruncate(fd, 8 * n)
             welcome = p.WELCOME.pack(n, p.DTYPES["float32"], 0, size, 0, 0, 0, 1,
-                                     4 * n if self.update else 0)
+                                     4 * n if self.update else 0, 1, 0)
             conn.sendmsg([p.encode(p.WELCOME_TYPE, welcome)],
                          [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", fd))])
             os.close(fd)

@@ -30,7 +30,7 @@ class PackageTest(unittest.TestCase):
                 check=True, capture_output=True, text=True, cwd=tmp,
                 env={**os.environ, "PYTHONPATH": target}).stdout.split()
             self.assertTrue(out[0].startswith(target), out)
-            self.assertEqual(out[1:], [str(2), "GossipError"])
+            self.assertEqual(out[1:], [str(3), "GossipError"])
 
 
 if __name__ == "__main__":
