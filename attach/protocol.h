@@ -95,7 +95,7 @@ struct Welcome {
   std::uint32_t node_id = 0;
   std::uint32_t num_nodes = 1;
   std::uint64_t update_offset = 0;  // 0: the session has no update region
-  std::uint32_t local_steps = 1;    // the trainer's own steps per POST (training config local_steps)
+  std::uint32_t local_steps = 1;  // the trainer's own steps per POST (training config local_steps)
 };
 
 struct Update {
