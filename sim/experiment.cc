@@ -9,6 +9,8 @@
 
 #include "common/check.h"
 #include "common/enum_names.h"
+#include "sgd/compress.h"
+#include "sgd/outer_optimizer.h"
 #include "sim/round_simulator.h"
 #include "topology/spectral.h"
 #include "topology/topology_file.h"
@@ -74,6 +76,29 @@ std::vector<double> cumulative_times(
   return times;
 }
 
+std::vector<double> round_times(Scheme scheme, int nodes, const CostInputs& inputs,
+                                const sgd::RoundConfig& round,
+                                const std::vector<std::vector<std::vector<int>>>& in_neighbours,
+                                const std::vector<int>& max_degree, std::int64_t rounds) {
+  CostInputs per_round = inputs;
+  per_round.compute_s = inputs.compute_s * round.local_steps;
+  if (scheme == Scheme::kGossip) {
+    return cumulative_times(scheme, nodes, per_round, in_neighbours, max_degree, rounds);
+  }
+  per_round.allreduce = AllreduceModel::kTable1;  // one message per ring step
+  if (!round.overlap) {
+    return cumulative_times(Scheme::kRingAllreduce, nodes, per_round, {}, {}, rounds);
+  }
+  const double ring = allreduce_comm_s(AllreduceModel::kTable1, nodes, inputs.message_bytes,
+                                       inputs.net);
+  std::vector<double> times(static_cast<std::size_t>(rounds) + 1, 0.0);
+  for (std::int64_t r = 1; r <= rounds; ++r) {
+    times[r] = times[r - 1] + std::max(per_round.compute_s / inputs.cpu_share, ring);
+  }
+  if (rounds > 0) times[rounds] += ring;  // the last mean, waited for at the end
+  return times;
+}
+
 namespace {
 
 // The D-PSGD topologies of `config` (none without D-PSGD), all built before anything runs: a bad
@@ -113,6 +138,7 @@ Result<std::vector<Run>> run_on(const ExperimentConfig& config,
       GOSSIP_ASSIGN_OR_RETURN(auto sim, RoundSimulator::create(problem, topo, rc));
       GOSSIP_ASSIGN_OR_RETURN(run.trace, sim->run(fn));
       run.final_params = sim->params();
+      run.round = rc.round;
       run.bytes_per_round = sim->bytes_per_round();
     }
     run.nodes = config.nodes;
@@ -170,6 +196,67 @@ void find_target(const ExperimentConfig& config, Series& s) {
   }
 }
 
+// What one node sends per iteration: the parameter server's link moves n messages each way (the
+// server's; a worker sends one), a ring allreduce 2(n−1)/n of a message, gossip one message to
+// each out-neighbour (the largest out-degree of the period).
+double per_iteration_bytes(Scheme scheme, const Run& r, double message_bytes) {
+  switch (scheme) {
+    case Scheme::kParameterServer:
+      return message_bytes;
+    case Scheme::kRingAllreduce:
+      return r.nodes > 1 ? 2.0 * (r.nodes - 1) / r.nodes * message_bytes : 0.0;
+    case Scheme::kGossip:
+      break;
+  }
+  double out = 0;
+  for (std::size_t p = 0; p < r.in_neighbours.size(); ++p) {
+    std::vector<int> out_degree(static_cast<std::size_t>(r.nodes), 0);
+    for (const auto& in : r.in_neighbours[p]) {
+      for (int j : in) ++out_degree[static_cast<std::size_t>(j)];
+    }
+    double mean = 0;
+    for (int d : out_degree) mean += d;
+    out += mean / r.nodes;
+  }
+  return r.in_neighbours.empty() ? 0.0 : out / static_cast<double>(r.in_neighbours.size()) *
+                                              message_bytes;
+}
+
+// One series of a round run: the D-PSGD family over gossip, DiLoCo over the ring.
+Series price_rounds(const Run& r, const ExperimentConfig& config, const CostInputs& in) {
+  Series s;
+  const bool gossip = r.trace.algorithm == Algorithm::kDpsgd;
+  s.scheme = gossip ? Scheme::kGossip : Scheme::kRingAllreduce;
+  s.algorithm = gossip ? "dpsgd" : "cpsgd-allreduce";
+  s.topology = r.topology;
+  s.nodes = r.nodes;
+  s.rho = r.rho;
+  s.points = r.trace.points;
+  s.compute_s = in.compute_s;
+  const sgd::RoundConfig& round = r.round;
+  const double d = static_cast<double>(r.final_params.rows());
+  s.message_bytes = static_cast<double>(sgd::compressed_bytes(round.compression,
+                                                              static_cast<std::size_t>(d)));
+  std::ostringstream name;
+  name << "H=" << round.local_steps << " " << sgd::kOuterKinds.name(round.outer.kind) << " "
+       << sgd::kCompressionKinds.name(round.compression.kind) << (round.overlap ? " overlap" : "");
+  s.rounds = name.str();
+  CostInputs per = in;
+  per.message_bytes = s.message_bytes;
+  const std::int64_t h = round.local_steps;
+  const std::int64_t iterations = s.points.empty() ? 0 : s.points.back().iteration;
+  const std::int64_t rounds = (iterations + h - 1) / h;
+  const std::vector<double> times =
+      round_times(s.scheme, r.nodes, per, round, r.in_neighbours, r.max_degree, rounds);
+  for (const EvalPoint& p : s.points) s.time_s.push_back(times[(p.iteration + h - 1) / h]);
+  s.comm_s = gossip ? gossip_comm_s(*std::max_element(r.max_degree.begin(), r.max_degree.end()),
+                                    s.message_bytes, in.net)
+                    : allreduce_comm_s(AllreduceModel::kTable1, r.nodes, s.message_bytes, in.net);
+  s.bytes_per_node = r.bytes_per_round * static_cast<double>(rounds);
+  find_target(config, s);
+  return s;
+}
+
 }  // namespace
 
 ExperimentResult price(const std::vector<Run>& runs, const ExperimentConfig& config,
@@ -191,6 +278,10 @@ ExperimentResult price(const std::vector<Run>& runs, const ExperimentConfig& con
   result.compute_s = in.compute_s;
   result.message_bytes = in.message_bytes;
   for (const Run& r : runs) {
+    if (!r.round.per_iteration()) {
+      result.series.push_back(price_rounds(r, config, in));
+      continue;
+    }
     std::vector<Scheme> schemes;
     if (r.trace.algorithm == Algorithm::kCpsgd) {
       schemes = {Scheme::kParameterServer, Scheme::kRingAllreduce};
@@ -228,6 +319,8 @@ ExperimentResult price(const std::vector<Run>& runs, const ExperimentConfig& con
           break;
         }
       }
+      s.bytes_per_node = per_iteration_bytes(scheme, r, in.message_bytes) *
+                         static_cast<double>(iterations);
       find_target(config, s);
       result.series.push_back(std::move(s));
     }

@@ -70,7 +70,10 @@ struct Run {
   std::vector<std::vector<std::vector<int>>> in_neighbours;
   std::vector<int> max_degree;
   StateMatrix final_params;
-  double bytes_per_round = 0;  // rounds (RoundSimulator): what one node sends per round
+  // Rounds (RunConfig::round not one exchange per iteration, the RoundSimulator): the round
+  // settings and what one node sends per round, as measured.
+  sgd::RoundConfig round;
+  double bytes_per_round = 0;
 };
 
 // One priced series: a run under one communication scheme.
@@ -85,6 +88,8 @@ struct Series {
   double compute_s = 0;        // per step, as priced
   double comm_s = 0;           // per iteration (gossip: per link)
   double message_bytes = 0;
+  std::string rounds;           // "" (every iteration communicates) or "H=50 nesterov int8 ..."
+  double bytes_per_node = 0;    // sent by one node over the whole run
   bool has_target = false;  // a target loss or accuracy was set
   // First evaluation point that meets the target (nullopt: never, or no target).
   std::optional<std::int64_t> iterations_to_target;
@@ -110,6 +115,18 @@ ExperimentResult price(const std::vector<Run>& runs, const ExperimentConfig& con
 // Both steps.
 Result<ExperimentResult> run_experiment(const ExperimentConfig& config,
                                         const LabelledProgress& progress = {});
+
+// Rounds (sim/round_simulator.h): the cumulative time after each round 0..rounds of a run whose
+// round settings are `round`, one round taking H local steps and one exchange of `message_bytes`
+// (the compressed message):
+//   gossip:    the D-PSGD clock with a step of H × compute (the exchange runs during the inner
+//              steps: a round takes max(H c, α + Δ M_c / B) without stragglers);
+//   allreduce: H c + the ring of M_c (2(n−1) steps of α + M_c / (n B), Table 1's ring), or with
+//              overlap max(H c, ring) per round and the last ring at the end.
+std::vector<double> round_times(Scheme scheme, int nodes, const CostInputs& inputs,
+                                const sgd::RoundConfig& round,
+                                const std::vector<std::vector<std::vector<int>>>& in_neighbours,
+                                const std::vector<int>& max_degree, std::int64_t rounds);
 
 // The time of every iteration 1..iterations of one scheme, for the given communication graph
 // period (ignored by the centralised schemes). Returns the cumulative time after each iteration

@@ -61,7 +61,8 @@ std::string fixed(double v, int digits) {
 }
 
 std::string label(const Series& s) {
-  return s.topology.empty() ? s.algorithm : s.algorithm + " (" + s.topology + ")";
+  std::string out = s.topology.empty() ? s.algorithm : s.algorithm + " (" + s.topology + ")";
+  return s.rounds.empty() ? out : out + " [" + s.rounds + "]";
 }
 
 // Per-iteration time of a series, from its last point.
@@ -112,7 +113,7 @@ double speedup(const Series& d, const Series& c) {
 
 void write_csv_header(std::ostream& out) {
   out << "algorithm,topology,nodes,iteration,sim_time_s,train_loss,test_loss,test_accuracy,"
-         "local_test_accuracy,consensus_distance,batch_loss,sweep_param,sweep_value\n";
+         "local_test_accuracy,consensus_distance,batch_loss,sweep_param,sweep_value,rounds\n";
 }
 
 void write_csv_rows(std::ostream& out, const std::vector<Series>& series,
@@ -124,7 +125,7 @@ void write_csv_rows(std::ostream& out, const std::vector<Series>& series,
           << num(s.time_s[k]) << "," << num(p.train_loss) << "," << num(p.test_loss) << ","
           << num(p.test_accuracy) << "," << num(p.local_test_accuracy) << ","
           << num(p.consensus_distance) << "," << num(p.batch_loss) << "," << sweep_param << ","
-          << sweep_value << "\n";
+          << sweep_value << "," << s.rounds << "\n";
     }
   }
 }
@@ -152,13 +153,14 @@ void print_summary(std::ostream& out, const ExperimentResult& result,
   out << "\n";
   const std::string target = target_text(config);
   std::vector<std::vector<std::string>> rows = {{"series", "nodes", "rho", "s/iter", "final loss",
-                                                 "final acc", "consensus", "iters to target",
-                                                 "time to target"}};
+                                                 "final acc", "consensus", "sent/node",
+                                                 "iters to target", "time to target"}};
   for (const Series& s : result.series) {
     const EvalPoint& last = s.points.back();
     rows.push_back({label(s), std::to_string(s.nodes), fixed(s.rho, 4),
                     seconds(seconds_per_iteration(s)), short_num(last.train_loss),
                     fixed(last.test_accuracy, 4), short_num(last.consensus_distance),
+                    format_size_bytes(s.bytes_per_node),
                     s.iterations_to_target ? std::to_string(*s.iterations_to_target) : "-",
                     s.time_to_target_s ? seconds(*s.time_to_target_s) : "-"});
   }
@@ -169,7 +171,7 @@ void print_summary(std::ostream& out, const ExperimentResult& result,
     for (const Series& c : result.series) {
       if (c.scheme == Scheme::kGossip) continue;
       const double x = speedup(d, c);
-      out << "speedup of " << label(d) << " over " << c.algorithm << ": "
+      out << "speedup of " << label(d) << " over " << label(c) << ": "
           << (std::isnan(x) ? std::string("n/a (target not reached by both)") : fixed(x, 2) + "x")
           << (target.empty() ? " (time for all iterations)" : " (time to target)") << "\n";
     }
@@ -201,6 +203,7 @@ std::string series_json(const Series& s) {
   std::ostringstream o;
   const EvalPoint& last = s.points.back();
   o << "{\"algorithm\":" << json_quote(s.algorithm) << ",\"topology\":" << json_quote(s.topology)
+    << ",\"rounds\":" << json_quote(s.rounds) << ",\"bytes_per_node\":" << json_num(s.bytes_per_node)
     << ",\"nodes\":" << s.nodes << ",\"rho\":" << json_num(s.rho)
     << ",\"seconds_per_iteration\":" << json_num(seconds_per_iteration(s))
     << ",\"comm_s\":" << json_num(s.comm_s) << ",\"iterations\":" << last.iteration
