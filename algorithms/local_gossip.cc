@@ -1,13 +1,14 @@
 // Local-step gossip (see local_gossip.h). Why it is arranged as it is:
-//  - a round's messages depend only on the anchor and the copies as they were at the round's start,
-//    and the sender adds its message to its own copy only at the round's end, when both ends know
-//    the edge was used: a checkpoint taken mid-round, resumed, posts the same bytes again;
-//  - the optimizer state advances only in LocalStep::direction, after the round's wait, so an
-//    abandoned last iteration leaves x_t and the step's state as they were (driver.h).
+//  - a round's end can fail (fail-stop, a stop request): its state (anchor, start, momentum,
+//    copies, the message in flight), x and the local step's optimizer state are snapshot before
+//    the round's last inner step and put back, so the driver's checkpoint of the abandoned
+//    iteration is the state at its start;
+//  - a message depends only on the state when it is posted, and the sender adds it to its own
+//    copy only when both ends know the edge was used: a run resumed with a round in flight posts
+//    the same bytes again.
 #include "algorithms/local_gossip.h"
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 #include "common/check.h"
@@ -50,7 +51,8 @@ std::size_t LocalGossip::state_floats(const sgd::RoundConfig& round,
   if (round.choco()) {
     edges = Neighbourhood::senders(topology, node).size() + receivers(topology, node).size();
   }
-  return num_params * (1 + edges) + round.outer.state_size(num_params);
+  return num_params * (2 + edges) + round.outer.state_size(num_params) +
+         (round.overlap ? num_params + 1 : 0);
 }
 
 LocalGossip::LocalGossip(int node, const config::TrainConfig& config,
@@ -65,7 +67,9 @@ LocalGossip::LocalGossip(int node, const config::TrainConfig& config,
       message_floats_(message_floats(round_, num_params)),
       neighbours_(node, config, topology, exchange, static_cast<int>(per_round_)),
       anchor_(num_params),
+      start_(num_params),
       momentum_(round_.outer.state_size(num_params)),
+      message_(num_params),
       delta_(num_params),
       z_(num_params),
       scratch_(num_params) {
@@ -85,14 +89,20 @@ LocalGossip::LocalGossip(int node, const config::TrainConfig& config,
 }
 
 std::size_t LocalGossip::state_size() const {
-  return d_ * (1 + copy_in_.size() + copy_out_.size()) + momentum_.size();
+  return d_ * (2 + copy_in_.size() + copy_out_.size()) + momentum_.size() +
+         (round_.overlap ? d_ + 1 : 0);
 }
 
 std::vector<float> LocalGossip::state() const {
   std::vector<float> out(anchor_);
+  out.insert(out.end(), start_.begin(), start_.end());
   out.insert(out.end(), momentum_.begin(), momentum_.end());
   for (const auto& [j, c] : copy_in_) out.insert(out.end(), c.begin(), c.end());
   for (const auto& [o, c] : copy_out_) out.insert(out.end(), c.begin(), c.end());
+  if (round_.overlap) {
+    out.insert(out.end(), message_.begin(), message_.end());
+    out.push_back(in_flight_ ? 1.0f : 0.0f);
+  }
   return out;
 }
 
@@ -107,10 +117,15 @@ Status LocalGossip::load_state(std::span<const float> state) {
     state = state.subspan(v.size());
   };
   take(anchor_);
-  anchor_known_ = true;
+  take(start_);
+  start_known_ = true;
   take(momentum_);
   for (auto& [j, c] : copy_in_) take(c);
   for (auto& [o, c] : copy_out_) take(c);
+  if (round_.overlap) {
+    take(message_);
+    repost_ = state[0] != 0.0f;
+  }
   return Status::ok();
 }
 
@@ -125,7 +140,10 @@ Result<std::uint64_t> LocalGossip::start(std::uint64_t start, bool rejoining, st
   const std::uint64_t rounds = (total + per_round_ - 1) / per_round_;
   const std::uint64_t from = start / per_round_;
   const std::uint64_t to = neighbours_.rejoin(from, rounds);
-  return to == from ? start : to * per_round_;
+  if (to == from) return start;
+  // The agreed round's last iteration: there the node takes its neighbours' messages.
+  repost_ = false;
+  return std::min(total - 1, to * per_round_ + per_round_ - 1);
 }
 
 std::span<std::byte> LocalGossip::bytes_of(std::vector<float>& words) {
@@ -133,64 +151,28 @@ std::span<std::byte> LocalGossip::bytes_of(std::vector<float>& words) {
           sgd::compressed_bytes(round_.compression, d_)};
 }
 
-// Round r's neighbours, a rejoin when one is due, and the round's messages.
-void LocalGossip::begin_round(std::uint64_t r, daemon::ParameterBuffers& buffers) {
+// Round r's messages from message_: plan the neighbours of W(r), forget the copies of changed
+// edges, and post (to each out-neighbour its own with CHOCO).
+void LocalGossip::post(std::uint64_t r) {
   neighbours_.plan(r, static_cast<std::int64_t>(r));
   reset_changed_edges();
-  received_.clear();
-  if (neighbours_.rejoin_due(r)) rejoin_round(r, buffers);
-  post_round(r);
-}
-
-void LocalGossip::post_round(std::uint64_t r) {
   std::vector<daemon::Inbox> from;
   for (const topology::Neighbor& nb : neighbours_.in()) {
     if (!received_[nb.node]) from.push_back({nb.node, inbox_.at(nb.node)});
   }
   if (!round_.choco()) {
-    neighbours_.post(r, anchor_, from);
+    neighbours_.post(r, message_, from);
   } else {
     std::vector<Outgoing> to;
     for (const topology::Neighbor& nb : neighbours_.out()) {
       std::vector<float>& words = outbox_.at(nb.node);
-      sgd::pseudo_gradient(scratch_, anchor_, copy_out_.at(nb.node));  // fl(a − ĉ_{i→o})
+      sgd::pseudo_gradient(scratch_, message_, copy_out_.at(nb.node));  // fl(m − ĉ_{i→o})
       sgd::compress(round_.compression, scratch_, bytes_of(words));
       to.push_back({nb.node, words});
     }
     neighbours_.post_each(r, to, from);
   }
-  posted_ = r;
-}
-
-// A rejoining node: first the neighbours' messages of round r, then x := their mean (anchors, or
-// on reset CHOCO edges the decoded C(a_j)) is what it starts the round from and sends.
-void LocalGossip::rejoin_round(std::uint64_t r, daemon::ParameterBuffers& buffers) {
-  std::vector<daemon::Inbox> from;
-  for (const topology::Neighbor& nb : neighbours_.in())
-    from.push_back({nb.node, inbox_.at(nb.node)});
-  const std::map<int, std::string> failed = neighbours_.receive(r, from);
-  std::vector<double> sum(d_, 0.0);
-  int count = 0;
-  for (const topology::Neighbor& nb : neighbours_.in()) {
-    received_[nb.node] = true;  // taken (or failed) here, not received again this round
-    if (failed.count(nb.node) || !check_message(nb.node, r).empty()) continue;
-    const float* v = inbox_.at(nb.node).data();
-    if (round_.choco()) {
-      sgd::choco_decode_apply(round_.compression, bytes_of(inbox_.at(nb.node)),
-                              copy_in_.at(nb.node));
-      v = copy_in_.at(nb.node).data();
-    }
-    for (std::size_t k = 0; k < d_; ++k) sum[k] += v[k];
-    ++count;
-  }
-  if (count == 0) return;  // nobody delivered: try again next round
-  for (std::size_t k = 0; k < d_; ++k) anchor_[k] = static_cast<float>(sum[k] / count);
-  buffers.set_x(anchor_);
-  GOSSIP_LOG(kInfo) << "rejoined at iteration " << r * per_round_ << ": x := average of " << count
-                    << " neighbours";
-  services_->metrics.event(r * per_round_, "rejoined",
-                           "x := average of " + std::to_string(count) + " neighbours' parameters");
-  neighbours_.rejoined();
+  in_flight_ = r;
 }
 
 // Why a neighbour's round-r message cannot be used ("" if it can): it must decode to finite values.
@@ -211,10 +193,11 @@ std::string LocalGossip::check_message(int peer, std::uint64_t r) {
 // Both ends of every edge dropped or re-admitted forget its copies (local_gossip.h).
 void LocalGossip::reset_changed_edges() {
   for (int j : neighbours_.take_changed_edges()) {
-    if (auto c = copy_in_.find(j); c != copy_in_.end())
-      std::fill(c->second.begin(), c->second.end(), 0.0f);
-    if (auto c = copy_out_.find(j); c != copy_out_.end())
-      std::fill(c->second.begin(), c->second.end(), 0.0f);
+    for (auto* copies : {&copy_in_, &copy_out_}) {
+      if (auto c = copies->find(j); c != copies->end()) {
+        std::fill(c->second.begin(), c->second.end(), 0.0f);
+      }
+    }
   }
 }
 
@@ -232,16 +215,19 @@ void LocalGossip::apply_copies() {
   }
 }
 
-// Round r's combine and outer step (sgd/round.h): the anchor becomes the next round's start.
-void LocalGossip::end_round(std::uint64_t r, std::span<const float> y) {
-  const auto time = static_cast<std::int64_t>(r);
-  const daemon::RowWeights w = neighbours_.weights(r, time);
-  sgd::pseudo_gradient(delta_, anchor_, y);  // Δ = fl(a − y)
+// Waits for round r's messages and combines them (sgd/round.h): the anchor takes the outer step.
+std::optional<IterationEnd> LocalGossip::wait_and_combine(std::uint64_t r) {
+  if (std::optional<IterationEnd> end =
+          neighbours_.wait(r, [&](int peer) { return check_message(peer, r); })) {
+    return end;
+  }
+  in_flight_.reset();
+  const daemon::RowWeights w = neighbours_.weights(r, static_cast<std::int64_t>(r));
   terms_.clear();
   if (!round_.choco()) {
     std::vector<RoundTerm> row;
     for (const auto& [j, wj] : w.neighbours) row.push_back({j, wj, inbox_.at(j).data()});
-    sgd::plain_gossip_terms(self_, w.self, anchor_.data(), row, terms_);
+    sgd::plain_gossip_terms(self_, w.self, message_.data(), row, terms_);
   } else {
     apply_copies();
     std::vector<RoundTerm> in, out;
@@ -251,61 +237,145 @@ void LocalGossip::end_round(std::uint64_t r, std::span<const float> y) {
         // Symmetric W: the edge's weight both ways is the row's.
         const auto it = std::find_if(w.neighbours.begin(), w.neighbours.end(),
                                      [&](const auto& e) { return e.first == nb.node; });
-        if (it != w.neighbours.end())
+        if (it != w.neighbours.end()) {
           out.push_back({nb.node, it->second, copy_out_.at(nb.node).data()});
+        }
       } else {
         out.push_back({nb.node, nb.weight, copy_out_.at(nb.node).data()});
       }
     }
-    sgd::choco_gossip_terms(anchor_.data(), round_.choco_step, in, out, terms_);
+    sgd::choco_gossip_terms(message_.data(), round_.choco_step, in, out, terms_);
   }
-  sgd::combine(*cpu_, z_, terms_, delta_);
+  sgd::combine(*cpu_, z_, terms_);
   sgd::gossip_outer_step(round_.outer, anchor_, z_, scratch_, momentum_);
+  received_.clear();
+  return std::nullopt;
+}
+
+// A rejoining node: first the neighbours' messages of round r, then x := their mean (messages, or
+// on reset CHOCO edges the decoded C(m_j)) is its start, anchor and own message.
+std::optional<IterationEnd> LocalGossip::rejoin_round(std::uint64_t r,
+                                                      daemon::ParameterBuffers& buffers) {
+  neighbours_.plan(r, static_cast<std::int64_t>(r));
+  reset_changed_edges();
+  std::vector<daemon::Inbox> from;
+  for (const topology::Neighbor& nb : neighbours_.in())
+    from.push_back({nb.node, inbox_.at(nb.node)});
+  const std::map<int, std::string> failed = neighbours_.receive(r, from);
+  std::vector<double> sum(d_, 0.0);
+  int count = 0;
+  received_.clear();
+  for (const topology::Neighbor& nb : neighbours_.in()) {
+    received_[nb.node] = true;  // taken (or failed) here, not received again this round
+    if (failed.count(nb.node) || !check_message(nb.node, r).empty()) continue;
+    const float* v = inbox_.at(nb.node).data();
+    if (round_.choco()) {
+      sgd::choco_decode_apply(round_.compression, bytes_of(inbox_.at(nb.node)),
+                              copy_in_.at(nb.node));
+      v = copy_in_.at(nb.node).data();
+    }
+    for (std::size_t k = 0; k < d_; ++k) sum[k] += v[k];
+    ++count;
+  }
+  if (count > 0) {
+    for (std::size_t k = 0; k < d_; ++k) message_[k] = static_cast<float>(sum[k] / count);
+    anchor_ = start_ = message_;
+    buffers.set_x(message_);
+    GOSSIP_LOG(kInfo) << "rejoined at iteration " << r * per_round_ << ": x := average of " << count
+                      << " neighbours";
+    services_->metrics.event(
+        r * per_round_, "rejoined",
+        "x := average of " + std::to_string(count) + " neighbours' parameters");
+    neighbours_.rejoined();
+  }
+  // Its own message for round r: x itself, combined as every round's (with overlap, one round on).
+  post(r);
+  if (!round_.overlap) {
+    if (std::optional<IterationEnd> end = wait_and_combine(r)) return end;
+    start_ = anchor_;
+  }
+  buffers.set_x(start_);
+  return std::nullopt;
+}
+
+// The end of round r with y: Δ, the message, the exchange, the combine and the outer step.
+std::optional<IterationEnd> LocalGossip::end_round(std::uint64_t r, std::span<const float> y,
+                                                   daemon::ParameterBuffers& buffers) {
+  sgd::pseudo_gradient(delta_, start_, y);  // Δ = fl(s − y)
+  if (!round_.overlap) {
+    sgd::pseudo_gradient(message_, anchor_, delta_);  // m = fl(a − Δ)
+    post(r);
+    if (std::optional<IterationEnd> end = wait_and_combine(r)) return end;
+    start_ = anchor_;
+  } else {
+    // Round r−1's messages, in flight during this round, arrive now; round r's go out, and the
+    // next round starts at the message itself.
+    if (in_flight_) {
+      if (std::optional<IterationEnd> end = wait_and_combine(*in_flight_)) return end;
+    }
+    sgd::pseudo_gradient(message_, anchor_, delta_);
+    post(r);
+    start_ = message_;
+    if (r + 1 >= (total_ + per_round_ - 1) / per_round_) {
+      // The run's last round: its messages are combined now, so the run ends at the anchor.
+      if (std::optional<IterationEnd> end = wait_and_combine(r)) return end;
+      start_ = anchor_;
+    }
+  }
+  buffers.set_x(start_);
+  return std::nullopt;
 }
 
 daemon::IterationOutcome LocalGossip::iterate(std::uint64_t t, daemon::LocalStep& step,
                                               daemon::ParameterBuffers& buffers) {
   Clock& clock = services_->clock;
   const std::uint64_t r = t / per_round_;
-  if (posted_ != r) {
-    // The round's first iteration in this process: its start is x, unless a resumed run restored
-    // the anchor of a round it had begun, or an attached trainer posted x after its own steps (its
-    // anchor is what the last round gave it; its first post is its x_0, the first anchor).
-    const bool own_steps = step.gradient_buffer() != nullptr;
-    if ((own_steps && t % per_round_ == 0) || !anchor_known_) buffers.x_to_host(anchor_);
-    anchor_known_ = true;
-    begin_round(r, buffers);
+  if (!start_known_) {
+    // The first round starts at x (an attached trainer's first post: every node its own, which
+    // the first round averages since Δ is then 0).
+    buffers.x_to_host(start_);
+    anchor_ = start_;
+    start_known_ = true;
+  }
+  if (repost_) {
+    repost_ = false;
+    if (r > 0) post(r - 1);  // resumed with round r−1 in flight: the same bytes again
   }
   IterationStats stats;
   const std::int64_t t0 = clock.monotonic_ns();
   const std::optional<double> loss = step.gradient(buffers.x(), t);
-  const std::int64_t t1 = clock.monotonic_ns();
-  stats.compute_s = static_cast<double>(t1 - t0) * 1e-9;
-  const bool last = last_of_round(t);
-  if (last) {
-    const std::optional<IterationEnd> end =
-        neighbours_.wait(r, [&](int peer) { return check_message(peer, r); });
-    if (end) return *end;
-  }
   if (Status s = step.before_mix(t, buffers); !s.is_ok()) {
     return IterationEnd{IterationEnd::Kind::kStepFailed, 0, s};
   }
-  const std::int64_t t2 = clock.monotonic_ns();
-  if (step.gradient_buffer() != nullptr) {
+  const bool own = step.gradient_buffer() != nullptr;
+  const bool last = last_of_round(t);
+  std::vector<float> x_before, step_before, state_before;
+  if (last) {
+    x_before = buffers.x_to_host();
+    step_before = step.state();
+    state_before = state();
+  }
+  if (own) {
     // The inner step x ← x − γ_t u_t (the bits of Optimizer::step).
     stats.lr = step.direction(buffers.x(), buffers.update(), t);
     buffers.mix(self_, daemon::RowWeights{}, static_cast<float>(stats.lr), true);
   }
+  const std::int64_t t1 = clock.monotonic_ns();
   if (last) {
-    end_round(r, buffers.x_to_host());
-    buffers.set_x(anchor_);
-    if (t + 1 < total_) begin_round(r + 1, buffers);
+    const std::optional<IterationEnd> end = neighbours_.rejoin_due(r)
+                                                ? rejoin_round(r, buffers)
+                                                : end_round(r, buffers.x_to_host(), buffers);
+    if (end) {
+      buffers.set_x(x_before);
+      step.load_state(step_before);
+      (void)load_state(state_before);
+      return *end;
+    }
   }
-  const std::int64_t t3 = clock.monotonic_ns();
-  stats.wait_s = static_cast<double>(t2 - t1) * 1e-9;
-  stats.exchange_s = stats.wait_s;
-  stats.mix_s = static_cast<double>(t3 - t2) * 1e-9;
-  stats.iteration_s = static_cast<double>(t3 - t0) * 1e-9;
+  const std::int64_t t2 = clock.monotonic_ns();
+  stats.compute_s = static_cast<double>(t1 - t0) * 1e-9;
+  stats.exchange_s = stats.wait_s = static_cast<double>(t2 - t1) * 1e-9;
+  stats.iteration_s = static_cast<double>(t2 - t0) * 1e-9;
   stats.bytes_sent = neighbours_.bytes_sent() - sent_before_;
   stats.bytes_received = neighbours_.bytes_received() - received_before_;
   sent_before_ += stats.bytes_sent;

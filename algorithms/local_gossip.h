@@ -1,29 +1,33 @@
 // Local-step gossip (docs/design.md §1, "Local steps, the outer optimizer, compression"): D-PSGD's
 // family with H local steps per communication round, an outer optimizer on the pseudo-gradient
-// and compressed messages (CHOCO-SGD), as an algorithm of the node driver (daemon/algorithm.h).
-// Koloskova et al. 2020 (arXiv 2003.10422) give the rates of local steps on changing topologies;
-// NoLoCo (arXiv 2506.10911) and SlowMo (Wang et al., ICLR 2020) are gossip with an outer optimizer.
+// and compressed messages (CHOCO-SGD), as an algorithm of the node driver (daemon/algorithm.h):
+// local SGD with gossip averaging (Koloskova et al. 2020, arXiv 2003.10422), with SlowMo's and
+// DiLoCo's outer step over gossip (Wang et al., ICLR 2020; NoLoCo, arXiv 2506.10911).
 //
 // Round r covers iterations [rH, rH + H) (the last one may be shorter: the run's end), uses W(r)
-// (a time-varying topology advances per round), and is exchange r of the Neighbourhood:
-//   start of round r: the anchor a_i is x (the node's model); its messages are posted at once —
-//     compression none: a_i itself; CHOCO: to each out-neighbour o, C(fl(a_i − ĉ_{i→o})) — so the
-//     exchange runs during the round's inner steps;
-//   iterations of the round: the local step's gradient and direction, x ← x − γ_t u_t;
-//   last iteration: the neighbours' messages are waited for (deadline, verdicts as D-PSGD's), the
-//     last inner step gives y_i, Δ_i = fl(a_i − y_i), the CHOCO copies of the used edges take the
-//     round's messages (sgd/choco.h), then z_i and the outer step of sgd/round.h give the next
-//     anchor, which becomes x; the next round's messages are posted.
+// (a time-varying topology advances per round), and is exchange r of the Neighbourhood. Its
+// iterations are the local step's: gradient, direction, x ← x − γ_t u_t. At its last iteration,
+// after the inner step, y is x and Δ = fl(s − y) with s the round's start, and (sgd/round.h):
+//   the message m = fl(a − Δ) (a the anchor) goes to the out-neighbours — m itself, or with CHOCO
+//   to each out-neighbour o the compressed C(fl(m − ĉ_{i→o})); the neighbours' are waited for
+//   (deadline, verdicts as D-PSGD's); the used edges' copies take the round's messages; z is the
+//   combine of sgd/round.h and the outer step gives the next anchor, which is x and the next start.
+// With overlap, round r's messages are combined at the end of round r+1 (their exchange runs
+// during its inner steps), and round r+1 starts at m itself.
 // An attached trainer takes its own H steps between POSTs (docs/attach.md): each iteration of the
-// driver is then a whole round, and y_i is what the trainer posted.
+// driver is then a whole round, y is what it posted, and its first post starts the anchor (the
+// first round averages the first posts).
 //
 // Faults: as D-PSGD's (algorithms/neighbourhood.h), per round. A CHOCO copy is per directed edge,
 // held by both ends; when an edge is dropped or re-admitted both ends reset its copies (both
-// directions) to zero at the same round, so they stay identical. A rejoining node takes the mean of
-// its neighbours' messages of the agreed round (on reset edges a CHOCO message is C(a_j)) as x.
+// directions) to zero at the same round, so they stay identical. A rejoining node waits for its
+// neighbours' messages of the agreed round, takes their mean (on reset CHOCO edges a message is
+// C(m_j)) as x, and sends x as its own. A failed round (fail-stop) puts everything back as it was
+// before the round's last inner step, for the driver's checkpoint.
 //
-// State in a checkpoint: the anchor, the outer momentum, and every edge's copies (CHOCO), so a job
-// resumed from a checkpoint mid-round continues bit for bit.
+// State in a checkpoint: the anchor, the round's start, the outer momentum, every edge's copies
+// (CHOCO) and, with overlap, the message in flight — so a job resumed from a checkpoint, mid-round
+// or not, continues bit for bit.
 #pragma once
 
 #include <cstdint>
@@ -67,11 +71,14 @@ class LocalGossip final : public daemon::Algorithm {
 
  private:
   bool last_of_round(std::uint64_t t) const { return (t + 1) % per_round_ == 0 || t + 1 == total_; }
-  void begin_round(std::uint64_t r, daemon::ParameterBuffers& buffers);
-  void rejoin_round(std::uint64_t r, daemon::ParameterBuffers& buffers);
-  void post_round(std::uint64_t r);
+  // Round r's end with y (sets x); an IterationEnd when the round failed.
+  std::optional<daemon::IterationEnd> end_round(std::uint64_t r, std::span<const float> y,
+                                                daemon::ParameterBuffers& buffers);
+  void post(std::uint64_t r);
+  std::optional<daemon::IterationEnd> wait_and_combine(std::uint64_t r);
+  std::optional<daemon::IterationEnd> rejoin_round(std::uint64_t r,
+                                                   daemon::ParameterBuffers& buffers);
   std::string check_message(int peer, std::uint64_t r);
-  void end_round(std::uint64_t r, std::span<const float> y);
   void apply_copies();
   void reset_changed_edges();
   std::span<std::byte> bytes_of(std::vector<float>& words);
@@ -89,14 +96,15 @@ class LocalGossip final : public daemon::Algorithm {
   std::uint64_t total_ = 0;
   std::uint64_t sent_before_ = 0, received_before_ = 0;
 
-  std::vector<float> anchor_, momentum_, delta_, z_, scratch_;
+  std::vector<float> anchor_, start_, momentum_, message_, delta_, z_, scratch_;
+  bool start_known_ = false;                    // start_ and anchor_ hold the run's
+  std::optional<std::uint64_t> in_flight_;      // the round whose messages are posted, not combined
+  bool repost_ = false;                         // resumed with a round in flight: post it again
   std::map<int, std::vector<float>> copy_in_;   // ĉ_{j→i}, every sender j of the period
   std::map<int, std::vector<float>> copy_out_;  // ĉ_{i→o}, every receiver o of the period
   std::map<int, std::vector<float>> inbox_;     // the round's message from each sender
   std::map<int, std::vector<float>> outbox_;    // CHOCO: the round's message to each receiver
   std::map<int, bool> received_;                // the round's message already taken (a rejoin)
-  std::optional<std::uint64_t> posted_;         // the round whose messages are in flight
-  bool anchor_known_ = false;                   // anchor_ holds a round's start
   std::vector<sgd::MixTerm> terms_;
 };
 

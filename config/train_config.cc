@@ -131,10 +131,6 @@ void collect_round_errors(const TrainConfig& c, std::vector<FieldError>& e) {
   } else if (!allreduce) {
     check_finite_range(e, "compression.choco_step", k.choco_step(), 0, true, 1, false, "in (0, 1]");
   }
-  if (c.overlap() && !allreduce) {
-    e.push_back(
-        {"overlap", "ALLREDUCE only: D-PSGD's exchange already runs during the H local steps"});
-  }
 }
 
 std::vector<FieldError> collect_errors(const TrainConfig& c) {

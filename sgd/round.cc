@@ -18,24 +18,24 @@ Status RoundConfig::validate() const {
   return Status::ok();
 }
 
-void plain_gossip_terms(int self, double self_weight, const float* own_anchor,
+void plain_gossip_terms(int self, double self_weight, const float* own_message,
                         std::span<const RoundTerm> neighbours, std::vector<MixTerm>& out) {
   const auto w_self = static_cast<float>(self_weight);
   bool self_added = w_self == 0.0f;
   for (const RoundTerm& t : neighbours) {
     if (!self_added && t.node > self) {
-      out.push_back({w_self, own_anchor});
+      out.push_back({w_self, own_message});
       self_added = true;
     }
     out.push_back({static_cast<float>(t.weight), t.values});
   }
-  if (!self_added) out.push_back({w_self, own_anchor});
+  if (!self_added) out.push_back({w_self, own_message});
 }
 
-void choco_gossip_terms(const float* own_anchor, double choco_step,
+void choco_gossip_terms(const float* own_message, double choco_step,
                         std::span<const RoundTerm> in_edges, std::span<const RoundTerm> out_edges,
                         std::vector<MixTerm>& out) {
-  out.push_back({1.0f, own_anchor});
+  out.push_back({1.0f, own_message});
   for (const RoundTerm& t : in_edges) {
     out.push_back({static_cast<float>(choco_step * t.weight), t.values});
   }
@@ -44,11 +44,9 @@ void choco_gossip_terms(const float* own_anchor, double choco_step,
   }
 }
 
-void combine(Backend& cpu, std::span<float> z, std::span<const MixTerm> terms,
-             std::span<const float> delta) {
-  GOSSIP_CHECK_EQ(z.size(), delta.size());
+void combine(Backend& cpu, std::span<float> z, std::span<const MixTerm> terms) {
   GOSSIP_CHECK(!terms.empty());
-  cpu.mix(z.data(), terms, 1.0f, delta.data(), z.size());
+  cpu.mix(z.data(), terms, 0.0f, nullptr, z.size());
 }
 
 void gossip_outer_step(const OuterConfig& outer, std::span<float> anchor, std::span<const float> z,

@@ -3,28 +3,31 @@
 // algorithms/allreduce.h) and the simulator (sim/round_simulator.h) both call, so the two agree bit
 // for bit.
 //
-// A round at node i: from its anchor a_i the node takes H steps of its own optimizer to y_i, and
-// its progress is Δ_i = fl(a_i − y_i). Then, element-wise in float32:
+// A round at node i: from its start s_i the node takes H steps of its own optimizer to y_i, and
+// its progress is Δ_i = fl(s_i − y_i). Then, element-wise in float32:
 //
-//   gossip, compression none:  z_i = Σ_j W_ij a_j − Δ_i
-//        one chain: acc = W_{i,j0} a_{j0}; acc = fma(W_ij, a_j, acc) over j ∈ N_in(i) ∪ {i}
-//        in increasing j (i at its place); z = fma(−1, Δ_i, acc)
-//   gossip, CHOCO (bf16, int8): z_i = a_i + γ Σ_{j ∈ N_in} W_ij ĉ_{j→i} − γ Σ_{o ∈ N_out} W_oi
-//   ĉ_{i→o}
-//        − Δ_i, one chain in that order (in-edges by increasing j, then out-edges by increasing
-//        o, weights fl(γ·W) rounded once from double), ĉ the public copies of sgd/choco.h
-//   ALLREDUCE:                 D = mean_j Δ_j (sgd/ring_allreduce.h; compressed with error
-//        feedback: the ring averages D(C(Δ_j + e_j)), allreduce_round_input below)
-//
-// and the outer step (sgd/outer_optimizer.h):
-//   gossip:    outer none: a_i ← z_i;  otherwise d = fl(a_i − z_i), outer_step(a_i, d, m_i)
-//   ALLREDUCE: outer_step(a, D, m)  (outer none: a ← fl(a − D))
-// after which a_i is the next round's anchor and start. Why the network average is preserved:
-// with W doubly stochastic, Σ_i Σ_j W_ij a_j = Σ_j a_j and, for CHOCO, Σ_i Σ_{j→i} W_ij ĉ_{j→i} =
+//   gossip: the message m_i = fl(a_i − Δ_i) (a_i the anchor; m_i = y_i up to rounding when the
+//     round started at the anchor), combined adapt-then-combine (local SGD with gossip averaging,
+//     Koloskova et al. 2020):
+//       compression none:    z_i = Σ_j W_ij m_j, one chain: acc = W_{i,j0} m_{j0};
+//                            acc = fma(W_ij, m_j, acc) over j ∈ N_in(i) ∪ {i} in increasing j
+//                            (i at its place)
+//       CHOCO (bf16, int8):  z_i = m_i + γ Σ_{j ∈ N_in} W_ij ĉ_{j→i} − γ Σ_{o ∈ N_out} W_oi
+//       ĉ_{i→o},
+//                            one chain in that order (in-edges by increasing j, then out-edges by
+//                            increasing o, weights fl(γ·W) rounded once from double); ĉ the
+//                            public copies of sgd/choco.h, which track the messages
+//     and the pseudo-gradient d_i = fl(a_i − z_i);
+//   ALLREDUCE: d = mean_j Δ_j (sgd/ring_allreduce.h; compressed with error feedback: the ring
+//     averages D(C(Δ_j + e_j)), allreduce_round_input below);
+// then the outer step (sgd/outer_optimizer.h) on the anchor: outer_step(a, d, m) — for gossip
+// with outer none simply a ← z — after which a is the next round's start (with overlap, the next
+// round starts at fl(a − Δ) and d arrives one round late). Why the network average is preserved:
+// with W doubly stochastic Σ_i Σ_j W_ij m_j = Σ_j m_j, and for CHOCO Σ_i Σ_{j→i} W_ij ĉ_{j→i} =
 // Σ_i Σ_{i→o} W_oi ĉ_{i→o} (each edge's copy enters once with + at its receiver and once with − at
-// its sender), so the mean of z is ā − Δ̄ whatever the copies hold, and the mean of d is Δ̄: the
-// average follows DiLoCo's outer recursion on the mean pseudo-gradient exactly (up to float
-// rounding).
+// its sender), so mean(z) = mean(m) = ā − Δ̄ whatever the copies hold, and the mean of d is Δ̄:
+// the average follows DiLoCo's outer recursion on the mean pseudo-gradient exactly (up to float
+// rounding), for gossip as for ALLREDUCE.
 //
 // Host memory (the cpu backend's kernels); not thread-safe per scratch.
 #pragma once
@@ -46,7 +49,7 @@ struct RoundConfig {
   OuterConfig outer;    // kind none: the combined model is the next anchor
   CompressionSpec compression;
   double choco_step = 1.0;  // gossip with compression: γ in (0, 1]
-  bool overlap = false;     // ALLREDUCE: apply round r's mean after round r+1's inner steps
+  bool overlap = false;     // apply round r's combination after round r+1's inner steps
 
   // H = 1, no outer optimizer, no compression, no overlap: every iteration communicates, and the
   // algorithms run as D-PSGD and C-PSGD (the fused per-iteration paths).
@@ -66,21 +69,20 @@ struct RoundTerm {
   const float* values = nullptr;
 };
 
-// The terms of z_i for gossip without compression: node `self`'s anchor with weight W_ii at its
-// place among `neighbours` (W_ij and a_j, increasing j); a self weight of 0 leaves its term out (as
+// The terms of z_i for gossip without compression: node `self`'s message with weight W_ii at its
+// place among `neighbours` (W_ij and m_j, increasing j); a self weight of 0 leaves its term out (as
 // D-PSGD's mix does). Appends to `out`.
-void plain_gossip_terms(int self, double self_weight, const float* own_anchor,
+void plain_gossip_terms(int self, double self_weight, const float* own_message,
                         std::span<const RoundTerm> neighbours, std::vector<MixTerm>& out);
 
-// The terms of z_i for CHOCO gossip: a_i with weight 1, then fl(γ·W_ij)·ĉ_{j→i} for the in-edges
+// The terms of z_i for CHOCO gossip: m_i with weight 1, then fl(γ·W_ij)·ĉ_{j→i} for the in-edges
 // (increasing j), then −fl(γ·W_oi)·ĉ_{i→o} for the out-edges (increasing o). Appends to `out`.
-void choco_gossip_terms(const float* own_anchor, double choco_step,
+void choco_gossip_terms(const float* own_message, double choco_step,
                         std::span<const RoundTerm> in_edges, std::span<const RoundTerm> out_edges,
                         std::vector<MixTerm>& out);
 
-// z = chain(terms) − Δ (Backend::mix with γ = 1 and u = Δ); `z` must alias no input.
-void combine(Backend& cpu, std::span<float> z, std::span<const MixTerm> terms,
-             std::span<const float> delta);
+// z = chain(terms) (Backend::mix without an update term); `z` must alias no input.
+void combine(Backend& cpu, std::span<float> z, std::span<const MixTerm> terms);
 
 // The gossip outer step: a ← z (outer none) or d = fl(a − z), outer_step(a, d, m). `d` is scratch
 // of a's size (unused for none).

@@ -89,8 +89,8 @@ std::vector<double> round_times(Scheme scheme, int nodes, const CostInputs& inpu
   if (!round.overlap) {
     return cumulative_times(Scheme::kRingAllreduce, nodes, per_round, {}, {}, rounds);
   }
-  const double ring = allreduce_comm_s(AllreduceModel::kTable1, nodes, inputs.message_bytes,
-                                       inputs.net);
+  const double ring =
+      allreduce_comm_s(AllreduceModel::kTable1, nodes, inputs.message_bytes, inputs.net);
   std::vector<double> times(static_cast<std::size_t>(rounds) + 1, 0.0);
   for (std::int64_t r = 1; r <= rounds; ++r) {
     times[r] = times[r - 1] + std::max(per_round.compute_s / inputs.cpu_share, ring);
@@ -218,8 +218,9 @@ double per_iteration_bytes(Scheme scheme, const Run& r, double message_bytes) {
     for (int d : out_degree) mean += d;
     out += mean / r.nodes;
   }
-  return r.in_neighbours.empty() ? 0.0 : out / static_cast<double>(r.in_neighbours.size()) *
-                                              message_bytes;
+  return r.in_neighbours.empty()
+             ? 0.0
+             : out / static_cast<double>(r.in_neighbours.size()) * message_bytes;
 }
 
 // One series of a round run: the D-PSGD family over gossip, DiLoCo over the ring.
@@ -235,8 +236,8 @@ Series price_rounds(const Run& r, const ExperimentConfig& config, const CostInpu
   s.compute_s = in.compute_s;
   const sgd::RoundConfig& round = r.round;
   const double d = static_cast<double>(r.final_params.rows());
-  s.message_bytes = static_cast<double>(sgd::compressed_bytes(round.compression,
-                                                              static_cast<std::size_t>(d)));
+  s.message_bytes =
+      static_cast<double>(sgd::compressed_bytes(round.compression, static_cast<std::size_t>(d)));
   std::ostringstream name;
   name << "H=" << round.local_steps << " " << sgd::kOuterKinds.name(round.outer.kind) << " "
        << sgd::kCompressionKinds.name(round.compression.kind) << (round.overlap ? " overlap" : "");
@@ -319,8 +320,8 @@ ExperimentResult price(const std::vector<Run>& runs, const ExperimentConfig& con
           break;
         }
       }
-      s.bytes_per_node = per_iteration_bytes(scheme, r, in.message_bytes) *
-                         static_cast<double>(iterations);
+      s.bytes_per_node =
+          per_iteration_bytes(scheme, r, in.message_bytes) * static_cast<double>(iterations);
       find_target(config, s);
       result.series.push_back(std::move(s));
     }

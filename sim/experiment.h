@@ -88,9 +88,9 @@ struct Series {
   double compute_s = 0;        // per step, as priced
   double comm_s = 0;           // per iteration (gossip: per link)
   double message_bytes = 0;
-  std::string rounds;           // "" (every iteration communicates) or "H=50 nesterov int8 ..."
-  double bytes_per_node = 0;    // sent by one node over the whole run
-  bool has_target = false;  // a target loss or accuracy was set
+  std::string rounds;         // "" (every iteration communicates) or "H=50 nesterov int8 ..."
+  double bytes_per_node = 0;  // sent by one node over the whole run
+  bool has_target = false;    // a target loss or accuracy was set
   // First evaluation point that meets the target (nullopt: never, or no target).
   std::optional<std::int64_t> iterations_to_target;
   std::optional<double> time_to_target_s;

@@ -203,8 +203,9 @@ std::string series_json(const Series& s) {
   std::ostringstream o;
   const EvalPoint& last = s.points.back();
   o << "{\"algorithm\":" << json_quote(s.algorithm) << ",\"topology\":" << json_quote(s.topology)
-    << ",\"rounds\":" << json_quote(s.rounds) << ",\"bytes_per_node\":" << json_num(s.bytes_per_node)
-    << ",\"nodes\":" << s.nodes << ",\"rho\":" << json_num(s.rho)
+    << ",\"rounds\":" << json_quote(s.rounds)
+    << ",\"bytes_per_node\":" << json_num(s.bytes_per_node) << ",\"nodes\":" << s.nodes
+    << ",\"rho\":" << json_num(s.rho)
     << ",\"seconds_per_iteration\":" << json_num(seconds_per_iteration(s))
     << ",\"comm_s\":" << json_num(s.comm_s) << ",\"iterations\":" << last.iteration
     << ",\"final_time_s\":" << json_num(s.time_s.back())

@@ -96,41 +96,49 @@ void RoundSimulator::inner_steps(Worker& w, int i, std::int64_t t0, std::int64_t
   }
 }
 
-// Local-step gossip's round (algorithms/local_gossip.h), every edge used.
-void RoundSimulator::gossip_round(std::int64_t r, std::int64_t t0, std::int64_t t1) {
+// Round r's gossip messages m_i = fl(a_i − Δ_i) (and, for CHOCO, each edge's compressed
+// difference against its copy as it is now), from every node's progress node.delta.
+void RoundSimulator::post_messages(std::int64_t r) {
   const topology::Topology& topo = *topology_;
   const sgd::CompressionSpec& spec = round_.compression;
-  // The round's messages, from the anchors and the copies as they were at its start.
-  std::map<std::pair<int, int>, std::vector<std::byte>> messages;
-  std::vector<float> scratch(d_);
-  for (int i = 0; i < n_; ++i) nodes_[i].anchor = nodes_[i].x;
-  if (round_.choco()) {
-    for (int i = 0; i < n_; ++i) {
-      for (const topology::Neighbor& o : topo.out_neighbors(i, r)) {
-        std::vector<float>& copy = copies_[{i, o.node}];
-        if (copy.empty()) copy.assign(d_, 0.0f);
-        std::vector<std::byte>& q = messages[{i, o.node}];
-        q.resize(sgd::compressed_bytes(spec, d_));
-        sgd::pseudo_gradient(scratch, nodes_[i].anchor, copy);
-        sgd::compress(spec, scratch, q);
-      }
+  sent_.round = r;
+  sent_.messages.assign(static_cast<std::size_t>(n_), std::vector<float>(d_));
+  sent_.edges.clear();
+  std::vector<float> diff(d_);
+  for (int i = 0; i < n_; ++i) {
+    sgd::pseudo_gradient(sent_.messages[i], nodes_[i].anchor, nodes_[i].delta);
+    const auto out = topo.out_neighbors(i, r);
+    bytes_sent_ += static_cast<double>((round_.choco() ? sgd::compressed_bytes(spec, d_) : 4 * d_) *
+                                       out.size());
+    if (!round_.choco()) continue;
+    for (const topology::Neighbor& o : out) {
+      std::vector<float>& copy = copies_[{i, o.node}];
+      if (copy.empty()) copy.assign(d_, 0.0f);
+      std::vector<std::byte>& q = sent_.edges[{i, o.node}];
+      q.resize(sgd::compressed_bytes(spec, d_));
+      sgd::pseudo_gradient(diff, sent_.messages[i], copy);
+      sgd::compress(spec, diff, q);
     }
   }
-  for_nodes([&](Worker& w, int i) { inner_steps(w, i, t0, t1); });
-  // Every edge's copy takes its message; then every node combines.
-  for (auto& [edge, q] : messages) sgd::choco_decode_apply(spec, q, copies_.at(edge));
-  std::vector<std::vector<float>> next(static_cast<std::size_t>(n_));
+}
+
+// The messages of round sent_.round arrived: every edge's copy takes its message, then every node
+// combines (sgd/round.h) and takes its outer step on its anchor.
+void RoundSimulator::combine_messages() {
+  const topology::Topology& topo = *topology_;
+  const std::int64_t r = sent_.round;
+  for (auto& [edge, q] : sent_.edges)
+    sgd::choco_decode_apply(round_.compression, q, copies_.at(edge));
   for_nodes([&](Worker& w, int i) {
     Node& node = nodes_[i];
-    std::vector<float> delta(d_), z(d_), d(d_);
-    sgd::pseudo_gradient(delta, node.anchor, node.x);  // Δ = fl(a − y)
+    std::vector<float> z(d_), d(d_);
     std::vector<sgd::MixTerm> terms;
     std::vector<sgd::RoundTerm> in, out;
     if (!round_.choco()) {
       for (const topology::Neighbor& nb : topo.in_neighbors(i, r)) {
-        in.push_back({nb.node, nb.weight, nodes_[nb.node].anchor.data()});
+        in.push_back({nb.node, nb.weight, sent_.messages[nb.node].data()});
       }
-      sgd::plain_gossip_terms(i, topo.self_weight(i, r), node.anchor.data(), in, terms);
+      sgd::plain_gossip_terms(i, topo.self_weight(i, r), sent_.messages[i].data(), in, terms);
     } else {
       for (const topology::Neighbor& nb : topo.in_neighbors(i, r)) {
         in.push_back({nb.node, nb.weight, copies_.at({nb.node, i}).data()});
@@ -138,16 +146,34 @@ void RoundSimulator::gossip_round(std::int64_t r, std::int64_t t0, std::int64_t 
       for (const topology::Neighbor& nb : topo.out_neighbors(i, r)) {
         out.push_back({nb.node, nb.weight, copies_.at({i, nb.node}).data()});
       }
-      sgd::choco_gossip_terms(node.anchor.data(), round_.choco_step, in, out, terms);
+      sgd::choco_gossip_terms(sent_.messages[i].data(), round_.choco_step, in, out, terms);
     }
-    sgd::combine(*w.backend, z, terms, delta);
-    next[i] = node.anchor;
-    sgd::gossip_outer_step(round_.outer, next[i], z, d, node.momentum);
+    sgd::combine(*w.backend, z, terms);
+    sgd::gossip_outer_step(round_.outer, node.anchor, z, d, node.momentum);
   });
-  for (int i = 0; i < n_; ++i) {
-    nodes_[i].x = nodes_[i].anchor = std::move(next[i]);
-    const std::size_t message = round_.choco() ? sgd::compressed_bytes(spec, d_) : 4 * d_;
-    bytes_sent_ += static_cast<double>(message * topo.out_neighbors(i, r).size());
+}
+
+// Local-step gossip's round (algorithms/local_gossip.h), every edge used.
+void RoundSimulator::gossip_round(std::int64_t r, std::int64_t t0, std::int64_t t1,
+                                  bool final_round) {
+  for_nodes([&](Worker& w, int i) { inner_steps(w, i, t0, t1); });
+  for (Node& node : nodes_) sgd::pseudo_gradient(node.delta, node.start, node.x);  // Δ = fl(s − y)
+  if (!round_.overlap) {
+    post_messages(r);
+    combine_messages();
+    for (Node& node : nodes_) node.x = node.start = node.anchor;
+    return;
+  }
+  // Overlap: round r−1's messages, in flight during this round, arrive now; round r's go out, and
+  // the next round starts at the message itself, fl(a − Δ).
+  if (pending_) combine_messages();
+  post_messages(r);
+  pending_ = true;
+  for (int i = 0; i < n_; ++i) nodes_[i].x = nodes_[i].start = sent_.messages[i];
+  if (final_round) {
+    combine_messages();
+    pending_ = false;
+    for (Node& node : nodes_) node.x = node.start = node.anchor;
   }
 }
 
@@ -199,6 +225,7 @@ Result<RunTrace> RoundSimulator::run(const ProgressFn& progress) {
   const bool compressed = round_.compression.kind != sgd::CompressionKind::kNone;
   for (Node& node : nodes_) {
     node.x = node.anchor = node.start = x0;
+    node.delta.assign(d_, 0.0f);
     node.momentum.assign(round_.outer.state_size(d_), 0.0f);
     node.residual.assign(compressed ? d_ : 0, 0.0f);
     node.state.assign(optimizer_->state_size(), 0.0f);
@@ -215,7 +242,7 @@ Result<RunTrace> RoundSimulator::run(const ProgressFn& progress) {
   for (std::int64_t r = 0; r * h < total; ++r) {
     const std::int64_t t0 = r * h, t1 = std::min(total, t0 + h);
     if (config_.algorithm == Algorithm::kDpsgd) {
-      gossip_round(r, t0, t1);
+      gossip_round(r, t0, t1, t1 == total);
     } else {
       diloco_round(r, t0, t1, t1 == total);
     }

@@ -6,10 +6,11 @@
 // simulation of the same config agree node by node, bit for bit (tests/daemon exactness tests).
 //
 // Per round r (iterations [rH, min(rH + H, T)), W(r)):
-//   D-PSGD: every node's messages are formed from the round's start (its anchor a_i = x_i, and
-//     for CHOCO the copies as they were); every node takes its inner steps to y_i; every edge of
-//     W(r) takes its message into its copy (one copy per directed edge: gossipd's two ends hold
-//     the same bits); then every node forms z_i and takes its outer step; x_i ← a_i.
+//   D-PSGD: every node takes its inner steps to y_i; its message fl(a_i − Δ_i) (for CHOCO, each
+//     edge's compressed difference against its copy) goes out; every edge of W(r) takes its
+//     message into its copy (one copy per directed edge: gossipd's two ends hold the same bits);
+//     then every node forms z_i and takes its outer step; x_i ← a_i — or, with overlap, the
+//     messages are combined one round later and the next round starts at the message.
 //   C-PSGD: every node takes its inner steps from the common start; the ring mean of every node's
 //     error-feedback input (ring_allreduce_mean_reference) is applied by the outer step, now or
 //     one round late (overlap), exactly as each gossipd node applies it.
@@ -55,7 +56,7 @@ class RoundSimulator {
     std::int64_t compute_steps = 0;
   };
   struct Node {
-    std::vector<float> x, anchor, start, momentum, residual, state;
+    std::vector<float> x, anchor, start, delta, momentum, residual, state;
     double batch_loss = 0;
     std::int64_t batch_count = 0;
   };
@@ -63,7 +64,9 @@ class RoundSimulator {
   void for_nodes(const Fn& fn);
   // Node i's steps [t0, t1) from its x.
   void inner_steps(Worker& w, int i, std::int64_t t0, std::int64_t t1);
-  void gossip_round(std::int64_t r, std::int64_t t0, std::int64_t t1);
+  void gossip_round(std::int64_t r, std::int64_t t0, std::int64_t t1, bool final_round);
+  void post_messages(std::int64_t r);
+  void combine_messages();
   void diloco_round(std::int64_t r, std::int64_t t0, std::int64_t t1, bool final_round);
   EvalPoint evaluate(std::int64_t iteration);
 
@@ -78,7 +81,13 @@ class RoundSimulator {
   std::vector<Worker> workers_;
   std::vector<Node> nodes_;
   std::map<std::pair<int, int>, std::vector<float>> copies_;  // CHOCO: ĉ_{j→i} by (j, i)
-  std::vector<std::vector<float>> pending_inputs_;            // DiLoCo overlap: the mean in flight
+  // Gossip: the messages of the round in flight (every node's m_i; CHOCO: every edge's bytes).
+  struct Sent {
+    std::int64_t round = 0;
+    std::vector<std::vector<float>> messages;
+    std::map<std::pair<int, int>, std::vector<std::byte>> edges;
+  } sent_;
+  std::vector<std::vector<float>> pending_inputs_;  // DiLoCo overlap: the mean in flight
   bool pending_ = false;
   double bytes_sent_ = 0;
   std::int64_t rounds_ = 0;

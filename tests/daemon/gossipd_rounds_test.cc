@@ -94,6 +94,10 @@ TEST_CASE("exactness: local-step gossip, H = 4, int8 CHOCO, outer Nesterov (one-
         "ONE_PEER_EXPONENTIAL");
 }
 
+TEST_CASE("exactness: local-step gossip with overlap, H = 4, int8 CHOCO, outer Nesterov (ring)") {
+  exact("local_steps: 4 overlap: true compression { kind: INT8 } outer { kind: NESTEROV lr: 0.3 }");
+}
+
 TEST_CASE("exactness: DiLoCo, H = 5, AdamW inside, outer Nesterov (4 nodes)") {
   RoundJob job;
   TempDir dir;
@@ -186,6 +190,10 @@ void resume_mid_round(const std::string& rounds) {
 
 TEST_CASE("resume mid-round: local-step gossip with int8 CHOCO and outer Nesterov, bit for bit") {
   resume_mid_round("local_steps: 4 compression { kind: INT8 } outer { kind: NESTEROV }");
+}
+
+TEST_CASE("resume mid-round: local-step gossip with overlap and bf16 CHOCO, bit for bit") {
+  resume_mid_round("local_steps: 4 overlap: true compression { kind: BF16 }");
 }
 
 TEST_CASE("resume mid-round: DiLoCo with int8 error feedback and overlap, bit for bit") {

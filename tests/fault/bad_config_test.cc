@@ -204,7 +204,6 @@ TEST_CASE("local steps, outer optimizer, compression: bad values name the field 
        "compression.block_floats: must be a power of two in [16, 65536]"},
       {"compression { kind: INT8 choco_step: 0 }\n", "compression.choco_step: must be in (0, 1]"},
       {"compression { kind: BF16 choco_step: 1.5 }\n", "compression.choco_step: must be in (0, 1]"},
-      {"overlap: true\n", "overlap: ALLREDUCE only"},
       {"algorithm: ALLREDUCE compression { kind: INT8 choco_step: 0.5 }\n",
        "compression.choco_step: CHOCO-SGD is D-PSGD's"},
   };

@@ -1,8 +1,9 @@
 // The round arithmetic (sgd/round.h, sgd/choco.h) on a quadratic, against closed forms computed
 // here in double. Node i's loss is F_i(x) = ½‖x − b_i‖², so H full-gradient steps of size γ from
 // the anchor give y_i = b_i + (1 − γ)^H (a_i − b_i) and Δ_i = κ (a_i − b_i), κ = 1 − (1 − γ)^H:
-//  - local steps, plain gossip, outer none: the stacked anchors follow A ← W A − κ (A − B), so the
-//    consensus distance of every round matches the double recursion;
+//  - local steps, plain gossip, outer none: the stacked anchors follow A ← W (A − κ (A − B)) (local
+//    SGD, then gossip averaging), so the consensus distance of every round matches the double
+//    recursion;
 //  - outer Nesterov over gossip: the network average follows DiLoCo's recursion on the mean
 //    pseudo-gradient, e ← e − lr (κ e + β m), m ← β m + κ e with e = ā − b̄, on a ring and on the
 //    time-varying one-peer exponential graph;
@@ -66,26 +67,31 @@ std::vector<std::vector<double>> to_double(const std::vector<std::vector<float>>
 }
 
 // One local-step round of the gossip family in float, as gossipd and gossip-sim take it: H steps
-// x ← x − γ (x − b), Δ = fl(a − y), z by the plain combine over W(r), the outer step.
+// x ← x − γ (x − b), Δ = fl(a − y), the message m = fl(a − Δ), z by the plain combine over W(r),
+// the outer step.
 void float_round(const topology::Topology& topo, std::int64_t r, int h, float gamma,
                  const sgd::OuterConfig& outer, const std::vector<std::vector<float>>& b,
                  std::vector<std::vector<float>>& anchors, std::vector<std::vector<float>>& m,
                  sgd::Backend& cpu) {
   const int n = topo.num_nodes();
-  std::vector<std::vector<float>> next = anchors;
+  std::vector<std::vector<float>> next = anchors, messages(n, std::vector<float>(kDim));
   for (int i = 0; i < n; ++i) {
-    std::vector<float> y = anchors[i], delta(kDim), z(kDim), d(kDim);
+    std::vector<float> y = anchors[i], delta(kDim);
     for (int s = 0; s < h; ++s) {
       for (int k = 0; k < kDim; ++k) y[k] = y[k] - gamma * (y[k] - b[i][k]);
     }
     sgd::pseudo_gradient(delta, anchors[i], y);
+    sgd::pseudo_gradient(messages[i], anchors[i], delta);
+  }
+  for (int i = 0; i < n; ++i) {
+    std::vector<float> z(kDim), d(kDim);
     std::vector<sgd::RoundTerm> in;
     for (const topology::Neighbor& nb : topo.in_neighbors(i, r)) {
-      in.push_back({nb.node, nb.weight, anchors[nb.node].data()});
+      in.push_back({nb.node, nb.weight, messages[nb.node].data()});
     }
     std::vector<sgd::MixTerm> terms;
-    sgd::plain_gossip_terms(i, topo.self_weight(i, r), anchors[i].data(), in, terms);
-    sgd::combine(cpu, z, terms, delta);
+    sgd::plain_gossip_terms(i, topo.self_weight(i, r), messages[i].data(), in, terms);
+    sgd::combine(cpu, z, terms);
     sgd::gossip_outer_step(outer, next[i], z, d, m[i]);
   }
   anchors = next;
@@ -112,8 +118,9 @@ TEST_CASE(
     std::vector<std::vector<double>> next(n, std::vector<double>(kDim, 0.0));
     for (int i = 0; i < n; ++i) {
       for (int k = 0; k < kDim; ++k) {
-        for (int j = 0; j < n; ++j) next[i][k] += w(i, j) * ref[j][k];
-        next[i][k] -= kappa * (ref[i][k] - b_d[i][k]);
+        for (int j = 0; j < n; ++j) {
+          next[i][k] += w(i, j) * (ref[j][k] - kappa * (ref[j][k] - b_d[j][k]));
+        }
       }
     }
     ref = next;
@@ -193,7 +200,6 @@ ChocoRun choco(const sgd::CompressionSpec& spec, double step, int n, int rounds)
     for (int i = 0; i < n; ++i) mean0[k] += x[i][k] / n;
   }
   ChocoRun out;
-  const std::vector<float> zero(kDim, 0.0f);
   for (int r = 0; r < rounds; ++r) {
     out.distance.push_back(consensus(to_double(x)));
     std::vector<float> diff(kDim);
@@ -218,7 +224,7 @@ ChocoRun choco(const sgd::CompressionSpec& spec, double step, int n, int rounds)
       }
       std::vector<sgd::MixTerm> terms;
       sgd::choco_gossip_terms(x[i].data(), step, in, o, terms);
-      sgd::combine(**cpu, next[i], terms, zero);
+      sgd::combine(**cpu, next[i], terms);
     }
     x = next;
     for (int k = 0; k < kDim; ++k) {
