@@ -45,10 +45,10 @@ struct AttachRun {
   }
   void launch(const std::string& trainer_cmd, const std::string& extra = "") {
     rc = run_shell(launch_command(trainer_cmd, extra));
-    out = read_text(dir.path + "/launch.out");
+    out = read_file(dir.path + "/launch.out");
   }
   std::string log(int node, const std::string& file = "log.txt") const {
-    return read_text(work + "/node-" + std::to_string(node) + "/" + file);
+    return read_file(work + "/node-" + std::to_string(node) + "/" + file);
   }
 };
 
@@ -152,22 +152,18 @@ TEST_CASE("attach: when the daemon dies the trainer's next call fails at once wi
       spawn_shell(run.launch_command(run.trainer(), "--set fault.policy=CARRY_ON"));
   // Wait until node 0 trains, then kill its daemon.
   const std::string pid_file = run.work + "/node-0/pid";
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (run.log(0).find("trainer attached") == std::string::npos &&
-         std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  eventually([&] { return run.log(0).find("trainer attached") != std::string::npos; }, 60000, 100);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  const pid_t daemon0 = std::stoi(read_text(pid_file));
+  const pid_t daemon0 = std::stoi(read_file(pid_file));
   REQUIRE(::kill(daemon0, SIGKILL) == 0);
   // The trainer of node 0 ends on its own within seconds, naming what happened.
-  const auto killed = std::chrono::steady_clock::now();
   std::string trainer0;
-  while (std::chrono::steady_clock::now() < killed + std::chrono::seconds(20)) {
-    trainer0 = run.log(0, "trainer.log");
-    if (trainer0.find("attach_trainer:") != std::string::npos) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  eventually(
+      [&] {
+        trainer0 = run.log(0, "trainer.log");
+        return trainer0.find("attach_trainer:") != std::string::npos;
+      },
+      20000, 100);
   INFO(trainer0);
   CHECK(trainer0.find("Unavailable") != std::string::npos);
   ::kill(launcher, SIGTERM);  // the others are still training: stop them

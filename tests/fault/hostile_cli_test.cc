@@ -21,7 +21,7 @@ std::string sim_bin() { return binary("sim/gossip-sim"); }
 constexpr long kMaxRssKb = 512 * 1024;  // "bounded memory": every refusal stays under 512 MiB
 
 // Every run of this suite: no crash (a signal shows as 128 + n), done within seconds, bounded.
-void check_bounded(const CliRun& r) {
+void check_bounded(const ProcessResult& r) {
   INFO("stderr: ", r.err);
   CHECK(r.code >= 0);
   CHECK(r.code < 128);
@@ -51,14 +51,14 @@ const std::string kOne = node_line(0);
 const std::string kConfig =
     small_train_config(40, "checkpoint { every: 10 keep: 2 dir: \"ck\" }\n");
 
-CliRun gossipd(const TempDir& d, const std::vector<std::string>& extra,
-               const std::string& topology = kOne, const std::string& config = kConfig,
-               const CliExtras& extras = {}) {
+ProcessResult gossipd(const TempDir& d, const std::vector<std::string>& extra,
+                      const std::string& topology = kOne, const std::string& config = kConfig,
+                      const ProcessExtras& extras = {}) {
   std::vector<std::string> argv = {
       gossipd_bin(), "run",      d.write("topo.pbtxt", topology), "--node",
       "0",           "--config", d.write("train.pbtxt", config),  "--insecure"};
   argv.insert(argv.end(), extra.begin(), extra.end());
-  return run_cli(argv, 30, d.path, extras);
+  return run_process(argv, 30, d.path, extras);
 }
 
 // name -> bytes of every file under dir (recursively), to prove nothing changed.
@@ -66,7 +66,7 @@ std::map<std::string, std::string> snapshot(const std::string& dir) {
   std::map<std::string, std::string> out;
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
     if (e.is_regular_file())
-      out[fs::relative(e.path(), dir).string()] = read_all(e.path().string());
+      out[fs::relative(e.path(), dir).string()] = read_file(e.path().string());
   }
   return out;
 }
@@ -75,7 +75,7 @@ std::map<std::string, std::string> snapshot(const std::string& dir) {
 
 TEST_CASE("checkpoints: a fresh run refuses a directory holding an earlier run's checkpoints") {
   TempDir d;
-  const CliRun first = gossipd(d, {});
+  const ProcessResult first = gossipd(d, {});
   check_bounded(first);
   REQUIRE(first.code == 0);
   const auto before = snapshot(d.path + "/ck/node-0");
@@ -84,7 +84,7 @@ TEST_CASE("checkpoints: a fresh run refuses a directory holding an earlier run's
   // Same command again, and with more iterations (the case that deleted each new checkpoint).
   for (const std::vector<std::string>& extra :
        {std::vector<std::string>{}, std::vector<std::string>{"--iterations", "20"}}) {
-    const CliRun again = gossipd(d, extra);
+    const ProcessResult again = gossipd(d, extra);
     check_bounded(again);
     CHECK(again.code == 2);
     CHECK(contains(again.err, "ck/node-0 already holds 2 checkpoint file(s)"));
@@ -97,7 +97,7 @@ TEST_CASE("checkpoints: a fresh run refuses a directory holding an earlier run's
     CHECK(after == expect);
   }
   // --resume continues the run; its own older checkpoints are pruned (keep 2), the newest stays.
-  const CliRun resumed = gossipd(d, {"--resume", "--iterations", "60"});
+  const ProcessResult resumed = gossipd(d, {"--resume", "--iterations", "60"});
   check_bounded(resumed);
   CHECK(resumed.code == 0);
   CHECK(contains(resumed.err, "resumed from checkpoint at iteration 40"));
@@ -113,20 +113,20 @@ TEST_CASE("checkpoints: --resume with every checkpoint damaged, or the config ch
   const std::string dir = d.path + "/ck/node-0";
   // Config changed: nothing usable, nothing touched.
   const auto before = snapshot(dir);
-  const CliRun changed = gossipd(d, {"--resume", "--lr", "0.2"});
+  const ProcessResult changed = gossipd(d, {"--resume", "--lr", "0.2"});
   check_bounded(changed);
   CHECK(changed.code == 6);
   CHECK(contains(changed.err, "written for a different training config"));
   CHECK(contains(changed.err, "--resume-or-start"));
   CHECK(snapshot(dir) == before);
   // --resume-at an iteration that does not exist.
-  const CliRun at = gossipd(d, {"--resume-at", "35"});
+  const ProcessResult at = gossipd(d, {"--resume-at", "35"});
   check_bounded(at);
   CHECK(at.code == 6);
   CHECK(contains(at.err, "ckpt-000000000035.bin"));
   // Refused before any neighbour is contacted: node 1 of this topology never starts, yet the
   // answer is 6 (cannot resume), not 3 (a neighbour missing after timeouts.connect_ms).
-  const CliRun alone =
+  const ProcessResult alone =
       gossipd(d, {"--resume-at", "35"}, node_line(0) + node_line(1) + "edge { from: 0 to: 1 }\n");
   check_bounded(alone);
   CHECK(alone.code == 6);
@@ -139,14 +139,14 @@ TEST_CASE("checkpoints: --resume with every checkpoint damaged, or the config ch
     std::ofstream(dir + "/" + name, std::ios::binary) << b;
   }
   const auto damaged = snapshot(dir);
-  const CliRun bad = gossipd(d, {"--resume"});
+  const ProcessResult bad = gossipd(d, {"--resume"});
   check_bounded(bad);
   CHECK(bad.code == 6);
   CHECK(contains(bad.err, "checksum mismatch"));
   CHECK(contains(bad.err, "2 checkpoint file(s) skipped"));
   CHECK(snapshot(dir) == damaged);
   // --resume-or-start starts from 0 and keeps the damaged files, byte for byte, set aside.
-  const CliRun fresh = gossipd(d, {"--resume-or-start"});
+  const ProcessResult fresh = gossipd(d, {"--resume-or-start"});
   check_bounded(fresh);
   CHECK(fresh.code == 0);
   CHECK(contains(fresh.err, "starting from iteration 0"));
@@ -156,7 +156,7 @@ TEST_CASE("checkpoints: --resume with every checkpoint damaged, or the config ch
   }
   REQUIRE_FALSE(aside.empty());
   for (const auto& [name, bytes] : damaged) {
-    if (name.rfind("ckpt-", 0) == 0) CHECK(read_all(aside + "/" + name) == bytes);
+    if (name.rfind("ckpt-", 0) == 0) CHECK(read_file(aside + "/" + name) == bytes);
   }
 }
 
@@ -169,12 +169,12 @@ TEST_CASE("checkpoints: SIGTERM while waiting for neighbours is a stop (4), not 
     return c.replace(c.find(old), old.size(), t);
   };
   const std::string slow = with_timeouts("timeouts { connect_ms: 20000 }\n");
-  CliExtras term;
+  ProcessExtras term;
   term.signal = SIGTERM;
   // Late enough that gossipd has its handlers and is waiting on a loaded machine (at 700 ms a
   // busy 2-core machine still had it starting up: killed by the default action, 143).
   term.signal_after_ms = 3000;
-  const CliRun r = gossipd(d, {}, two, slow, term);
+  const ProcessResult r = gossipd(d, {}, two, slow, term);
   check_bounded(r);
   CHECK(r.code == 4);
   CHECK(contains(r.err, "stop requested (signal) while waiting for the neighbours"));
@@ -183,7 +183,7 @@ TEST_CASE("checkpoints: SIGTERM while waiting for neighbours is a stop (4), not 
   const std::string carry =
       with_timeouts("timeouts { connect_ms: 300 }\nfault { policy: CARRY_ON }\n");
   TempDir d2;
-  const CliRun c = gossipd(d2, {}, two, carry);
+  const ProcessResult c = gossipd(d2, {}, two, carry);
   check_bounded(c);
   CHECK(contains(c.err, "only 0 of 1 neighbours connected"));
   CHECK_FALSE(contains(c.err, "connected to 1 neighbours"));
@@ -201,7 +201,7 @@ TEST_CASE("outputs: -o and final_params_path refuse a FIFO, a directory and a sy
   fs::create_symlink(target, link);
   for (const std::string& out : {fifo, sub, link}) {
     CAPTURE(out);
-    const CliRun r = run_cli(
+    const ProcessResult r = run_process(
         {topo_bin(), "optimize", "--kind", "ring", "--nodes", "6", "--iterations", "5", "-o", out});
     check_bounded(r);
     CHECK(r.code == 1);
@@ -211,9 +211,9 @@ TEST_CASE("outputs: -o and final_params_path refuse a FIFO, a directory and a sy
   CHECK(fs::is_fifo(fifo));
   CHECK(fs::is_directory(sub));
   CHECK(fs::is_symlink(link));
-  CHECK(read_all(target) == "precious");
+  CHECK(read_file(target) == "precious");
   // gossipd's final_params_path: the run trains, then refuses to replace the FIFO (exit 1).
-  const CliRun g = gossipd(d, {"--set", "final_params_path=" + fifo});
+  const ProcessResult g = gossipd(d, {"--set", "final_params_path=" + fifo});
   check_bounded(g);
   CHECK(g.code == 1);
   CHECK(contains(g.err, "final_params_path"));
@@ -222,7 +222,7 @@ TEST_CASE("outputs: -o and final_params_path refuse a FIFO, a directory and a sy
 }
 
 TEST_CASE("outputs: a failed write on standard output is an error (> /dev/full)") {
-  CliExtras full;
+  ProcessExtras full;
   full.stdout_path = "/dev/full";
   const std::vector<std::vector<std::string>> cmds = {
       {topo_bin(), "generate", "ring", "--nodes", "8"},
@@ -234,7 +234,7 @@ TEST_CASE("outputs: a failed write on standard output is an error (> /dev/full)"
   };
   for (const auto& argv : cmds) {
     CAPTURE(argv[1]);
-    const CliRun r = run_cli(argv, 30, "", full);
+    const ProcessResult r = run_process(argv, 30, "", full);
     check_bounded(r);
     CHECK(r.code == 1);
     CHECK(contains(r.err, "writing standard output: No space left on device"));
@@ -243,7 +243,7 @@ TEST_CASE("outputs: a failed write on standard output is an error (> /dev/full)"
 
 TEST_CASE("outputs: a metrics file that cannot be written fails the run (exit 1)") {
   TempDir d;
-  const CliRun r = gossipd(d, {"--metrics", "/dev/full"});
+  const ProcessResult r = gossipd(d, {"--metrics", "/dev/full"});
   check_bounded(r);
   CHECK(r.code == 1);
   CHECK(contains(r.err, "writing metrics to /dev/full: No space left on device"));
@@ -260,7 +260,7 @@ TEST_CASE("sizes: an MLP too large for memory, or for --memory-cap, exits 2 befo
       "seed: 5\nmodel { kind: MLP hidden: 100000 hidden: 100000 }\n"
       "data { dataset: SYNTHETIC_LOGISTIC num_examples: 64 dim: 8 test_examples: 16 }\n"
       "optimizer { kind: SGD lr: 0.1 }\nbatch_size: 16\niterations: 5\n";
-  const CliRun big = gossipd(d, {}, kOne, mlp);
+  const ProcessResult big = gossipd(d, {}, kOne, mlp);
   check_bounded(big);
   CHECK(big.code == 2);
   CHECK(contains(big.err, "parameters"));
@@ -268,7 +268,7 @@ TEST_CASE("sizes: an MLP too large for memory, or for --memory-cap, exits 2 befo
   CHECK_FALSE(contains(big.err, "bad_alloc"));
   CHECK_FALSE(contains(big.err, "connected"));  // refused before the transport started
   // 9 parameters (dim 8 + bias) x 4 bytes x 8 buffers (no neighbours) = 288 bytes.
-  const CliRun capped = gossipd(d, {"--memory-cap", "100"});
+  const ProcessResult capped = gossipd(d, {"--memory-cap", "100"});
   check_bounded(capped);
   CHECK(capped.code == 2);
   CHECK(contains(capped.err, "--memory-cap"));
@@ -282,7 +282,7 @@ TEST_CASE("sizes: an MLP too large for memory, or for --memory-cap, exits 2 befo
                                      "4",       "--iterations", "5",         "--quiet"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     CAPTURE(extra[0]);
-    const CliRun r = run_cli(argv);
+    const ProcessResult r = run_process(argv);
     check_bounded(r);
     CHECK(r.code != 0);
     CHECK(contains(r.err, "of memory"));
@@ -309,23 +309,23 @@ TEST_CASE("sizes: generators refuse what cannot fit and validate their parameter
     std::vector<std::string> argv = {topo_bin(), "generate"};
     argv.insert(argv.end(), c.args.begin(), c.args.end());
     CAPTURE(c.what);
-    const CliRun r = run_cli(argv);
+    const ProcessResult r = run_process(argv);
     check_bounded(r);
     CHECK(r.code == 2);
     CHECK(contains(r.err, c.what));
   }
   // A size that is allowed but slow or large is announced on stderr before the work starts,
   // with its edge count and memory; a small one says nothing.
-  const CliRun big = run_cli({topo_bin(), "generate", "complete", "--nodes", "20000"});
+  const ProcessResult big = run_process({topo_bin(), "generate", "complete", "--nodes", "20000"});
   check_bounded(big);
   CHECK(contains(big.err, "note: complete with 20000 nodes has about 199990000 edges"));
   CHECK(contains(big.err, "32.0 GB"));
-  const CliRun small = run_cli({topo_bin(), "generate", "ring", "--nodes", "8"});
+  const ProcessResult small = run_process({topo_bin(), "generate", "ring", "--nodes", "8"});
   CHECK(small.code == 0);
   CHECK(small.err.empty());
   // Degree n-1 is the complete graph (it was reported as impossible).
-  const CliRun rr = run_cli({topo_bin(), "analyze", "--kind", "random_regular", "--nodes", "7",
-                             "--degree", "6", "--json"});
+  const ProcessResult rr = run_process({topo_bin(), "analyze", "--kind", "random_regular",
+                                        "--nodes", "7", "--degree", "6", "--json"});
   check_bounded(rr);
   CHECK(rr.code == 0);
   CHECK(contains(rr.out, "\"edges\": 21"));
@@ -339,22 +339,22 @@ TEST_CASE("inputs: devices, FIFOs and directories are refused at once by all thr
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   for (const std::string& in : {std::string("/dev/zero"), fifo, d.path}) {
     CAPTURE(in);
-    const CliRun v = run_cli({topo_bin(), "validate", in});
+    const ProcessResult v = run_process({topo_bin(), "validate", in});
     check_bounded(v);
     CHECK(v.code == 1);
     CHECK(contains(v.err, in));
-    const CliRun g = run_cli({gossipd_bin(), "run", in, "--node", "0", "--config",
-                              d.write("c.pbtxt", kConfig), "--insecure"});
+    const ProcessResult g = run_process({gossipd_bin(), "run", in, "--node", "0", "--config",
+                                         d.write("c.pbtxt", kConfig), "--insecure"});
     check_bounded(g);
     CHECK(g.code == 2);
     CHECK(contains(g.err, in));
-    const CliRun c = run_cli({gossipd_bin(), "run", d.write("t.pbtxt", kOne), "--node", "0",
-                              "--config", in, "--insecure"});
+    const ProcessResult c = run_process({gossipd_bin(), "run", d.write("t.pbtxt", kOne), "--node",
+                                         "0", "--config", in, "--insecure"});
     check_bounded(c);
     CHECK(c.code == 2);
     CHECK(contains(c.err, in));
-    const CliRun s = run_cli({sim_bin(), "run", "--topology", in, "--problem", "least_squares",
-                              "--quiet", "--compute-time", "1ms"});
+    const ProcessResult s = run_process({sim_bin(), "run", "--topology", in, "--problem",
+                                         "least_squares", "--quiet", "--compute-time", "1ms"});
     check_bounded(s);
     CHECK(s.code != 0);
     CHECK(contains(s.err, in));
@@ -365,7 +365,7 @@ TEST_CASE("inputs: devices, FIFOs and directories are refused at once by all thr
 
 TEST_CASE("divergence: gossipd and gossip-sim stop with exit 5 and write no NaN anywhere") {
   TempDir d;
-  const CliRun g = gossipd(d, {"--lr", "1e300", "--dump-params", "out"});
+  const ProcessResult g = gossipd(d, {"--lr", "1e300", "--dump-params", "out"});
   check_bounded(g);
   CHECK(g.code == 5);
   CHECK(contains(g.err, "training diverged at iteration"));
@@ -375,12 +375,12 @@ TEST_CASE("divergence: gossipd and gossip-sim stop with exit 5 and write no NaN 
   // Diverging after some good checkpoints: they stay, the newest is still loadable by --resume.
   TempDir d2;
   REQUIRE(gossipd(d2, {"--iterations", "20"}).code == 0);
-  const CliRun g2 = gossipd(d2, {"--resume", "--iterations", "40", "--lr", "1e300"});
+  const ProcessResult g2 = gossipd(d2, {"--resume", "--iterations", "40", "--lr", "1e300"});
   check_bounded(g2);
   CHECK(g2.code == 6);  // the lr is part of the config: the good checkpoints are another config's
-  const CliRun s =
-      run_cli({sim_bin(), "run", "--problem", "least_squares", "--nodes", "4", "--iterations",
-               "200", "--lr", "1e6", "--quiet", "--compute-time", "1ms"});
+  const ProcessResult s =
+      run_process({sim_bin(), "run", "--problem", "least_squares", "--nodes", "4", "--iterations",
+                   "200", "--lr", "1e6", "--quiet", "--compute-time", "1ms"});
   check_bounded(s);
   CHECK(s.code == 5);
   CHECK(contains(s.err, "training diverged at iteration"));
@@ -394,13 +394,13 @@ TEST_CASE("json: --json output is valid JSON for file names and names with any b
   std::string lines;
   for (const std::string& n : names) {
     const std::string path = d.write(n, kOne);
-    const CliRun r = run_cli({topo_bin(), "validate", "--json", path});
+    const ProcessResult r = run_process({topo_bin(), "validate", "--json", path});
     check_bounded(r);
     CHECK(r.code == 0);
     CHECK_FALSE(has_control_bytes(r.out));
     lines += r.out;
     // Text output and messages escape the same bytes: one line each, no terminal escapes.
-    const CliRun t = run_cli({topo_bin(), "validate", path});
+    const ProcessResult t = run_process({topo_bin(), "validate", path});
     CHECK(t.code == 0);
     CHECK_FALSE(has_control_bytes(t.out));
     CHECK(std::count(t.out.begin(), t.out.end(), '\n') == 1);
@@ -411,7 +411,7 @@ TEST_CASE("json: --json output is valid JSON for file names and names with any b
         "/usr/bin/python3 -c \"import json,sys\nfor l in open(sys.argv[1], "
         "encoding='utf-8'): json.loads(l)\" " +
         file;
-    CHECK(std::system(cmd.c_str()) == 0);
+    CHECK(gossip::testing::run_shell(cmd) == 0);
   }
 }
 
@@ -422,14 +422,14 @@ TEST_CASE("logs: strings from outside cannot start a forged log line or send esc
   // A config value and a file name carrying a newline, a fake log prefix and a terminal escape.
   const std::string evil = "x\nI 00:00:00.000 [node 0] forged\x1b[2J";
   d.write("file", "a regular file, so no directory can be made below it");
-  const CliRun m = gossipd(d, {"--metrics", d.path + "/file/" + evil + "/m.jsonl", "--set",
-                               "checkpoint.dir=" + d.path + "/ck2"});
+  const ProcessResult m = gossipd(d, {"--metrics", d.path + "/file/" + evil + "/m.jsonl", "--set",
+                                      "checkpoint.dir=" + d.path + "/ck2"});
   check_bounded(m);
   CHECK(m.code != 0);
   CHECK_FALSE(contains(m.err, "\nI 00:00:00.000 [node 0] forged"));
   CHECK(contains(m.err, "\\nI 00:00:00.000 [node 0] forged\\x1b[2J"));
   CHECK_FALSE(has_control_bytes(m.err));
-  const CliRun t = run_cli({topo_bin(), "validate", d.path + "/" + evil});
+  const ProcessResult t = run_process({topo_bin(), "validate", d.path + "/" + evil});
   check_bounded(t);
   CHECK(t.code == 1);
   CHECK_FALSE(has_control_bytes(t.err));
