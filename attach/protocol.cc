@@ -4,7 +4,6 @@
 #include "attach/protocol.h"
 
 #include <algorithm>
-#include <bit>
 
 namespace gossip::attach {
 
