@@ -136,9 +136,7 @@ Status AttachClient::read_answer(Clock::time_point deadline, std::string_view wa
     }
     const std::string text = m->payload.size() >= 4 ? m->payload.substr(4) : "";
     const std::uint32_t code =
-        m->payload.size() >= 4
-            ? attach::get_u32(reinterpret_cast<const std::byte*>(m->payload.data()))
-            : 0;
+        m->payload.size() >= 4 ? get_u32(reinterpret_cast<const std::byte*>(m->payload.data())) : 0;
     const std::string said = "gossipd at " + socket_path_ + ": " + text;
     if (code == static_cast<std::uint32_t>(attach::ErrorCode::kRefused))
       return invalid_argument(said);
@@ -189,7 +187,7 @@ Status AttachClient::wait_mixed(Clock::time_point deadline) {
   for (int fd : m.fds) ::close(fd);
   if (m.header.type != static_cast<std::uint16_t>(MessageType::kMixed) ||
       m.payload.size() != attach::kIterationBytes ||
-      attach::get_u64(reinterpret_cast<const std::byte*>(m.payload.data())) != t) {
+      get_u64(reinterpret_cast<const std::byte*>(m.payload.data())) != t) {
     fail("expected " + what);
     return corruption("expected " + what + " from gossipd at " + socket_path_ + ", got " +
                       attach::message_type_name(m.header.type));

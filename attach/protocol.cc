@@ -4,7 +4,6 @@
 #include "attach/protocol.h"
 
 #include <algorithm>
-#include <bit>
 
 namespace gossip::attach {
 
@@ -91,7 +90,7 @@ std::string encode_iteration(MessageType type, std::uint64_t iteration) {
 std::string encode_update(const Update& update) {
   std::string out = encode_header(MessageType::kUpdate, kUpdateBytes);
   put_u64(bytes_of(out, kHeaderBytes), update.iteration);
-  put_u32(bytes_of(out, kHeaderBytes + 8), std::bit_cast<std::uint32_t>(update.gamma));
+  put_f32(bytes_of(out, kHeaderBytes + 8), update.gamma);
   return out;
 }
 
@@ -141,7 +140,7 @@ Welcome decode_welcome(std::span<const std::byte> payload) {
 Update decode_update(std::span<const std::byte> payload) {
   Update u;
   u.iteration = get_u64(payload.data());
-  u.gamma = std::bit_cast<float>(get_u32(payload.data() + 8));
+  u.gamma = get_f32(payload.data() + 8);
   return u;
 }
 

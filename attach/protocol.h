@@ -32,6 +32,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/little_endian.h"
+
 namespace gossip::attach {
 
 inline constexpr std::uint32_t kMagic = 0x54415347;  // bytes 'G' 'S' 'A' 'T' read little-endian
@@ -107,29 +109,6 @@ struct Update {
 std::string dtype_name(std::uint32_t dtype);
 // "HELLO", ..., or "unknown type 9".
 std::string message_type_name(std::uint16_t type);
-
-// ---- Little-endian field access (unaligned).
-inline void put_u16(std::byte* p, std::uint16_t v) {
-  for (int i = 0; i < 2; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
-}
-inline void put_u32(std::byte* p, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
-}
-inline void put_u64(std::byte* p, std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
-}
-inline std::uint64_t get_le(const std::byte* p, int num_bytes) {
-  std::uint64_t v = 0;
-  for (int i = num_bytes - 1; i >= 0; --i) v = (v << 8) | std::to_integer<std::uint64_t>(p[i]);
-  return v;
-}
-inline std::uint16_t get_u16(const std::byte* p) {
-  return static_cast<std::uint16_t>(get_le(p, 2));
-}
-inline std::uint32_t get_u32(const std::byte* p) {
-  return static_cast<std::uint32_t>(get_le(p, 4));
-}
-inline std::uint64_t get_u64(const std::byte* p) { return get_le(p, 8); }
 
 // ---- Whole messages (header + payload) as bytes.
 std::string encode_header(MessageType type, std::uint32_t payload_bytes,

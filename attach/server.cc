@@ -478,8 +478,7 @@ Result<std::span<float>> AttachServer::wait_post(std::uint64_t iteration,
   GOSSIP_ASSIGN_OR_RETURN(
       attach::Message m,
       read_expected(MessageType::kPost, attach::kIterationBytes, what, deadline));
-  const std::uint64_t posted =
-      attach::get_u64(reinterpret_cast<const std::byte*>(m.payload.data()));
+  const std::uint64_t posted = get_u64(reinterpret_cast<const std::byte*>(m.payload.data()));
   if (posted != iteration) {
     return refuse(ErrorCode::kProtocol,
                   corruption("expected " + what + " from the trainer, got POST(" +

@@ -3,8 +3,7 @@
 add_executable(sgd_bench ${CMAKE_CURRENT_LIST_DIR}/sgd_bench.cc)
 target_link_libraries(sgd_bench PRIVATE gossip_sgd CLI11::CLI11)
 target_compile_definitions(sgd_bench PRIVATE GOSSIP_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
-if(TARGET gossip_sgd_cuda)
-  target_link_libraries(sgd_bench PRIVATE gossip_sgd_cuda)
+if(TARGET gossip_sgd_cuda)  # the cuda backend is in gossip_sgd; its header is sgd/cuda/
   target_compile_definitions(sgd_bench PRIVATE GOSSIP_SGD_CUDA=1)
 endif()
 

@@ -46,6 +46,18 @@ double best_rate(F&& fn, double seconds, int windows = 3) {
   return best;
 }
 
+// `rows` examples of normal features and uniform labels (seed 2).
+Batch random_batch(const ModelSpec& spec, int rows) {
+  Batch batch;
+  batch.rows = rows;
+  batch.dim = spec.input_dim;
+  Rng rng(2);
+  batch.features.resize(static_cast<std::size_t>(rows) * spec.input_dim);
+  for (float& f : batch.features) f = static_cast<float>(rng.normal());
+  for (int j = 0; j < rows; ++j) batch.labels.push_back(rng.uniform_int(spec.num_classes));
+  return batch;
+}
+
 double cpu_step_samples_per_s(const ModelSpec& spec, int batch_size, int threads, double seconds) {
   auto backend = make_backend(Device::kCpu, threads);
   auto model = (*backend)->make_model(spec);
@@ -55,13 +67,7 @@ double cpu_step_samples_per_s(const ModelSpec& spec, int batch_size, int threads
   oc.momentum = 0.9;
   Optimizer opt(oc, x.size());
   std::vector<float> v(opt.state_size());
-  Batch batch;
-  batch.rows = batch_size;
-  batch.dim = spec.input_dim;
-  Rng rng(2);
-  batch.features.resize(static_cast<std::size_t>(batch_size) * spec.input_dim);
-  for (float& f : batch.features) f = static_cast<float>(rng.normal());
-  for (int j = 0; j < batch_size; ++j) batch.labels.push_back(rng.uniform_int(spec.num_classes));
+  const Batch batch = random_batch(spec, batch_size);
   std::int64_t t = 0;
   const double steps_per_s = best_rate(
       [&] {
@@ -196,6 +202,96 @@ void bench_mix(int threads, double seconds) {
   }
 }
 
+#if GOSSIP_SGD_CUDA
+// Mixing on the device vs a device-to-device copy, 256 MiB per buffer.
+void bench_gpu_mix(Backend& backend, double seconds) {
+  const std::size_t m = std::size_t{1} << 26;
+  std::vector<DeviceBuffer> bufs;
+  for (int j = 0; j < 5; ++j) bufs.push_back(backend.alloc(m));
+  auto time_it = [&](auto&& fn) {
+    fn();
+    backend.synchronize();
+    Stopwatch w;
+    int reps = 0;
+    while (w.elapsed_seconds() < seconds / 4 || reps < 3) {
+      fn();
+      ++reps;
+      backend.synchronize();
+    }
+    return w.elapsed_seconds() / reps;
+  };
+  const double copy_s = time_it([&] { backend.copy(bufs[0].data(), bufs[1].data(), m); });
+  std::printf("%-34s %8.1f GB/s\n", "cudaMemcpy D2D (read + write)", 2.0 * m * 4 / copy_s / 1e9);
+  for (int terms : {1, 3}) {
+    std::vector<MixTerm> t;
+    for (int j = 0; j < terms; ++j) t.push_back({1.0f / terms, bufs[1 + j].data()});
+    const double s = time_it([&] { backend.mix(bufs[0].data(), t, 0.1f, bufs[4].data(), m); });
+    std::printf("mix, %d term%s + update %16s %8.1f GB/s\n", terms, terms == 1 ? " " : "s", "",
+                (terms + 2.0) * m * 4 / s / 1e9);
+  }
+}
+#endif
+
+#if GOSSIP_SGD_CUDA
+// The wide MLP 784-4096-4096-10 at batch 1024 on the cuda backend: samples/s and the share of step
+// time outside cuBLAS GEMMs (CUDA events around each GEMM, cuda::set_gemm_profiling); then mixing
+// GB/s on the device beside a device-to-device copy. Needs a device.
+void bench_gpu(double seconds) {
+  auto made = cuda::make_cuda_backend(0);
+  if (!made.is_ok()) {
+    std::printf("\n== gpu: %s\n", made.status().to_string().c_str());
+    return;
+  }
+  Backend& backend = **made;
+  const ModelSpec spec{ModelKind::kMlp, 784, {4096, 4096}, 10, 0.0f};
+  constexpr int kBatch = 1024;
+  std::printf("\n== gpu: %s\n", backend.description().c_str());
+  auto model_or = backend.make_model(spec);
+  if (!model_or.is_ok()) {
+    std::printf("gpu model: %s\n", model_or.status().to_string().c_str());
+    return;
+  }
+  Model& model = **model_or;
+  const std::size_t n = spec.num_params();
+  std::vector<float> host = init_params(spec, 1);
+  DeviceBuffer x = backend.alloc(n), g = backend.alloc(n), u = backend.alloc(n),
+               v = backend.alloc(n);
+  backend.copy_to_device(x.data(), host.data(), n);
+  backend.synchronize();
+  const Batch batch = random_batch(spec, kBatch);
+  OptimizerConfig oc;
+  oc.schedule.lr = 0.01;
+  oc.momentum = 0.9;
+  Optimizer opt(oc, n);
+  auto step = [&](std::int64_t t) {
+    model.loss_and_grad(x.data(), batch, g.data());
+    opt.step(backend, t, x.data(), g.data(), v.data(), u.data());
+  };
+  for (int t = 0; t < 5; ++t) step(t);
+  backend.synchronize();
+  Stopwatch watch;
+  std::int64_t steps = 0;
+  while (watch.elapsed_seconds() < seconds) step(steps++);
+  backend.synchronize();
+  const double step_ms = watch.elapsed_seconds() * 1e3 / steps;
+  cuda::set_gemm_profiling(model, true);
+  constexpr int kProfiled = 20;
+  double gemm_ms = 0;
+  for (int t = 0; t < kProfiled; ++t) {
+    step(t);
+    gemm_ms += cuda::take_gemm_ms(model);
+  }
+  cuda::set_gemm_profiling(model, false);
+  gemm_ms /= kProfiled;
+  std::printf(
+      "training step, %s, batch %d: %.0f samples/s (%.3f ms/step); cuBLAS GEMMs %.3f ms, "
+      "outside GEMMs %.1f%% of the step\n",
+      spec.to_string().c_str(), kBatch, kBatch / step_ms * 1e3, step_ms, gemm_ms,
+      100.0 * std::max(0.0, 1.0 - gemm_ms / step_ms));
+  bench_gpu_mix(backend, seconds);
+}
+#endif
+
 }  // namespace
 }  // namespace gossip::sgd
 
@@ -236,7 +332,7 @@ int main(int argc, char** argv) {
   }
 #if GOSSIP_SGD_CUDA
   if (cuda_device_count() > 0) {
-    cuda::print_gpu_bench(seconds);
+    bench_gpu(seconds);
     if (!no_reference) {
       // The same wide MLP step in PyTorch on the same device (its batch already on the device;
       // ours is uploaded from host memory every step, as in training).

@@ -158,7 +158,8 @@ Status Env::write_file_atomic(const std::string& path, std::string_view data) {
     return errno_status("renaming " + tmp + " to", path, err);
   }
   std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
+  if (dir.empty())
+    dir.assign(1, '.');  // not = ".": GCC 12 warns -Wrestrict there (a false positive)
   int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return errno_status("opening directory", dir, errno);
   FdCloser dcloser{dfd};

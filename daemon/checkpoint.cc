@@ -10,6 +10,7 @@
 #include <cstring>
 #include <random>
 
+#include "common/little_endian.h"
 #include "common/log.h"
 
 namespace gossip::daemon {
@@ -20,10 +21,12 @@ constexpr std::size_t kHeaderBytes = 48;
 class Writer {
  public:
   void u32(std::uint32_t v) {
-    for (int i = 0; i < 4; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+    out_.resize(out_.size() + 4);
+    put_u32(out_.data() + out_.size() - 4, v);
   }
   void u64(std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+    out_.resize(out_.size() + 8);
+    put_u64(out_.data() + out_.size() - 8, v);
   }
   void bytes(std::string_view s) { out_.append(s); }
   void str(std::string_view s) {
@@ -44,17 +47,13 @@ class Reader {
   explicit Reader(std::string_view in) : in_(in) {}
   bool u32(std::uint32_t& v) {
     if (in_.size() - pos_ < 4) return false;
-    v = 0;
-    for (int i = 0; i < 4; ++i)
-      v |= std::uint32_t{static_cast<unsigned char>(in_[pos_ + i])} << (8 * i);
+    v = get_u32(in_.data() + pos_);
     pos_ += 4;
     return true;
   }
   bool u64(std::uint64_t& v) {
     if (in_.size() - pos_ < 8) return false;
-    v = 0;
-    for (int i = 0; i < 8; ++i)
-      v |= std::uint64_t{static_cast<unsigned char>(in_[pos_ + i])} << (8 * i);
+    v = get_u64(in_.data() + pos_);
     pos_ += 8;
     return true;
   }
@@ -177,7 +176,7 @@ std::string encode_checkpoint(const Checkpoint& c) {
   w.floats(c.optimizer_state);
   std::string& out = w.out();
   std::uint64_t total = out.size() + 4;
-  for (int i = 0; i < 8; ++i) out[16 + i] = static_cast<char>((total >> (8 * i)) & 0xff);
+  put_u64(out.data() + 16, total);
   std::uint32_t crc = crc32_of(out);
   w.u32(crc);
   return std::move(out);

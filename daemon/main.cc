@@ -11,60 +11,20 @@
 #include <vector>
 
 #include "common/cli.h"
+#include "config/flags.h"
 #include "daemon/exit_codes.h"
 #include "daemon/launcher.h"
 #include "daemon/run.h"
 
 namespace {
 
+using namespace gossip::daemon;
+
 std::string self_exe(const char* argv0) {
   char buf[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
   if (n > 0) return std::string(buf, static_cast<std::size_t>(n));
   return argv0;
-}
-
-// Named flags are sugar for --set: each adds "field=value" in command-line order.
-struct NamedFlag {
-  const char* flag;
-  const char* field;
-  const char* help;
-};
-constexpr NamedFlag kNamedFlags[] = {
-    {"--iterations", "iterations", "total iterations (config: iterations)"},
-    {"--epochs", "epochs", "passes over the mean shard (config: epochs)"},
-    {"--lr", "optimizer.lr", "learning rate (config: optimizer.lr)"},
-    {"--batch-size", "batch_size", "per-node batch size (config: batch_size)"},
-    {"--seed", "seed", "seed of data, shards, x_0 and batches (config: seed)"},
-    {"--device", "device", "auto|cpu|cuda (config: device)"},
-    {"--checkpoint-dir", "checkpoint.dir", "checkpoint directory (config: checkpoint.dir)"},
-    {"--checkpoint-every", "checkpoint.every",
-     "iterations between checkpoints (config: checkpoint.every)"},
-    {"--eval-every", "eval_every", "iterations between evaluations (config: eval_every)"},
-    {"--deadline-ms", "timeouts.deadline_ms",
-     "neighbour deadline per iteration (config: timeouts.deadline_ms)"},
-    {"--cpu-threads", "cpu_threads", "cpu backend threads (config: cpu_threads)"},
-};
-
-void add_overrides(CLI::App* app, std::vector<std::string>& overrides) {
-  app->add_option_function<std::vector<std::string>>(
-         "--set",
-         [&overrides](const std::vector<std::string>& v) {
-           overrides.insert(overrides.end(), v.begin(), v.end());
-         },
-         "override any training config field by dotted path, e.g. --set optimizer.lr=0.05 "
-         "--set model.hidden=256,128 (repeatable)")
-      ->type_name("FIELD=VALUE")
-      ->allow_extra_args(false);  // one FIELD=VALUE per --set, so positionals may follow
-  for (const NamedFlag& f : kNamedFlags) {
-    std::string field = f.field;
-    app->add_option_function<std::string>(
-        f.flag, [&overrides, field](const std::string& v) { overrides.push_back(field + "=" + v); },
-        f.help);
-  }
-  app->add_flag_callback(
-      "--no-overlap", [&overrides] { overrides.push_back("no_overlap=true"); },
-      "exchange after computing the gradient instead of during it (benchmarks)");
 }
 
 // A crash (a bug, never a user error) leaves a backtrace in the node's log before dying with the
@@ -79,8 +39,89 @@ void on_crash(int sig) {
   raise(sig);
 }
 
+// `gossipd run`: one node in this process. Its options go to `run`, its --set and training flags
+// (config/flags.h) to `overrides`, --resume-at to `resume_at` (counted on the returned option).
+CLI::App* add_run_command(CLI::App& app, RunOptions& run, std::vector<std::string>& overrides,
+                          std::uint64_t& resume_at, CLI::Option*& resume_at_opt) {
+  CLI::App* cmd = app.add_subcommand("run", "run one node of a job in this process");
+  cmd->add_option("topology", run.topology_path, "topology file (Protobuf text format)")
+      ->required();
+  cmd->add_option("--node", run.node_id, "this node's id in the topology")->required();
+  cmd->add_option("--config", run.config_path, "training config (Protobuf text format)")
+      ->required();
+  auto* certs = cmd->add_option("--certs", run.certs_dir,
+                                "directory with ca.pem, node-<id>.pem, node-<id>.key "
+                                "(scripts/gen-certs.sh); TLS 1.3 with mutual authentication");
+  cmd->add_flag("--insecure", run.insecure,
+                "plaintext, unauthenticated links (trusted networks only)")
+      ->excludes(certs);
+  auto* resume_flag = cmd->add_flag(
+      "--resume", run.resume,
+      "continue from the newest valid checkpoint of this node; exit 6 when there is none");
+  cmd->add_flag("--resume-or-start", run.resume_or_start,
+                "as --resume, but start from iteration 0 when no checkpoint is usable")
+      ->excludes(resume_flag);
+  cmd->add_option("--memory-cap", run.memory_cap,
+                  "refuse a model whose buffers need more than this (e.g. 8GiB; default: the "
+                  "machine's memory)")
+      ->transform(CLI::AsSizeValue(false))
+      ->type_name("BYTES");
+  resume_at_opt = cmd->add_option("--resume-at", resume_at,
+                                  "continue from this node's checkpoint of exactly this iteration");
+  cmd->add_option("--dump-params", run.dump_params_dir,
+                  "at the end write DIR/node_<id>.f32 (raw float32 parameters)");
+  cmd->add_option("--metrics", run.metrics_path, "metrics JSON lines file ('-' for stdout)");
+  cmd->add_option("--listen", run.listen_host, "address to listen on (default: this node's host)");
+  cmd->add_option("--attach", run.attach_socket,
+                  "attach mode (docs/attach.md): serve one external trainer on this Unix "
+                  "socket; it posts its parameters each iteration and gets the mixed ones "
+                  "back, replacing gossipd's own model, data and optimizer (the config then "
+                  "needs `iterations`)");
+  cmd->add_flag("--print-config", run.print_config,
+                "print the effective training config (file, overrides, defaults), then run");
+  gossip::config::add_override_flags(*cmd, overrides);
+  return cmd;
+}
+
+// `gossipd launch`: every local node of the topology as a child process.
+CLI::App* add_launch_command(CLI::App& app, LaunchOptions& launch,
+                             std::vector<std::string>& overrides) {
+  CLI::App* cmd = app.add_subcommand(
+      "launch", "run every node of the topology whose address is local, as child processes");
+  cmd->add_option("topology", launch.topology_path, "topology file")->required();
+  cmd->add_option("--config", launch.config_path, "training config")->required();
+  auto* certs = cmd->add_option("--certs", launch.certs_dir,
+                                "certificate directory (default: a throwaway CA in WORKDIR/certs)");
+  cmd->add_flag("--insecure", launch.insecure, "plaintext links")->excludes(certs);
+  cmd->add_option("--host", launch.host,
+                  "run the nodes the topology places on this host (default: those whose "
+                  "host is this machine's name or one of its addresses)");
+  auto* resume = cmd->add_flag(
+      "--resume", launch.resume,
+      "restart every node from the newest checkpoint all of them hold (exit 6 when there is none)");
+  cmd->add_flag("--resume-or-start", launch.resume_or_start,
+                "as --resume, but when no checkpoint iteration is held by all nodes, move their "
+                "checkpoints aside (kept) and start every node from iteration 0")
+      ->excludes(resume);
+  auto* attach = cmd->add_option(
+      "--attach-dir", launch.attach_dir,
+      "attach mode (docs/attach.md): node i serves an external trainer on DIR/node-<i>.sock "
+      "instead of training gossipd's own model");
+  cmd->add_option("--trainer", launch.trainer,
+                  "with --attach-dir: a shell command started once per node, with "
+                  "GOSSIP_ATTACH_SOCKET, GOSSIP_NODE_ID and GOSSIP_NUM_NODES in its environment; "
+                  "its output goes to <workdir>/node-<i>/trainer.log")
+      ->needs(attach);
+  cmd->add_option("--workdir", launch.workdir, "logs, metrics, certificates, final parameters")
+      ->capture_default_str();
+  cmd->add_option("--progress-interval", launch.progress_interval_s,
+                  "seconds between progress lines")
+      ->capture_default_str();
+  gossip::config::add_override_flags(*cmd, overrides);
+  return cmd;
+}
+
 int gossipd_main(int argc, char** argv) {
-  using namespace gossip::daemon;
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) signal(sig, on_crash);
   CLI::App app{
       "gossipd: decentralized parallel SGD (D-PSGD) node daemon.\n"
@@ -89,91 +130,14 @@ int gossipd_main(int argc, char** argv) {
       "(fail-stop, checkpoint written), 4 stopped by SIGTERM/SIGINT (checkpoint written),\n"
       "5 diverged (NaN/Inf; nothing written), 6 --resume found no usable checkpoint."};
   app.require_subcommand(1);
-
   RunOptions run;
   std::vector<std::string> run_overrides;
-  CLI::App* run_cmd = app.add_subcommand("run", "run one node of a job in this process");
-  run_cmd->add_option("topology", run.topology_path, "topology file (Protobuf text format)")
-      ->required();
-  run_cmd->add_option("--node", run.node_id, "this node's id in the topology")->required();
-  run_cmd->add_option("--config", run.config_path, "training config (Protobuf text format)")
-      ->required();
-  auto* certs = run_cmd->add_option("--certs", run.certs_dir,
-                                    "directory with ca.pem, node-<id>.pem, node-<id>.key "
-                                    "(scripts/gen-certs.sh); TLS 1.3 with mutual authentication");
-  run_cmd
-      ->add_flag("--insecure", run.insecure,
-                 "plaintext, unauthenticated links (trusted networks only)")
-      ->excludes(certs);
-  auto* resume_flag = run_cmd->add_flag(
-      "--resume", run.resume,
-      "continue from the newest valid checkpoint of this node; exit 6 when there is none");
-  run_cmd
-      ->add_flag("--resume-or-start", run.resume_or_start,
-                 "as --resume, but start from iteration 0 when no checkpoint is usable")
-      ->excludes(resume_flag);
-  run_cmd
-      ->add_option("--memory-cap", run.memory_cap,
-                   "refuse a model whose buffers need more than this (e.g. 8GiB; default: the "
-                   "machine's memory)")
-      ->transform(CLI::AsSizeValue(false))
-      ->type_name("BYTES");
   std::uint64_t resume_at = 0;
-  auto* resume_at_opt = run_cmd->add_option(
-      "--resume-at", resume_at, "continue from this node's checkpoint of exactly this iteration");
-  run_cmd->add_option("--dump-params", run.dump_params_dir,
-                      "at the end write DIR/node_<id>.f32 (raw float32 parameters)");
-  run_cmd->add_option("--metrics", run.metrics_path, "metrics JSON lines file ('-' for stdout)");
-  run_cmd->add_option("--listen", run.listen_host,
-                      "address to listen on (default: this node's host)");
-  run_cmd->add_option("--attach", run.attach_socket,
-                      "attach mode (docs/attach.md): serve one external trainer on this Unix "
-                      "socket; it posts its parameters each iteration and gets the mixed ones "
-                      "back, replacing gossipd's own model, data and optimizer (the config then "
-                      "needs `iterations`)");
-  run_cmd->add_flag("--print-config", run.print_config,
-                    "print the effective training config (file, overrides, defaults), then run");
-  add_overrides(run_cmd, run_overrides);
-
+  CLI::Option* resume_at_opt = nullptr;
+  CLI::App* run_cmd = add_run_command(app, run, run_overrides, resume_at, resume_at_opt);
   LaunchOptions launch;
   std::vector<std::string> launch_overrides;
-  CLI::App* launch_cmd = app.add_subcommand(
-      "launch", "run every node of the topology whose address is local, as child processes");
-  launch_cmd->add_option("topology", launch.topology_path, "topology file")->required();
-  launch_cmd->add_option("--config", launch.config_path, "training config")->required();
-  auto* lcerts =
-      launch_cmd->add_option("--certs", launch.certs_dir,
-                             "certificate directory (default: a throwaway CA in WORKDIR/certs)");
-  launch_cmd->add_flag("--insecure", launch.insecure, "plaintext links")->excludes(lcerts);
-  launch_cmd->add_option("--host", launch.host,
-                         "run the nodes the topology places on this host (default: those whose "
-                         "host is this machine's name or one of its addresses)");
-  auto* lresume = launch_cmd->add_flag(
-      "--resume", launch.resume,
-      "restart every node from the newest checkpoint all of them hold (exit 6 when there is none)");
-  launch_cmd
-      ->add_flag("--resume-or-start", launch.resume_or_start,
-                 "as --resume, but when no checkpoint iteration is held by all nodes, move their "
-                 "checkpoints aside (kept) and start every node from iteration 0")
-      ->excludes(lresume);
-  auto* lattach = launch_cmd->add_option(
-      "--attach-dir", launch.attach_dir,
-      "attach mode (docs/attach.md): node i serves an external trainer on DIR/node-<i>.sock "
-      "instead of training gossipd's own model");
-  launch_cmd
-      ->add_option("--trainer", launch.trainer,
-                   "with --attach-dir: a shell command started once per node, with "
-                   "GOSSIP_ATTACH_SOCKET, GOSSIP_NODE_ID and GOSSIP_NUM_NODES in its environment; "
-                   "its output goes to <workdir>/node-<i>/trainer.log")
-      ->needs(lattach);
-  launch_cmd
-      ->add_option("--workdir", launch.workdir, "logs, metrics, certificates, final parameters")
-      ->capture_default_str();
-  launch_cmd
-      ->add_option("--progress-interval", launch.progress_interval_s,
-                   "seconds between progress lines")
-      ->capture_default_str();
-  add_overrides(launch_cmd, launch_overrides);
+  add_launch_command(app, launch, launch_overrides);
 
   static_assert(kExitUsage == gossip::kExitUsageError);
   if (const auto rc = gossip::parse_command_line(app, argc, argv)) return *rc;

@@ -6,24 +6,14 @@
 #include <cstring>
 #include <sstream>
 
+#include "common/little_endian.h"
+
 namespace gossip::net {
 namespace {
 
 constexpr std::uint32_t kMaxHandshakeMessageBytes = 4096;
 // Params, Heartbeat and Goodbye are a few dozen bytes; a Goodbye reason is truncated to fit.
 constexpr std::uint32_t kMaxSessionMessageBytes = 1024;
-
-template <typename T>
-T load_le(const std::uint8_t* p) {
-  T v = 0;
-  for (std::size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(p[i]) << (8 * i);
-  return v;
-}
-
-template <typename T>
-void store_le(std::uint8_t* p, T v) {
-  for (std::size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<std::uint8_t>(v >> (8 * i));
-}
 
 bool known_type(std::uint8_t t) { return t >= 1 && t <= 5; }
 
@@ -53,12 +43,12 @@ FrameLimits session_limits(std::uint64_t model_bytes) {
 
 FrameHeaderBytes encode_frame_header(const FrameHeader& header) {
   FrameHeaderBytes b{};
-  store_le<std::uint32_t>(b.data(), kFrameMagic);
+  put_u32(b.data(), kFrameMagic);
   b[4] = kProtocolVersion;
   b[5] = static_cast<std::uint8_t>(header.type);
-  store_le<std::uint16_t>(b.data() + 6, 0);
-  store_le<std::uint32_t>(b.data() + 8, header.header_len);
-  store_le<std::uint64_t>(b.data() + 12, header.payload_len);
+  put_u16(b.data() + 6, 0);
+  put_u32(b.data() + 8, header.header_len);
+  put_u64(b.data() + 12, header.payload_len);
   return b;
 }
 
@@ -69,7 +59,7 @@ Result<FrameHeader> decode_frame_header(std::span<const std::uint8_t> bytes,
                       std::to_string(kFrameHeaderBytes));
   }
   const std::uint8_t* p = bytes.data();
-  const auto magic = load_le<std::uint32_t>(p);
+  const auto magic = get_u32(p);
   if (magic != kFrameMagic) {
     std::ostringstream m;
     m << "bad frame magic 0x" << std::hex << magic << " (expected 0x" << kFrameMagic
@@ -81,12 +71,12 @@ Result<FrameHeader> decode_frame_header(std::span<const std::uint8_t> bytes,
                       std::to_string(kProtocolVersion));
   }
   if (!known_type(p[5])) return corruption("unknown frame type " + std::to_string(p[5]));
-  const auto flags = load_le<std::uint16_t>(p + 6);
+  const auto flags = get_u16(p + 6);
   if (flags != 0) return corruption("reserved frame flags set: " + std::to_string(flags));
   FrameHeader h;
   h.type = static_cast<FrameType>(p[5]);
-  h.header_len = load_le<std::uint32_t>(p + 8);
-  h.payload_len = load_le<std::uint64_t>(p + 12);
+  h.header_len = get_u32(p + 8);
+  h.payload_len = get_u64(p + 12);
   const bool handshake_type = h.type == FrameType::kHello || h.type == FrameType::kHelloAck;
   if (limits.handshake != handshake_type) {
     return corruption(

@@ -6,7 +6,7 @@
 # after warm-up iterations), gossip-sim's prediction for the same training config, topology and
 # link (`gossip-sim run --config`), and the relative error, and appends a row to a CSV.
 #
-#   scripts/cluster-bench.sh [--quick] [--build DIR] [--out DIR] [--no-curves] [--only REGEX]
+#   scripts/cluster-bench.sh [--quick] [--rounds] [--build DIR] [--out DIR] [--no-curves] [--only REGEX]
 #                            [--delays "0 5"]          (added one-way delays in ms, every host's egress)
 #                            [--sysctl KEY=VALUE]...   (set in every host, e.g. net.ipv4.tcp_congestion_control=reno)
 #                            (the README's and docs/cluster.md's figures use that one: with the
@@ -29,6 +29,16 @@
 # matches. Unless --no-curves (implied by --quick), the full grid ends
 # with two longer runs at 100mbit of the demo MLP, D-PSGD on one-peer exponential and ALLREDUCE,
 # for accuracy against wall-clock time (scripts/plot_cluster.py).
+#
+# With --rounds, instead of the grid: time to accuracy and bytes per node of local-step training
+# (docs/cluster.md, "Communicating less") on the demo MLP at 10 Mbit/s and at 100 Mbit/s + 5 ms —
+# per-step ALLREDUCE (Gloo), DiLoCo (ALLREDUCE, H = 50, int8 with error feedback; with and without
+# overlap) and local-step gossip on the one-peer exponential graph (H = 50, int8 CHOCO, overlap) —
+# each a whole run with an evaluation every 250 iterations, except per-step ALLREDUCE at 10 Mbit/s
+# (1.4 s/it: 90 minutes), whose time is its measured s/it times the iterations gossip-sim's C-PSGD
+# run (the same config; gossipd's equals it up to Gloo's summation order) needs. The target is that
+# run's final accuracy less 0.5 pp. Writes rounds.csv (measured and predicted time to target, bytes
+# per node) and the runs' curves for scripts/plot_cluster.py --rounds.
 #
 # Prediction inputs (gossip-sim's cost model, docs/sim.md), each measured once per run of this
 # script, none fitted per point: the link bandwidth is the tbf rate times the payload fraction one
@@ -55,6 +65,7 @@ py=/usr/bin/python3
 
 quick=0
 curves=1
+rounds=0
 build="$root/build"
 out=""
 only=""
@@ -69,6 +80,7 @@ while (($#)); do
   case $1 in
     --quick) quick=1; curves=0; shift; continue ;;
     --no-curves) curves=0; shift; continue ;;
+    --rounds) rounds=1; shift; continue ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;;
     --build | --out | --only | --sysctl | --delays | --set)
       (($# >= 2)) || usage_error "$1 needs a value"
@@ -218,7 +230,7 @@ write_config "$out/tiny.pbtxt" 8
 # compute_s + mix_s of its iterations after two warm-up ones.
 declare -A compute_of
 for model in tiny mlp mlp5m; do
-  [[ $quick == 0 || $model != mlp5m ]] || continue
+  [[ $quick == 0 && $rounds == 0 || $model != mlp5m ]] || continue
   d="$out/calibration-$model"
   rm -rf "$d"
   mkdir -p "$d"
@@ -378,6 +390,52 @@ run_point() {  # MODEL BW DELAY TOPO [ITERS_OVERRIDE "W M"] [EVAL_EVERY]
   [[ $eval_every != 0 ]] || echo "$id,$model,$params,$bw,$delay,$topo,$algo,$warm,$meas,$meas_s,$pred,$err,$compute,$exchange,$wait_s,$mix,$c,$sent,$retrans,$rto,$drops,$load1" >>"$csv"
 }
 
+# run_cluster with a config and settings of its own (the rounds runs): MODEL is the config's name in
+# OUT (mlp or rounds), TOTAL iterations, EVAL_EVERY, then gossipd --set arguments.
+run_cluster_with() {  # MODEL BW DELAY TOPO TOTAL EVAL_EVERY DIR [--set K=V]...
+  local model=$1 bw=$2 delay=$3 topo=$4 total=$5 eval_every=$6 dir=$7
+  shift 7
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  local gen=$topo
+  [[ $topo != allreduce ]] || gen=ring
+  "$topo_bin" generate "$gen" --nodes "$nodes" --hosts "$hosts" --base-port 7100 --name "cb_$gen" >"$dir/topology.pbtxt"
+  "$netns" rate "$bw"
+  set_delay "$delay"
+  local pids=() i failed=0
+  for ((i = 0; i < nodes; i++)); do
+    "$netns" exec "$i" "$gossipd" run "$dir/topology.pbtxt" --node "$i" --config "$out/$model.pbtxt" \
+      --insecure --metrics "$dir/metrics-$i.jsonl" --checkpoint-dir "$dir/ckpt" --checkpoint-every 0 \
+      --iterations "$total" --eval-every "$eval_every" ${sets[@]+"${sets[@]}"} "$@" >"$dir/log-$i.txt" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || { echo "cluster-bench.sh: node $i of $dir failed (exit $?), see $dir/log-$i.txt" >&2; failed=1; }
+  done
+  rm -rf "$dir/ckpt"
+  ((failed == 0))
+}
+
+# gossip-sim's time to TARGET for the rounds run in DIR (its topology file and settings), with the
+# cost model's measured inputs; prints seconds (nan when the simulation does not reach it).
+predict_rounds() {  # BW DELAY DIR TOPO ITERATIONS TARGET [--set K=V]...
+  local bw=$1 delay=$2 dir=$3 topo=$4 its=$5 target=$6
+  shift 6
+  local fraction=$payload_fraction sim_algo=dpsgd model_flag=()
+  [[ $bw != off ]] || fraction=1
+  [[ $topo != allreduce ]] || { sim_algo=cpsgd-allreduce; model_flag=(--allreduce-model gloo); }
+  local algo=DPSGD
+  [[ $topo != allreduce ]] || algo=ALLREDUCE
+  "$sim" run --config "$out/rounds.pbtxt" --set "iterations=$its" "$@" --nodes "$nodes" --topology "$dir/topology.pbtxt" \
+    --algorithm "$sim_algo" --bandwidth "$(bps_of "$bw")" --latency "${lat_of[$delay]}s" --compute-time "${compute_of[mlp]}s" \
+    --payload-fraction "$fraction" --cpu-share "$cpu_share" --cpu-per-byte "${cpu_per_byte}s" \
+    --message-overhead "${overhead_of[$algo]}s" ${model_flag[@]+"${model_flag[@]}"} --target-accuracy "$target" \
+    --threads "$(nproc)" --json 2>"$dir/sim.err" | "$py" -c '
+import json, sys
+s = json.load(sys.stdin)["series"][0]
+print("%.3f" % s["time_to_target_s"] if s["time_to_target_s"] is not None else "nan")'
+}
+
 # Per-message overhead, once per run for each implementation (gossipd's exchange, Gloo's
 # allreduce): 8 nodes unshaped on a model of 6,370 parameters (25 KB messages), so that what is
 # left of an iteration beyond the model without it is the messages' fixed cost. D-PSGD on the
@@ -393,6 +451,61 @@ for algo in DPSGD ALLREDUCE; do
   overhead_of[$algo]=$("$py" -c "print('%.4g' % max(0.0, ($meas_s - $base) / $per_node))")
   echo "message_overhead_s[$algo] ${overhead_of[$algo]} (8 nodes, 6,370 parameters, unshaped: $meas_s s/it, $base s/it without it, $per_node messages per node)" | tee -a "$out/calibration.txt"
 done
+
+# ---- --rounds: time to accuracy and bytes per node of local-step training
+if ((rounds)); then
+  rounds_csv="$out/rounds.csv"
+  echo "link,config,iterations,final_accuracy,target,iterations_to_target,time_to_target_s,predicted_time_to_target_s,rel_error,bytes_per_node,wall_s,source" >"$rounds_csv"
+  cfg="$out/rounds.pbtxt"
+  sed -e 's/^eval_every: 0/eval_every: 250/' -e 's/^iterations: 10/iterations: 3750/' "$out/mlp.pbtxt" >"$cfg"
+  # The target: per-step C-PSGD's final accuracy (gossip-sim, the same config) less 0.5 pp.
+  "$sim" run --config "$cfg" --nodes "$nodes" --topology ring --algorithm cpsgd-allreduce --set algorithm=ALLREDUCE \
+    --threads "$(nproc)" --quiet --csv "$out/rounds-cpsgd.csv" >/dev/null 2>"$out/rounds-cpsgd.err"
+  read -r target base_final < <("$py" - "$out/rounds-cpsgd.csv" <<'PY'
+import csv, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["algorithm"] == "cpsgd-allreduce"]
+final = float(rows[-1]["test_accuracy"])
+print("%.4f %.4f" % (final - 0.005, final))
+PY
+)
+  echo "rounds: per-step C-PSGD reaches $base_final after 3750 iterations (gossip-sim); target $target" | tee -a "$out/calibration.txt"
+  # name|topology|iterations|settings (gossipd --set, space-separated)
+  configs=(
+    "allreduce|allreduce|3750|algorithm=ALLREDUCE"
+    "diloco|allreduce|3750|algorithm=ALLREDUCE local_steps=50 compression.kind=INT8"
+    "diloco-overlap|allreduce|3750|algorithm=ALLREDUCE local_steps=50 compression.kind=INT8 overlap=true"
+    "gossip|one_peer_exponential|${GOSSIP_ROUNDS_GOSSIP_ITERATIONS:-7500}|local_steps=50 compression.kind=INT8 overlap=true"
+  )
+  for link in "10mbit 0" "100mbit 5"; do
+    read -r bw delay <<<"$link"
+    for c in "${configs[@]}"; do
+      IFS='|' read -r name topo its settings <<<"$c"
+      id="$(link_of "$bw" "$delay")/$name"
+      [[ -z $only || $id =~ $only ]] || continue
+      dir="$out/rounds/${id//\//_}"
+      set_args=()
+      for kv in $settings; do set_args+=(--set "$kv"); done
+      if [[ $name == allreduce && $bw == 10mbit ]]; then
+        # 1.4 s/it: measured s/it (2 + 4 iterations) times gossip-sim's iterations to the target.
+        run_cluster_with mlp "$bw" "$delay" "$topo" 6 0 "$dir" "${set_args[@]}"
+        line=$("$py" "$root/scripts/rounds_point.py" measured-rate "$dir" "$nodes" 2 "$out/rounds-cpsgd.csv" "$target")
+      else
+        run_cluster_with rounds "$bw" "$delay" "$topo" "$its" 250 "$dir" "${set_args[@]}"
+        line=$("$py" "$root/scripts/rounds_point.py" run "$dir" "$nodes" "$target")
+      fi
+      read -r it_target t_target final bytes wall source <<<"$line"
+      pred=$(predict_rounds "$bw" "$delay" "$dir" "$topo" "$its" "$target" "${set_args[@]}")
+      err=$("$py" -c "import math; m, p = float('$t_target'), float('$pred'); print('%+.3f' % ((p - m) / m) if m > 0 and math.isfinite(p) else 'nan')")
+      printf '%-28s to %.4f: %s its, %8.1f s measured, %8.1f s predicted (%s); final %.4f; %s bytes per node\n' \
+        "$id" "$target" "$it_target" "$t_target" "$pred" "$err" "$final" "$bytes"
+      echo "$(link_of "$bw" "$delay"),$name,$its,$final,$target,$it_target,$t_target,$pred,$err,$bytes,$wall,$source" >>"$rounds_csv"
+    done
+  done
+  "$netns" rate off
+  set_delay 0
+  echo "cluster-bench.sh: wrote $rounds_csv"
+  exit 0
+fi
 
 topologies="ring one_peer_exponential exponential allreduce"
 if ((quick)); then

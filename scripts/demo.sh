@@ -23,7 +23,7 @@ build/daemon/gossipd launch examples/ring8.pbtxt --config examples/fmnist-mlp-tr
 if [[ -z ${DEMO_SKIP_CPSGD:-} ]]; then
   echo
   echo "== the same problem as C-PSGD (one shared model, 8 nodes' gradients averaged) in gossip-sim =="
-  build/sim/gossip-sim run --algorithm cpsgd --problem fmnist-mlp --nodes 8 --batch 32 \
+  build/sim/gossip-sim run --algorithm cpsgd --problem fmnist-mlp --nodes 8 --batch-size 32 \
     --lr 0.05 --momentum 0.9 --lr-schedule step --lr-step 1500 --lr-factor 0.3 \
     --iterations 3750 --eval-every 3750 --seed 1 --quiet
 fi

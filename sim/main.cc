@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include "common/cli.h"
@@ -15,6 +16,7 @@
 #include "common/escape.h"
 #include "common/memory.h"
 #include "common/strings.h"
+#include "config/flags.h"
 #include "config/load.h"
 #include "config/sgd_config.h"
 #include "sgd/optimizer.h"
@@ -22,6 +24,7 @@
 #include "sim/experiment.h"
 #include "sim/report.h"
 #include "sim/simulator.h"
+#include "topology/link_flags.h"
 #include "topology/topology_file.h"
 #include "topology/weights.h"
 
@@ -63,7 +66,8 @@ struct Options {
   std::uint64_t seed = 1;
   int threads = 0;
 
-  std::string bandwidth = "1Gbps", latency = "1ms", compute_time = "measure", model_params;
+  topology::LinkFlags link;  // --bandwidth, --latency (as gossip-topo takes them)
+  std::string compute_time = "measure", model_params;
   double payload_fraction = 1.0, cpu_share = 1.0;
   std::string cpu_per_byte = "0", message_overhead = "0", allreduce_model = "table1";
   std::string straggler = "none";
@@ -72,132 +76,126 @@ struct Options {
   double target_accuracy = std::numeric_limits<double>::quiet_NaN();
   std::string csv, dump_params;
 
-  std::string config;             // gossipd's training config: replaces kTrainingFlags
+  std::string config;             // gossipd's training config: replaces config/flags.h's rows
   std::vector<std::string> sets;  // its --set overrides
   bool json = false, quiet = false;
 };
 
-void add_common(CLI::App* app, Options& o) {
-  app->add_option("--problem", o.problem,
-                  "Preset: least_squares, logistic, fmnist-softmax, fmnist-mlp (784-256-128-10)")
-      ->capture_default_str();
-  app->add_option("--model", o.model,
-                  "Override the preset's model: least_squares, logistic, "
-                  "softmax, mlp");
-  app->add_option("--data", o.data,
-                  "Override the preset's data: least_squares, logistic, "
-                  "fashion_mnist");
-  app->add_option("--hidden", o.hidden, "mlp hidden widths, e.g. 256,128");
-  app->add_option("--data-dir", o.data_dir, "Fashion-MNIST IDX directory")->capture_default_str();
-  app->add_option("--shard", o.shard, "Sharding: iid, by_label, dirichlet")->capture_default_str();
-  app->add_option("--dirichlet-alpha", o.dirichlet_alpha, "Dirichlet concentration (dirichlet)")
-      ->capture_default_str();
-  app->add_option("--dim", o.dim, "Synthetic problems: feature dimension")->capture_default_str();
-  app->add_option("--train-examples", o.train_examples, "Synthetic problems: training examples")
-      ->capture_default_str();
-  app->add_option("--test-examples", o.test_examples, "Synthetic problems: test examples")
-      ->capture_default_str();
-  app->add_option("--noise", o.noise, "least_squares: noise stddev; logistic: margin scale")
-      ->capture_default_str();
-  app->add_option("--l2", o.l2, "L2 penalty on weight matrices")->capture_default_str();
-
-  o.nodes_flags.push_back(
-      app->add_option("--nodes,-n", o.nodes,
-                      "Number of simulated nodes (default: a topology file's own count, else 16)"));
-  app->add_option(
-         "--weights", o.weights,
-         "Weight scheme for generated topologies: default (Metropolis-Hastings / uniform), "
-         "max_degree, lazy, best_constant, optimized, ...")
-      ->capture_default_str();
-  app->add_option("--order", o.order,
-                  "D-PSGD step order: cta (x_i <- sum_j W_ij x_j - lr*u_i, Lian et al.; overlaps) "
-                  "or atc (mix after the local step)")
-      ->capture_default_str();
-
-  app->add_option("--lr", o.lr, "Learning rate")->capture_default_str();
-  app->add_option("--momentum", o.momentum, "Momentum (kept per node)")->capture_default_str();
-  app->add_flag("--nesterov", o.nesterov, "Nesterov momentum");
-  app->add_option("--weight-decay", o.weight_decay, "Coupled L2 weight decay")
-      ->capture_default_str();
-  app->add_option("--lr-schedule", o.schedule, "constant, step or cosine")->capture_default_str();
-  app->add_option("--warmup", o.warmup, "Linear warm-up iterations")->capture_default_str();
-  app->add_option("--lr-step", o.lr_step, "step schedule: iterations per decay")
-      ->capture_default_str();
-  app->add_option("--lr-factor", o.lr_factor, "step schedule: decay factor")->capture_default_str();
-  app->add_option("--min-lr", o.min_lr, "cosine schedule: final learning rate")
-      ->capture_default_str();
-
-  app->add_option("--batch", o.batch, "Mini-batch size per node")->capture_default_str();
-  app->add_option("--iterations", o.iterations, "Iterations (each node takes one step each)")
-      ->capture_default_str();
-  app->add_option("--eval-every", o.eval_every, "Evaluate every this many iterations")
-      ->capture_default_str();
-  app->add_option("--eval-examples", o.eval_examples,
-                  "Evaluate on the first N examples of each split (0: all)")
-      ->capture_default_str();
-  app->add_flag("--no-local-eval", o.no_local_eval,
-                "Skip the mean test accuracy of the local models (saves n evaluations per point)");
-  app->add_option("--seed", o.seed, "Seed of data, shards, init, batches and stragglers")
+// The training settings: config/flags.h's rows offered to gossip-sim, the flag names gossipd uses.
+void add_training_flags(CLI::App& app, Options& o) {
+  using config::add_training_option;
+  add_training_option(app, "--problem", o.problem)->capture_default_str();
+  add_training_option(app, "--model", o.model);
+  add_training_option(app, "--data", o.data);
+  add_training_option(app, "--hidden", o.hidden);
+  add_training_option(app, "--data-dir", o.data_dir)->capture_default_str();
+  add_training_option(app, "--shard", o.shard)->capture_default_str();
+  add_training_option(app, "--dirichlet-alpha", o.dirichlet_alpha)->capture_default_str();
+  add_training_option(app, "--dim", o.dim)->capture_default_str();
+  add_training_option(app, "--train-examples", o.train_examples)->capture_default_str();
+  add_training_option(app, "--test-examples", o.test_examples)->capture_default_str();
+  add_training_option(app, "--noise", o.noise)->capture_default_str();
+  add_training_option(app, "--l2", o.l2)->capture_default_str();
+  add_training_option(app, "--lr", o.lr)->capture_default_str();
+  add_training_option(app, "--momentum", o.momentum)->capture_default_str();
+  config::add_training_switch(app, "--nesterov", o.nesterov);
+  add_training_option(app, "--weight-decay", o.weight_decay)->capture_default_str();
+  add_training_option(app, "--lr-schedule", o.schedule)->capture_default_str();
+  add_training_option(app, "--warmup", o.warmup)->capture_default_str();
+  add_training_option(app, "--lr-step", o.lr_step)->capture_default_str();
+  add_training_option(app, "--lr-factor", o.lr_factor)->capture_default_str();
+  add_training_option(app, "--min-lr", o.min_lr)->capture_default_str();
+  add_training_option(app, "--batch-size", o.batch)->capture_default_str();
+  add_training_option(app, "--iterations", o.iterations)->capture_default_str();
+  add_training_option(app, "--eval-every", o.eval_every)->capture_default_str();
+  add_training_option(app, "--eval-examples", o.eval_examples)->capture_default_str();
+  add_training_option(app, "--seed", o.seed)
       ->check(gossip::non_negative_integer())
       ->capture_default_str();
-  app->add_option("--threads,-j", o.threads,
-                  "Threads stepping the nodes (0: one per CPU this process may use, i.e. its "
-                  "affinity mask capped by its cgroup CPU quota). Results are the same bits for "
-                  "every count; a measured --compute-time includes the threads' contention. Give 1 "
-                  "when other jobs keep the cores busy (waiting threads spin)")
-      ->capture_default_str();
+  config::check_all_offered(app, config::kSim);
+}
 
-  app->add_option("--bandwidth", o.bandwidth,
-                  "Link bandwidth, e.g. 1Gbps, 100Mbit/s, 12.5MB/s (a bare number: bits/s)")
+// How the simulation runs: nodes, weights, step order, evaluation of the local models, threads.
+void add_simulation_flags(CLI::App& app, Options& o) {
+  o.nodes_flags.push_back(
+      app.add_option("--nodes,-n", o.nodes,
+                     "Number of simulated nodes (default: a topology file's own count, else 16)"));
+  app.add_option("--weights", o.weights,
+                 "Weight scheme for generated topologies: default (Metropolis-Hastings / uniform), "
+                 "max_degree, lazy, best_constant, optimized, ...")
       ->capture_default_str();
-  app->add_option("--latency", o.latency, "One-way link latency, e.g. 1ms, 50us")
+  app.add_option("--order", o.order,
+                 "D-PSGD step order: cta (x_i <- sum_j W_ij x_j - lr*u_i, Lian et al.; overlaps) "
+                 "or atc (mix after the local step)")
       ->capture_default_str();
-  app->add_option("--compute-time", o.compute_time,
-                  "Seconds of one local step (e.g. 120ms), or 'measure' (real backend, this run)")
+  app.add_flag("--no-local-eval", o.no_local_eval,
+               "Skip the mean test accuracy of the local models (saves n evaluations per point)");
+  app.add_option("--threads,-j", o.threads,
+                 "Threads stepping the nodes (0: one per CPU this process may use, i.e. its "
+                 "affinity mask capped by its cgroup CPU quota). Results are the same bits for "
+                 "every count; a measured --compute-time includes the threads' contention. Give 1 "
+                 "when other jobs keep the cores busy (waiting threads spin)")
       ->capture_default_str();
-  app->add_option("--payload-fraction", o.payload_fraction,
-                  "Payload bytes per byte on the wire (framing: 0.956 for TCP on a 1500-byte MTU); "
-                  "the bandwidth is priced times this")
-      ->capture_default_str();
-  app->add_option("--cpu-share", o.cpu_share,
-                  "Share of a core each node gets when nodes share a host (cores / nodes per "
-                  "host, at most 1); compute and --cpu-per-byte are divided by it")
-      ->capture_default_str();
-  app->add_option("--cpu-per-byte", o.cpu_per_byte,
-                  "CPU time each payload byte a node sends or receives costs, e.g. 1.2ns "
-                  "(kernel TCP path and copies; measure once per host)")
-      ->capture_default_str();
-  app->add_option(
-         "--message-overhead", o.message_overhead,
-         "Fixed time of one message a node sends or receives, e.g. 0.5ms (added after a "
-         "D-PSGD exchange; overlapping the wire in an allreduce); measure once per cluster")
-      ->capture_default_str();
-  app->add_option("--allreduce-model", o.allreduce_model,
-                  "How C-PSGD's ring allreduce is priced: table1 (2(n-1) latencies + "
-                  "2(n-1)/n M/B) or gloo (Gloo's ring: 1 MiB segments, two in flight, each send "
-                  "waiting for the receiver's ready message; what gossipd's ALLREDUCE runs)")
-      ->capture_default_str();
-  app->add_option("--model-params", o.model_params,
-                  "Price messages as a model of this many parameters (e.g. 25M) instead of the "
-                  "simulated model's own size");
-  app->add_option("--straggler", o.straggler,
-                  "Per-node, per-iteration compute slowdown: none, bernoulli:P:FACTOR, "
-                  "lognormal:SIGMA")
-      ->capture_default_str();
+}
 
-  app->add_option("--target-loss", o.target_loss, "Target train loss of the averaged model");
-  app->add_option("--target-accuracy", o.target_accuracy, "Target test accuracy (0..1)");
-  app->add_option("--csv", o.csv, "Write every evaluation point to this CSV file");
-  app->add_flag("--json", o.json, "Print a JSON summary on stdout instead of the table");
-  app->add_flag("--quiet,-q", o.quiet, "No progress bar");
-  app->add_option(
-      "--config", o.config,
-      "gossipd's training config (Protobuf text, docs/daemon.md): simulate what gossipd "
-      "would run. Its model, data, shards, batch, optimizer, length, evaluation and "
-      "seed replace the flags that set them (giving one of those too is an error)");
-  app->add_option("--set", o.sets,
-                  "Override a field of --config as gossipd's --set does, e.g. optimizer.lr=0.1 "
-                  "(repeatable)");
+// The network cost model's inputs (sim/cost_model.h).
+void add_cost_flags(CLI::App& app, Options& o) {
+  o.link.add(app);
+  app.add_option("--compute-time", o.compute_time,
+                 "Seconds of one local step (e.g. 120ms), or 'measure' (real backend, this run)")
+      ->capture_default_str();
+  app.add_option("--payload-fraction", o.payload_fraction,
+                 "Payload bytes per byte on the wire (framing: 0.956 for TCP on a 1500-byte MTU); "
+                 "the bandwidth is priced times this")
+      ->capture_default_str();
+  app.add_option("--cpu-share", o.cpu_share,
+                 "Share of a core each node gets when nodes share a host (cores / nodes per "
+                 "host, at most 1); compute and --cpu-per-byte are divided by it")
+      ->capture_default_str();
+  app.add_option("--cpu-per-byte", o.cpu_per_byte,
+                 "CPU time each payload byte a node sends or receives costs, e.g. 1.2ns "
+                 "(kernel TCP path and copies; measure once per host)")
+      ->capture_default_str();
+  app.add_option("--message-overhead", o.message_overhead,
+                 "Fixed time of one message a node sends or receives, e.g. 0.5ms (added after a "
+                 "D-PSGD exchange; overlapping the wire in an allreduce); measure once per cluster")
+      ->capture_default_str();
+  app.add_option("--allreduce-model", o.allreduce_model,
+                 "How C-PSGD's ring allreduce is priced: table1 (2(n-1) latencies + "
+                 "2(n-1)/n M/B) or gloo (Gloo's ring: 1 MiB segments, two in flight, each send "
+                 "waiting for the receiver's ready message; what gossipd's ALLREDUCE runs)")
+      ->capture_default_str();
+  app.add_option("--model-params", o.model_params,
+                 "Price messages as a model of this many parameters (e.g. 25M) instead of the "
+                 "simulated model's own size");
+  app.add_option("--straggler", o.straggler,
+                 "Per-node, per-iteration compute slowdown: none, bernoulli:P:FACTOR, "
+                 "lognormal:SIGMA (drawn from --seed)")
+      ->capture_default_str();
+}
+
+// Targets, outputs, and gossipd's training config in place of the training flags.
+void add_output_flags(CLI::App& app, Options& o) {
+  app.add_option("--target-loss", o.target_loss, "Target train loss of the averaged model");
+  app.add_option("--target-accuracy", o.target_accuracy, "Target test accuracy (0..1)");
+  app.add_option("--csv", o.csv, "Write every evaluation point to this CSV file");
+  app.add_flag("--json", o.json, "Print a JSON summary on stdout instead of the table");
+  app.add_flag("--quiet,-q", o.quiet, "No progress bar");
+  app.add_option("--config", o.config,
+                 "gossipd's training config (Protobuf text, docs/daemon.md): simulate what gossipd "
+                 "would run. Its model, data, shards, batch, optimizer, length, evaluation and "
+                 "seed replace the flags that set them (giving one of those too is an error)");
+  app.add_option("--set", o.sets,
+                 "Override a field of --config as gossipd's --set does, e.g. optimizer.lr=0.1 "
+                 "(repeatable)");
+}
+
+// Everything the three subcommands share.
+void add_common(CLI::App& app, Options& o) {
+  add_training_flags(app, o);
+  add_simulation_flags(app, o);
+  add_cost_flags(app, o);
+  add_output_flags(app, o);
 }
 
 Result<std::vector<int>> parse_int_list(const std::string& text, const char* what) {
@@ -283,24 +281,31 @@ Status check_output_paths(const Options& o) {
   return Status::ok();
 }
 
-Result<ExperimentConfig> build_config(const Options& o) {
-  ExperimentConfig c;
-  sgd::ProblemConfig& p = c.problem;
-  std::string model = "least_squares", data = "least_squares";
-  if (o.problem == "least_squares") {
-  } else if (o.problem == "logistic") {
+// --problem's preset: the model and data it names (and the MLP's hidden widths).
+Status apply_preset(const std::string& problem, std::string& model, std::string& data,
+                    std::vector<int>& hidden) {
+  if (problem == "least_squares") {
+    model = data = "least_squares";
+  } else if (problem == "logistic") {
     model = data = "logistic";
-  } else if (o.problem == "fmnist-softmax") {
+  } else if (problem == "fmnist-softmax") {
     model = "softmax";
     data = "fashion_mnist";
-  } else if (o.problem == "fmnist-mlp") {
+  } else if (problem == "fmnist-mlp") {
     model = "mlp";
     data = "fashion_mnist";
-    p.hidden = {256, 128};
+    hidden = {256, 128};
   } else {
-    return invalid_argument("--problem '" + o.problem +
+    return invalid_argument("--problem '" + problem +
                             "': expected least_squares, logistic, fmnist-softmax or fmnist-mlp");
   }
+  return Status::ok();
+}
+
+// The learning problem: --problem's preset, then --model, --data, --hidden and the data's fields.
+Status problem_from_flags(const Options& o, sgd::ProblemConfig& p) {
+  std::string model, data;
+  GOSSIP_RETURN_IF_ERROR(apply_preset(o.problem, model, data, p.hidden));
   if (!o.model.empty()) model = o.model;
   if (!o.data.empty()) data = o.data;
   GOSSIP_ASSIGN_OR_RETURN(p.model, sgd::kModelKinds.parse(model));
@@ -318,25 +323,30 @@ Result<ExperimentConfig> build_config(const Options& o) {
   GOSSIP_ASSIGN_OR_RETURN(p.shard.scheme, sgd::kShardSchemes.parse(o.shard));
   p.shard.dirichlet_alpha = o.dirichlet_alpha;
   p.seed = o.seed;
+  return Status::ok();
+}
 
+// The nodes and the topologies; without --nodes, the first topology file in the list sets n
+// (make_topology refuses files that disagree).
+Status nodes_from_flags(const Options& o, ExperimentConfig& c) {
   c.nodes = o.nodes;
   if (o.nodes <= 0) return invalid_argument("--nodes must be > 0");
   GOSSIP_ASSIGN_OR_RETURN(c.topologies, split(o.topology, "--topology"));
   const bool nodes_given = std::any_of(o.nodes_flags.begin(), o.nodes_flags.end(),
                                        [](const CLI::Option* f) { return f->count() > 0; });
-  if (!nodes_given) {
-    // The first topology file in the list sets n (make_topology refuses files that disagree).
-    for (const std::string& t : c.topologies) {
-      std::error_code ec;
-      if (topology::parse_generator_kind(t).is_ok() || !std::filesystem::exists(t, ec)) continue;
-      GOSSIP_ASSIGN_OR_RETURN(const topology::Topology file, topology::load_topology(t));
-      c.nodes = file.num_nodes();
-      break;
-    }
+  if (nodes_given) return Status::ok();
+  for (const std::string& t : c.topologies) {
+    std::error_code ec;
+    if (topology::parse_generator_kind(t).is_ok() || !std::filesystem::exists(t, ec)) continue;
+    GOSSIP_ASSIGN_OR_RETURN(const topology::Topology file, topology::load_topology(t));
+    c.nodes = file.num_nodes();
+    break;
   }
-  GOSSIP_ASSIGN_OR_RETURN(c.weights, topology::parse_weight_scheme(o.weights));
+  return Status::ok();
+}
 
-  RunConfig& r = c.run;
+// The runs: step order, optimizer and schedule, batch, length, evaluation, threads.
+Status run_from_flags(const Options& o, RunConfig& r) {
   GOSSIP_ASSIGN_OR_RETURN(r.order, parse_mix_order(o.order));
   r.optimizer.momentum = o.momentum;
   r.optimizer.nesterov = o.nesterov;
@@ -354,40 +364,50 @@ Result<ExperimentConfig> build_config(const Options& o) {
   r.eval_examples = o.eval_examples;
   r.eval_local = !o.no_local_eval;
   r.threads = o.threads;
-  GOSSIP_RETURN_IF_ERROR(r.validate());
+  return r.validate();
+}
 
-  GOSSIP_ASSIGN_OR_RETURN(c.cost.net.bandwidth_bps, parse_bandwidth_bps(o.bandwidth));
-  GOSSIP_ASSIGN_OR_RETURN(c.cost.net.latency_s, parse_duration_s(o.latency));
+// A duration flag's value in seconds; errors name the flag.
+Result<double> duration_flag(const std::string& text, const char* flag) {
+  Result<double> seconds = parse_duration_s(text);
+  if (!seconds.is_ok()) return seconds.status().with_context(flag);
+  return seconds;
+}
+
+// The network cost model: the link, the shares of CPU, the message costs, the allreduce's pricing,
+// the compute time, the priced model size and the stragglers.
+Status cost_from_flags(const Options& o, CostConfig& cost) {
+  GOSSIP_ASSIGN_OR_RETURN(cost.net, o.link.link());
   if (!(o.payload_fraction > 0 && o.payload_fraction <= 1)) {
     return invalid_argument("--payload-fraction must be in (0, 1]");
   }
-  c.cost.net.payload_fraction = o.payload_fraction;
+  cost.net.payload_fraction = o.payload_fraction;
   if (!(o.cpu_share > 0 && o.cpu_share <= 1)) {
     return invalid_argument("--cpu-share must be in (0, 1]");
   }
-  c.cost.cpu_share = o.cpu_share;
-  {
-    Result<double> per_byte = parse_duration_s(o.cpu_per_byte);
-    if (!per_byte.is_ok()) return per_byte.status().with_context("--cpu-per-byte");
-    c.cost.cpu_s_per_byte = *per_byte;
-    Result<double> overhead = parse_duration_s(o.message_overhead);
-    if (!overhead.is_ok()) return overhead.status().with_context("--message-overhead");
-    c.cost.message_overhead_s = *overhead;
-    Result<AllreduceModel> model = parse_allreduce_model(o.allreduce_model);
-    if (!model.is_ok()) return model.status().with_context("--allreduce-model");
-    c.cost.allreduce = *model;
-  }
+  cost.cpu_share = o.cpu_share;
+  GOSSIP_ASSIGN_OR_RETURN(cost.cpu_s_per_byte, duration_flag(o.cpu_per_byte, "--cpu-per-byte"));
+  GOSSIP_ASSIGN_OR_RETURN(cost.message_overhead_s,
+                          duration_flag(o.message_overhead, "--message-overhead"));
+  Result<AllreduceModel> model = parse_allreduce_model(o.allreduce_model);
+  if (!model.is_ok()) return model.status().with_context("--allreduce-model");
+  cost.allreduce = *model;
   if (o.compute_time != "measure") {
     GOSSIP_ASSIGN_OR_RETURN(const double s, parse_duration_s(o.compute_time));
-    c.cost.compute_s = s;
+    cost.compute_s = s;
   }
   if (!o.model_params.empty()) {
     GOSSIP_ASSIGN_OR_RETURN(const double m, parse_count(o.model_params));
     if (m < 1) return invalid_argument("--model-params must be >= 1");
-    c.cost.model_params = m;
+    cost.model_params = m;
   }
-  GOSSIP_ASSIGN_OR_RETURN(c.cost.straggler,
+  GOSSIP_ASSIGN_OR_RETURN(cost.straggler,
                           parse_straggler_model(o.straggler, mix_seed(o.seed, 0x57a6)));
+  return Status::ok();
+}
+
+// The targets whose time and iterations the summary reports.
+Status targets_from_flags(const Options& o, ExperimentConfig& c) {
   c.target_loss = o.target_loss;
   c.target_accuracy = o.target_accuracy;
   if (!std::isnan(c.target_loss) && !(std::isfinite(c.target_loss) && c.target_loss >= 0)) {
@@ -396,43 +416,19 @@ Result<ExperimentConfig> build_config(const Options& o) {
   if (!std::isnan(c.target_accuracy) && (c.target_accuracy < 0 || c.target_accuracy > 1)) {
     return invalid_argument("--target-accuracy must be in [0, 1]");
   }
-  return c;
+  return Status::ok();
 }
 
-// The flags a training config (--config) sets instead.
-constexpr const char* kTrainingFlags[] = {"--problem",
-                                          "--model",
-                                          "--data",
-                                          "--hidden",
-                                          "--data-dir",
-                                          "--shard",
-                                          "--dirichlet-alpha",
-                                          "--dim",
-                                          "--train-examples",
-                                          "--test-examples",
-                                          "--noise",
-                                          "--l2",
-                                          "--lr",
-                                          "--momentum",
-                                          "--nesterov",
-                                          "--weight-decay",
-                                          "--lr-schedule",
-                                          "--warmup",
-                                          "--lr-step",
-                                          "--lr-factor",
-                                          "--min-lr",
-                                          "--batch",
-                                          "--iterations",
-                                          "--eval-every",
-                                          "--eval-examples",
-                                          "--seed"};
-
-// The first training flag given on the command line of `sub` besides --config; "" if none.
-std::string training_flag_given(const CLI::App& sub) {
-  for (const char* flag : kTrainingFlags) {
-    if (sub.count(flag) > 0) return flag;
-  }
-  return "";
+// The experiment the flags describe, in the order its parts are checked.
+Result<ExperimentConfig> build_config(const Options& o) {
+  ExperimentConfig c;
+  GOSSIP_RETURN_IF_ERROR(problem_from_flags(o, c.problem));
+  GOSSIP_RETURN_IF_ERROR(nodes_from_flags(o, c));
+  GOSSIP_ASSIGN_OR_RETURN(c.weights, topology::parse_weight_scheme(o.weights));
+  GOSSIP_RETURN_IF_ERROR(run_from_flags(o, c.run));
+  GOSSIP_RETURN_IF_ERROR(cost_from_flags(o, c.cost));
+  GOSSIP_RETURN_IF_ERROR(targets_from_flags(o, c));
+  return c;
 }
 
 // --config: the training config, loaded as gossipd loads it (file, --set, defaults, validation)
@@ -540,7 +536,8 @@ Status check_experiment_memory(const ExperimentConfig& c) {
                           " parameters on each of " + std::to_string(c.nodes) + " nodes)");
 }
 
-int sim_main(int argc, char** argv) {
+// The command line: the three subcommands, each with the common flags and its own.
+struct CommandLine {
   CLI::App app{
       "gossip-sim: simulate decentralized parallel SGD (D-PSGD, Lian et al. 2017) against "
       "centralized PSGD (parameter server and ring allreduce) on n virtual nodes, with real "
@@ -550,129 +547,181 @@ int sim_main(int argc, char** argv) {
       "  gossip-sim compare --topology ring,exponential --nodes 32 --problem fmnist-mlp \\\n"
       "      --bandwidth 1Gbps --latency 1ms --model-params 25M --compute-time 100ms\n"
       "  gossip-sim sweep --param bandwidth --values 100Mbps,1Gbps,10Gbps,100Gbps ...\n"};
-  app.require_subcommand(1);
   Options o;
   std::string algorithm = "dpsgd";
   std::string sweep_param = "bandwidth", sweep_values;
+  CLI::App* run = nullptr;
+  CLI::App* compare = nullptr;
+  CLI::App* sweep = nullptr;
 
-  CLI::App* run = app.add_subcommand(
-      "run", "One algorithm on one topology: the convergence, priced with the cost model");
-  add_common(run, o);
-  run->add_option("--algorithm", algorithm,
-                  "dpsgd, cpsgd (priced as parameter server and as "
-                  "ring allreduce), cpsgd-ps or cpsgd-allreduce")
-      ->capture_default_str();
-  run->add_option("--topology", o.topology,
-                  "Generator (ring, torus, exponential, "
-                  "one_peer_exponential, complete, ...) or topology file")
-      ->capture_default_str();
-  run->add_option("--dump-params", o.dump_params,
-                  "Write each node's final parameters to DIR/node_<i>.f32 (raw float32, "
-                  "little-endian)");
+  CommandLine() {
+    app.require_subcommand(1);
+    define_run();
+    define_compare();
+    define_sweep();
+  }
+  // The subcommand that was given (after a successful parse).
+  const CLI::App& given() const {
+    return run->parsed() ? *run : compare->parsed() ? *compare : *sweep;
+  }
 
-  CLI::App* compare =
-      app.add_subcommand("compare",
-                         "C-PSGD (parameter server, ring allreduce) against D-PSGD on one or more "
-                         "topologies; prints time and iterations to the target and the speedups");
-  add_common(compare, o);
-  compare
-      ->add_option("--topology", o.topology,
-                   "Comma-separated generators or topology files for D-PSGD")
-      ->capture_default_str();
+ private:
+  void define_run() {
+    run = app.add_subcommand(
+        "run", "One algorithm on one topology: the convergence, priced with the cost model");
+    add_common(*run, o);
+    run->add_option("--algorithm", algorithm,
+                    "dpsgd, cpsgd (priced as parameter server and as "
+                    "ring allreduce), cpsgd-ps or cpsgd-allreduce")
+        ->capture_default_str();
+    run->add_option("--topology", o.topology,
+                    "Generator (ring, torus, exponential, "
+                    "one_peer_exponential, complete, ...) or topology file")
+        ->capture_default_str();
+    run->add_option("--dump-params", o.dump_params,
+                    "Write each node's final parameters to DIR/node_<i>.f32 (raw float32, "
+                    "little-endian)");
+  }
+  void define_compare() {
+    compare = app.add_subcommand(
+        "compare",
+        "C-PSGD (parameter server, ring allreduce) against D-PSGD on one or more "
+        "topologies; prints time and iterations to the target and the speedups");
+    add_common(*compare, o);
+    compare
+        ->add_option("--topology", o.topology,
+                     "Comma-separated generators or topology files for D-PSGD")
+        ->capture_default_str();
+  }
+  void define_sweep() {
+    sweep = app.add_subcommand(
+        "sweep",
+        "Repeat compare over values of one parameter and report where D-PSGD starts or "
+        "stops winning (bandwidth and latency re-price the same runs)");
+    add_common(*sweep, o);
+    sweep->add_option("--topology", o.topology, "D-PSGD topology (comma-separated for several)")
+        ->capture_default_str();
+    sweep->add_option("--param", sweep_param, "bandwidth, latency, nodes or topology")
+        ->capture_default_str();
+    sweep->add_option("--values", sweep_values, "Comma-separated values, e.g. 100Mbps,1Gbps,10Gbps")
+        ->required();
+  }
+};
 
-  CLI::App* sweep = app.add_subcommand(
-      "sweep",
-      "Repeat compare over values of one parameter and report where D-PSGD starts or "
-      "stops winning (bandwidth and latency re-price the same runs)");
-  add_common(sweep, o);
-  sweep->add_option("--topology", o.topology, "D-PSGD topology (comma-separated for several)")
-      ->capture_default_str();
-  sweep->add_option("--param", sweep_param, "bandwidth, latency, nodes or topology")
-      ->capture_default_str();
-  sweep->add_option("--values", sweep_values, "Comma-separated values, e.g. 100Mbps,1Gbps,10Gbps")
-      ->required();
-
-  if (const auto rc = parse_command_line(app, argc, argv)) return *rc;
-
-  auto config = build_config(o);
-  if (!config.is_ok()) return usage(config.status());
-  ExperimentConfig& c = *config;
-  const CLI::App* sub = run->parsed() ? run : compare->parsed() ? compare : sweep;
-  if (!o.config.empty()) {
-    if (const std::string flag = training_flag_given(*sub); !flag.empty()) {
-      return usage(invalid_argument(flag + " is set by --config " + o.config +
-                                    "; change it there or with --set"));
+// The training settings come from the flags or from --config (with --set), never from both. An
+// exit code when they cannot be used.
+std::optional<int> apply_training_source(CommandLine& cl, ExperimentConfig& c) {
+  const Options& o = cl.o;
+  if (o.config.empty()) {
+    if (!o.sets.empty()) {
+      return usage(invalid_argument("--set overrides a field of --config; give --config FILE"));
     }
-    // A config that does not load or validate is invalid input, as a bad topology file is.
-    bool allreduce = false;
-    if (const Status s = apply_train_config(o, c, allreduce); !s.is_ok()) return fail(s);
-    if (const Status s = follow_config_algorithm(o.config, allreduce, *sub, algorithm, c);
-        !s.is_ok()) {
-      return usage(s);
-    }
-  } else if (!o.sets.empty()) {
-    return usage(invalid_argument("--set overrides a field of --config; give --config FILE"));
-  } else if (const Status s = check_problem_flags(c.problem, c.nodes); !s.is_ok()) {
+    if (const Status s = check_problem_flags(c.problem, c.nodes); !s.is_ok()) return usage(s);
+    return std::nullopt;
+  }
+  const CLI::App& sub = cl.given();
+  if (const std::string flag = config::training_flag_given(sub, config::kSim); !flag.empty()) {
+    return usage(invalid_argument(flag + " is set by --config " + o.config +
+                                  "; change it there or with --set"));
+  }
+  // A config that does not load or validate is invalid input, as a bad topology file is.
+  bool allreduce = false;
+  if (const Status s = apply_train_config(o, c, allreduce); !s.is_ok()) return fail(s);
+  if (const Status s = follow_config_algorithm(o.config, allreduce, sub, cl.algorithm, c);
+      !s.is_ok()) {
     return usage(s);
   }
-  if (const Status s = check_output_paths(o); !s.is_ok()) return usage(s);
-  if (Status s = check_experiment_memory(c); !s.is_ok()) return usage(s);
+  return std::nullopt;
+}
 
+// `run --algorithm`: which of the experiment's series run.
+Status select_algorithm(const std::string& algorithm, ExperimentConfig& c) {
+  if (algorithm == "dpsgd") {
+    c.include_cpsgd = false;
+    if (c.topologies.size() != 1) return invalid_argument("run takes one --topology");
+  } else if (algorithm == "cpsgd" || algorithm == "cpsgd-ps" || algorithm == "cpsgd-allreduce") {
+    c.include_dpsgd = false;
+  } else {
+    return invalid_argument("--algorithm '" + algorithm +
+                            "': expected dpsgd, cpsgd, cpsgd-ps or cpsgd-allreduce");
+  }
+  return Status::ok();
+}
+
+LabelledProgress progress_to(ProgressBar& bar) {
+  return [&bar](const std::string& label, std::int64_t done, std::int64_t total) {
+    bar.update(label, done, total);
+  };
+}
+
+// run and compare: the experiment, its series to `csv`, the final parameters to --dump-params, the
+// summary to stdout. An exit code when it fails.
+std::optional<int> simulate_experiment(const CommandLine& cl, ExperimentConfig& c,
+                                       std::ostream& csv) {
+  const Options& o = cl.o;
+  const bool run = cl.run->parsed();
+  if (run) {
+    if (const Status s = select_algorithm(cl.algorithm, c); !s.is_ok()) return usage(s);
+  }
   ProgressBar bar(!o.quiet);
-  const LabelledProgress progress = [&](const std::string& label, std::int64_t done,
-                                        std::int64_t total) { bar.update(label, done, total); };
+  auto result = run_experiment(c, progress_to(bar));
+  bar.finish();
+  if (!result.is_ok()) return fail(result.status());
+  if (run && (cl.algorithm == "cpsgd-ps" || cl.algorithm == "cpsgd-allreduce")) {
+    std::erase_if(result->series, [&](const Series& s) { return s.algorithm != cl.algorithm; });
+  }
+  write_csv_rows(csv, result->series);
+  if (!o.dump_params.empty()) {
+    const Status s = dump_params(result->runs.front().final_params, o.dump_params);
+    if (!s.is_ok()) return fail(s);
+  }
+  if (o.json) {
+    std::cout << summary_json(*result, c) << "\n";
+  } else {
+    print_summary(std::cout, *result, c);
+  }
+  return std::nullopt;
+}
 
+// sweep: the experiment at every value of --param, the points to `csv`, the summary to stdout. A
+// bad value is a usage error before anything runs (run_sweep checks them too).
+std::optional<int> simulate_sweep(const CommandLine& cl, const ExperimentConfig& c,
+                                  std::ostream& csv) {
+  auto param = parse_sweep_param(cl.sweep_param);
+  if (!param.is_ok()) return usage(param.status());
+  const auto values = split(cl.sweep_values, "--values");
+  if (!values.is_ok()) return usage(values.status());
+  if (const Status s = check_sweep_values(*param, *values); !s.is_ok()) return usage(s);
+  ProgressBar bar(!cl.o.quiet);
+  auto result = run_sweep(c, *param, *values, progress_to(bar));
+  bar.finish();
+  if (!result.is_ok()) return fail(result.status());
+  for (const SweepPoint& p : result->points) {
+    write_csv_rows(csv, p.series, cl.sweep_param, p.value);
+  }
+  if (cl.o.json) {
+    std::cout << sweep_json(*result, c) << "\n";
+  } else {
+    print_sweep(std::cout, *result, c);
+  }
+  return std::nullopt;
+}
+
+int sim_main(int argc, char** argv) {
+  CommandLine cl;
+  if (const auto rc = parse_command_line(cl.app, argc, argv)) return *rc;
+  auto config = build_config(cl.o);
+  if (!config.is_ok()) return usage(config.status());
+  ExperimentConfig& c = *config;
+  if (const auto rc = apply_training_source(cl, c)) return *rc;
+  if (const Status s = check_output_paths(cl.o); !s.is_ok()) return usage(s);
+  if (const Status s = check_experiment_memory(c); !s.is_ok()) return usage(s);
   std::ostringstream csv;
   write_csv_header(csv);
-  if (run->parsed() || compare->parsed()) {
-    if (run->parsed()) {
-      if (algorithm == "dpsgd") {
-        c.include_cpsgd = false;
-        if (c.topologies.size() != 1) return usage(invalid_argument("run takes one --topology"));
-      } else if (algorithm == "cpsgd" || algorithm == "cpsgd-ps" ||
-                 algorithm == "cpsgd-allreduce") {
-        c.include_dpsgd = false;
-      } else {
-        return usage(invalid_argument("--algorithm '" + algorithm +
-                                      "': expected dpsgd, cpsgd, cpsgd-ps or cpsgd-allreduce"));
-      }
-    }
-    auto result = run_experiment(c, progress);
-    bar.finish();
-    if (!result.is_ok()) return fail(result.status());
-    if (run->parsed() && (algorithm == "cpsgd-ps" || algorithm == "cpsgd-allreduce")) {
-      std::erase_if(result->series, [&](const Series& s) { return s.algorithm != algorithm; });
-    }
-    write_csv_rows(csv, result->series);
-    if (!o.dump_params.empty()) {
-      const Status s = dump_params(result->runs.front().final_params, o.dump_params);
-      if (!s.is_ok()) return fail(s);
-    }
-    if (o.json) {
-      std::cout << summary_json(*result, c) << "\n";
-    } else {
-      print_summary(std::cout, *result, c);
-    }
-  } else {
-    auto param = parse_sweep_param(sweep_param);
-    if (!param.is_ok()) return usage(param.status());
-    const auto split_values = split(sweep_values, "--values");
-    if (!split_values.is_ok()) return usage(split_values.status());
-    const std::vector<std::string>& values = *split_values;
-    const Status checked = check_sweep_values(*param, values);  // run_sweep checks too, but a
-    if (!checked.is_ok()) return usage(checked);                // bad value is a usage error
-    auto result = run_sweep(c, *param, values, progress);
-    bar.finish();
-    if (!result.is_ok()) return fail(result.status());
-    for (const SweepPoint& p : result->points) write_csv_rows(csv, p.series, sweep_param, p.value);
-    if (o.json) {
-      std::cout << sweep_json(*result, c) << "\n";
-    } else {
-      print_sweep(std::cout, *result, c);
-    }
-  }
-  if (!o.csv.empty()) {
-    const Status s = Env::system().write_file_atomic(o.csv, csv.str());
+  const auto rc = cl.sweep->parsed() ? simulate_sweep(cl, c, csv) : simulate_experiment(cl, c, csv);
+  if (rc) return *rc;
+  if (!cl.o.csv.empty()) {
+    const Status s = Env::system().write_file_atomic(cl.o.csv, csv.str());
     if (!s.is_ok()) return fail(s.with_context("--csv"));
   }
   return 0;

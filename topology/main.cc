@@ -17,6 +17,7 @@
 #include "common/strings.h"
 #include "common/units.h"
 #include "topology/advisor.h"
+#include "topology/link_flags.h"
 #include "topology/optimize.h"
 #include "topology/spectral.h"
 #include "topology/topology.h"
@@ -120,6 +121,15 @@ struct Source {
                     "generate instead of reading a file: ring, k_ring, torus, grid, hypercube, "
                     "complete, star, exponential, one_peer_exponential, random_regular, "
                     "erdos_renyi");
+    add_generator_parameters(app);
+    app->add_option("--host", host, "host of every generated node")->capture_default_str();
+    app->add_option("--base-port", base_port,
+                    "node i listens on base-port + i (0: no addresses, analysis only)")
+        ->capture_default_str();
+    add_weights(app);
+  }
+  // The generator's size and shape (generate and every --kind).
+  void add_generator_parameters(CLI::App* app) {
     app->add_option("-n,--nodes", nodes, "number of nodes (generators)");
     app->add_option("--rows", rows, "torus/grid rows");
     app->add_option("--cols", cols, "torus/grid columns");
@@ -129,10 +139,8 @@ struct Source {
     app->add_option("--seed", seed, "random generators: seed")
         ->check(gossip::non_negative_integer())
         ->capture_default_str();
-    app->add_option("--host", host, "host of every generated node")->capture_default_str();
-    app->add_option("--base-port", base_port,
-                    "node i listens on base-port + i (0: no addresses, analysis only)")
-        ->capture_default_str();
+  }
+  void add_weights(CLI::App* app) {
     app->add_option("-w,--weights", weights,
                     "weight scheme: metropolis_hastings (mh), max_degree, uniform, lazy, "
                     "lazy_uniform, best_constant, optimized (fdla), default")
@@ -209,29 +217,25 @@ struct Source {
   }
 };
 
+// The cost model of analyze and compare: the message size and the link (link_flags.h, the flags
+// gossip-sim takes too).
 struct Model {
-  std::string model = "4MB", bandwidth = "1Gbps", latency = "1ms";
+  std::string model = "4MB";
+  LinkFlags link;
   void add(CLI::App* app) {
     app->add_option("--model-bytes", model, "message (model) size M, e.g. 4MB, 100MiB")
         ->capture_default_str();
-    app->add_option("--bandwidth", bandwidth,
-                    "link bandwidth B, e.g. 1Gbps, 100Mbit/s, 125MB/s (a bare number: bits/s)")
-        ->capture_default_str();
-    app->add_option("--latency", latency, "link latency alpha, e.g. 1ms, 50us")
-        ->capture_default_str();
+    link.add(*app);
   }
   // Units as everywhere (common/units.h): a bare bandwidth is bits/s, a bare size bytes.
   Result<CostModel> get() const {
     CostModel m;
     auto bytes = parse_size_bytes(model);
     if (!bytes.is_ok()) return bytes.status().with_context("--model-bytes");
-    auto bps = parse_bandwidth_bps(bandwidth);
-    if (!bps.is_ok()) return bps.status().with_context("--bandwidth");
-    auto latency_s = parse_duration_s(latency);
-    if (!latency_s.is_ok()) return latency_s.status().with_context("--latency");
+    GOSSIP_ASSIGN_OR_RETURN(const Link l, link.link());
     m.model_bytes = *bytes;
-    m.bandwidth_bytes_per_s = *bps / 8.0;
-    m.latency_s = *latency_s;
+    m.bandwidth_bytes_per_s = l.bandwidth_bps / 8.0;
+    m.latency_s = l.latency_s;
     return m;
   }
 };
@@ -611,7 +615,8 @@ int cmd_export(const Source& src, const std::string& file, bool dot, bool json, 
   return 0;
 }
 
-int topo_main(int argc, char** argv) {
+// The command line: seven subcommands and the values they set.
+struct CommandLine {
   CLI::App app{
       "gossip-topo: topologies for decentralized SGD — who averages with whom, with what weight, "
       "and how fast that mixes.\n"
@@ -623,119 +628,134 @@ int topo_main(int argc, char** argv) {
       "  gossip-topo compare --kinds ring,torus,hypercube,exponential --nodes 256\n"
       "  gossip-topo optimize barbell.pbtxt -o barbell-opt.pbtxt\n"
       "  gossip-topo export ring8.pbtxt --dot | dot -Tpng > ring8.png"};
-  app.require_subcommand(1);
   std::string file, method = "auto", output, name, format = "triplets";
   bool json = false, explicit_form = false, dot = false, edges = false, pbtxt = false;
   std::vector<std::string> files, kinds;
   std::int64_t iteration = 0;
   int iterations = 300;
-  double time_limit = 60;
+  double time_limit = 60;              // optimize
+  double spectrum_time_limit_s = 600;  // analyze, compare
   Source src;      // analyze, weights, optimize, compare, export: no addresses unless asked
   Source gen_src;  // generate: files are for deployments, so addresses by default
-  gen_src.base_port = 7000;
   Model model;
-
-  auto* gen = app.add_subcommand("generate", "print a topology file for a generator");
+  CLI::App *gen, *val, *ana, *wts, *opt, *cmp, *exp;
   CLI::Option *hosts_opt = nullptr, *hostfile_opt = nullptr;
-  gen->add_option("kind", gen_src.kind,
-                  "ring, k_ring, torus, grid, hypercube, complete, star, exponential, "
-                  "one_peer_exponential, random_regular, erdos_renyi")
-      ->required();
-  {
-    gen->add_option("-n,--nodes", gen_src.nodes, "number of nodes");
-    gen->add_option("--rows", gen_src.rows, "torus/grid rows");
-    gen->add_option("--cols", gen_src.cols, "torus/grid columns");
-    gen->add_option("-k,--k", gen_src.k, "k_ring: neighbours on each side")->capture_default_str();
-    gen->add_option("--degree", gen_src.degree, "random_regular: degree");
-    gen->add_option("-p,--p", gen_src.p, "erdos_renyi: edge probability");
-    gen->add_option("--seed", gen_src.seed, "random generators: seed")
-        ->check(gossip::non_negative_integer())
-        ->capture_default_str();
+
+  CommandLine() {
+    app.require_subcommand(1);
+    gen_src.base_port = 7000;
+    define_generate();
+    val = app.add_subcommand("validate", "check files against every rule; exit 1 if any fails");
+    val->add_option("files", files, "topology files")->required();
+    val->add_flag("--json", json, "one JSON object per file");
+    define_analyze_and_weights();
+    define_optimize();
+    define_compare();
+    define_export();
+  }
+
+ private:
+  void define_generate() {
+    gen = app.add_subcommand("generate", "print a topology file for a generator");
+    gen->add_option("kind", gen_src.kind,
+                    "ring, k_ring, torus, grid, hypercube, complete, star, exponential, "
+                    "one_peer_exponential, random_regular, erdos_renyi")
+        ->required();
+    gen_src.add_generator_parameters(gen);
     auto* one_host =
         gen->add_option("--host", gen_src.host, "host of every node")->capture_default_str();
-    auto* hosts = gen->add_option("--hosts", gen_src.hosts,
-                                  "host list h1[:slots],h2[:slots],... (IPv6: [fd00::1]:4): node k "
-                                  "runs on slot k, in order")
-                      ->excludes(one_host);
+    hosts_opt = gen->add_option("--hosts", gen_src.hosts,
+                                "host list h1[:slots],h2[:slots],... (IPv6: [fd00::1]:4): node k "
+                                "runs on slot k, in order")
+                    ->excludes(one_host);
     hostfile_opt = gen->add_option("--hostfile", gen_src.hostfile,
                                    "host list file, one 'host [slots=N] [base_port=P]' per line")
                        ->excludes(one_host)
-                       ->excludes(hosts);
-    hosts_opt = hosts;
+                       ->excludes(hosts_opt);
     gen->add_option("--base-port", gen_src.base_port,
                     "node i listens on base-port + i; with a host list each host's nodes take "
                     "base-port, base-port + 1, ... (0: no addresses, analysis only)")
         ->capture_default_str();
-    gen->add_option("-w,--weights", gen_src.weights,
-                    "metropolis_hastings (mh), max_degree, uniform, lazy, lazy_uniform, "
-                    "best_constant, optimized (fdla), default")
-        ->capture_default_str();
+    gen_src.add_weights(gen);
+    gen->add_option("--name", name, "name written into the file");
+    gen->add_flag("--explicit", explicit_form,
+                  "write explicit nodes and edges (and weights when not re-derivable)");
+    gen->add_flag("--json", json, "Protobuf JSON mapping instead of text format");
   }
-  gen->add_option("--name", name, "name written into the file");
-  gen->add_flag("--explicit", explicit_form,
-                "write explicit nodes and edges (and weights when not re-derivable)");
-  gen->add_flag("--json", json, "Protobuf JSON mapping instead of text format");
-
-  auto* val = app.add_subcommand("validate", "check files against every rule; exit 1 if any fails");
-  val->add_option("files", files, "topology files")->required();
-  val->add_flag("--json", json, "one JSON object per file");
-
   // analyze, compare: how to compute the spectrum, and the cost model's parameters.
-  double spectrum_time_limit_s = 600;
-  auto add_spectrum_options = [&](CLI::App* cmd) {
+  void add_spectrum_options(CLI::App* cmd) {
     cmd->add_option("-m,--method", method, "auto, exact, dense or lanczos")->capture_default_str();
     cmd->add_option("--time-limit", spectrum_time_limit_s,
                     "seconds the Lanczos method may take: an estimate above it is refused at "
                     "once (exit 2), a run reaching it stops (0: no limit)")
         ->capture_default_str();
     model.add(cmd);
-  };
-  auto* ana = app.add_subcommand(
-      "analyze", "rho, gap, lambda_2, lambda_n, method and accuracy, mixing time and cost model");
-  src.add(file, ana);
-  add_spectrum_options(ana);
-  ana->add_flag("--json", json, "machine-readable output");
+  }
+  void define_analyze_and_weights() {
+    ana = app.add_subcommand(
+        "analyze", "rho, gap, lambda_2, lambda_n, method and accuracy, mixing time and cost model");
+    src.add(file, ana);
+    add_spectrum_options(ana);
+    ana->add_flag("--json", json, "machine-readable output");
+    wts = app.add_subcommand("weights", "print W (row i = weights node i applies)");
+    src.add(file, wts);
+    wts->add_option("-t,--iteration", iteration, "iteration t for time-varying W(t)");
+    wts->add_option("-f,--format", format, "triplets, dense (n <= 200) or json")
+        ->capture_default_str();
+  }
+  void define_optimize() {
+    opt = app.add_subcommand(
+        "optimize", "FDLA weights by projected subgradient (never worse than Metropolis–Hastings)");
+    src.add(file, opt);
+    opt->add_option("--iterations", iterations, "subgradient iterations")->capture_default_str();
+    opt->add_option("--time-limit", time_limit, "seconds")->capture_default_str();
+    opt->add_option("-o,--output", output, "write the optimized topology (explicit weights) here");
+    opt->add_flag("--json", json, "machine-readable output");
+  }
+  void define_compare() {
+    cmp = app.add_subcommand("compare", "several topologies side by side");
+    cmp->add_option("files", files, "topology files");
+    cmp->add_option("--kinds", kinds, "generators to add, e.g. ring,torus,hypercube")
+        ->delimiter(',');
+    cmp->add_option("-n,--nodes", src.nodes, "nodes for --kinds")->capture_default_str();
+    add_spectrum_options(cmp);
+    cmp->add_flag("--json", json, "one JSON object per topology");
+  }
+  void define_export() {
+    exp = app.add_subcommand("export", "write a topology as Graphviz, JSON, edge list or text");
+    src.add(file, exp);
+    exp->add_flag("--dot", dot, "Graphviz (edge labels are weights)");
+    exp->add_flag("--json", json, "explicit topology, Protobuf JSON mapping");
+    exp->add_flag("--edges", edges, "plain edge list 'i j weight'");
+    exp->add_flag("--pbtxt", pbtxt, "explicit topology, text format");
+  }
+};
 
-  auto* wts = app.add_subcommand("weights", "print W (row i = weights node i applies)");
-  src.add(file, wts);
-  wts->add_option("-t,--iteration", iteration, "iteration t for time-varying W(t)");
-  wts->add_option("-f,--format", format, "triplets, dense (n <= 200) or json")
-      ->capture_default_str();
-
-  auto* opt = app.add_subcommand(
-      "optimize", "FDLA weights by projected subgradient (never worse than Metropolis–Hastings)");
-  src.add(file, opt);
-  opt->add_option("--iterations", iterations, "subgradient iterations")->capture_default_str();
-  opt->add_option("--time-limit", time_limit, "seconds")->capture_default_str();
-  opt->add_option("-o,--output", output, "write the optimized topology (explicit weights) here");
-  opt->add_flag("--json", json, "machine-readable output");
-
-  auto* cmp = app.add_subcommand("compare", "several topologies side by side");
-  cmp->add_option("files", files, "topology files");
-  cmp->add_option("--kinds", kinds, "generators to add, e.g. ring,torus,hypercube")->delimiter(',');
-  cmp->add_option("-n,--nodes", src.nodes, "nodes for --kinds")->capture_default_str();
-  add_spectrum_options(cmp);
-  cmp->add_flag("--json", json, "one JSON object per topology");
-
-  auto* exp = app.add_subcommand("export", "write a topology as Graphviz, JSON, edge list or text");
-  src.add(file, exp);
-  exp->add_flag("--dot", dot, "Graphviz (edge labels are weights)");
-  exp->add_flag("--json", json, "explicit topology, Protobuf JSON mapping");
-  exp->add_flag("--edges", edges, "plain edge list 'i j weight'");
-  exp->add_flag("--pbtxt", pbtxt, "explicit topology, text format");
-
-  if (const auto rc = gossip::parse_command_line(app, argc, argv)) return *rc;
-  gen_src.hosts_given = hosts_opt->count() > 0;
-  gen_src.hostfile_given = hostfile_opt->count() > 0;
-  if (gen->parsed()) return cmd_generate(gen_src, explicit_form, json, name);
-  if (val->parsed()) return cmd_validate(files, json);
-  if (ana->parsed()) return cmd_analyze(src, file, method, spectrum_time_limit_s, model, json);
-  if (wts->parsed()) return cmd_weights(src, file, iteration, format);
-  if (opt->parsed()) return cmd_optimize(src, file, iterations, time_limit, output, json);
-  if (cmp->parsed())
-    return cmd_compare(files, kinds, src.nodes, method, spectrum_time_limit_s, model, json);
-  if (exp->parsed()) return cmd_export(src, file, dot, json, edges, pbtxt);
+// Runs the subcommand that was given.
+int run_subcommand(const CommandLine& c) {
+  if (c.gen->parsed()) return cmd_generate(c.gen_src, c.explicit_form, c.json, c.name);
+  if (c.val->parsed()) return cmd_validate(c.files, c.json);
+  if (c.ana->parsed()) {
+    return cmd_analyze(c.src, c.file, c.method, c.spectrum_time_limit_s, c.model, c.json);
+  }
+  if (c.wts->parsed()) return cmd_weights(c.src, c.file, c.iteration, c.format);
+  if (c.opt->parsed()) {
+    return cmd_optimize(c.src, c.file, c.iterations, c.time_limit, c.output, c.json);
+  }
+  if (c.cmp->parsed()) {
+    return cmd_compare(c.files, c.kinds, c.src.nodes, c.method, c.spectrum_time_limit_s, c.model,
+                       c.json);
+  }
+  if (c.exp->parsed()) return cmd_export(c.src, c.file, c.dot, c.json, c.edges, c.pbtxt);
   return gossip::kExitUsageError;
+}
+
+int topo_main(int argc, char** argv) {
+  CommandLine cl;
+  if (const auto rc = gossip::parse_command_line(cl.app, argc, argv)) return *rc;
+  cl.gen_src.hosts_given = cl.hosts_opt->count() > 0;
+  cl.gen_src.hostfile_given = cl.hostfile_opt->count() > 0;
+  return run_subcommand(cl);
 }
 
 }  // namespace

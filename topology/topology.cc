@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "common/check.h"
+#include "common/little_endian.h"
 #include "topology/optimize.h"
 
 namespace gossip::topology {
@@ -212,7 +213,7 @@ std::string Topology::fingerprint() const {
   };
   auto put_u64 = [&](std::uint64_t v) {
     unsigned char b[8];
-    for (int k = 0; k < 8; ++k) b[k] = static_cast<unsigned char>(v >> (8 * k));  // little endian
+    gossip::put_u64(b, v);
     put_bytes(b, 8);
   };
   auto put_str = [&](const std::string& s) {

@@ -9,12 +9,20 @@ Same model, initialisation, data shards, batch order, optimizer and epochs on bo
 D-PSGD figure is the test accuracy of the average of the 8 final models.
 
     /usr/bin/python3 examples/torch/fmnist_cnn.py [--epochs 10] [--nodes 8] [--gossipd PATH]
+        [--local-steps H] [--compression none|bf16|int8] [--outer none|sgd|nesterov]
+
+With --local-steps H each trainer takes H steps of its own between rounds (gossipd's
+`local_steps`; the trainer's GossipOptimizer learns H from its daemon), with the round's messages
+compressed by gossipd (--compression) and an outer step on the pseudo-gradient (--outer). The
+bytes each gossipd node sent (its metrics) are printed beside what DDP's allreduce of every
+step's gradients moves per node.
 
 Data: Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist). The trainer side is
 the pure-Python gossip_sgd package (python/), imported from the source tree.
 """
 import argparse
 import gzip
+import json
 import os
 import shutil
 import subprocess
@@ -159,11 +167,15 @@ def run_gossip(args, x_test, y_test):
     per_epoch = steps_per_epoch(args, 60000)
     cfg = os.path.join(work, "train.pbtxt")
     with open(cfg, "w") as f:
-        # The trainer owns model, data and optimizer; gossipd owns the schedule of iterations,
-        # the mixing, the deadlines and the checkpoints of the mixed state.
-        f.write(f"seed: {args.seed}\niterations: {per_epoch * args.epochs}\n"
+        # The trainer owns model, data and optimizer; gossipd owns the schedule of rounds (one
+        # per H trainer steps), the mixing, the deadlines and the checkpoints of the mixed state.
+        f.write(f"seed: {args.seed}\niterations: {per_epoch * args.epochs // args.local_steps}\n"
                 f"checkpoint {{ every: 0 dir: \"{work}/checkpoints\" }}\nmetrics_every: 100\n"
                 "timeouts { connect_ms: 300000 deadline_ms: 120000 heartbeat_ms: 500 }\n")
+        if args.local_steps > 1 or args.compression != "none" or args.outer != "none":
+            f.write(f"local_steps: {args.local_steps}\n"
+                    f"compression {{ kind: {args.compression.upper()} }}\n"
+                    f"outer {{ kind: {args.outer.upper()} }}\n")
     trainer = (f"{sys.executable} {os.path.abspath(__file__)} --trainer --out {work} "
                f"--epochs {args.epochs} --nodes {args.nodes} --batch {args.batch} "
                f"--lr {args.lr} --wd {args.wd} --seed {args.seed}")
@@ -175,6 +187,12 @@ def run_gossip(args, x_test, y_test):
     seconds = time.time() - t0
     if rc != 0:
         sys.exit(f"fmnist_cnn: gossipd launch exited {rc} (logs in {work}/run)")
+    sent = []
+    for r in range(args.nodes):
+        with open(os.path.join(work, "run", f"node-{r}", "metrics.jsonl")) as f:
+            sent.append(sum(json.loads(line).get("bytes_sent", 0) for line in f
+                            if '"type":"iter"' in line))
+    args.sent_per_node = sum(sent) / len(sent)
     models = [torch.load(os.path.join(work, f"node_{r}.pt")) for r in range(args.nodes)]
     avg = make_model(args.seed)
     avg.load_state_dict({k: sum(m[k] for m in models) / args.nodes for k in models[0]})
@@ -232,28 +250,42 @@ def main():
                     choices=["ring", "exponential", "one_peer_exponential"])
     ap.add_argument("--port", type=int, default=29400, help="first loopback port")
     ap.add_argument("--gossipd", default=os.path.join(ROOT, "build/daemon/gossipd"))
+    ap.add_argument("--local-steps", type=int, default=1,
+                    help="trainer steps per round (gossipd's local_steps)")
+    ap.add_argument("--compression", default="none", choices=["none", "bf16", "int8"])
+    ap.add_argument("--outer", default="none", choices=["none", "sgd", "nesterov"])
     ap.add_argument("--only", choices=["gossip", "ddp"], help="run one side only")
     ap.add_argument("--keep", action="store_true", help="keep the gossip run's directory")
     ap.add_argument("--trainer", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.local_steps < 1:
+        ap.error("--local-steps must be >= 1")
     if args.trainer:
         return gossip_trainer(args)
 
     x_test, y_test = load("t10k")
     rows = []
+    # DDP's allreduce of every step's gradients: 2 (n − 1)/n of the model's float32 bytes per node.
+    n_params = sum(q.numel() for q in make_model(args.seed).parameters())
+    steps = steps_per_epoch(args, 60000) * args.epochs
+    ddp_sent = steps * 2 * (args.nodes - 1) / args.nodes * 4 * n_params
+    rows = []
     if args.only != "ddp":
         acc, lo, hi, s = run_gossip(args, x_test, y_test)
-        rows.append((f"D-PSGD ({args.topology}, gossipd --attach)", acc,
-                     f"nodes {lo:.4f}..{hi:.4f}", s))
+        rounds = "" if args.local_steps == 1 else f", H={args.local_steps} {args.compression}"
+        rows.append((f"D-PSGD ({args.topology}{rounds}, gossipd --attach)", acc,
+                     f"nodes {lo:.4f}..{hi:.4f}", s, args.sent_per_node))
     if args.only != "gossip":
         acc, s = run_ddp(args, x_test, y_test)
-        rows.append(("DDP (gloo allreduce)", acc, "", s))
+        rows.append(("DDP (gloo allreduce)", acc, "", s, ddp_sent))
     print(f"\nFashion-MNIST CNN, {args.nodes} nodes, {args.epochs} epochs, batch {args.batch}/node:")
-    for name, acc, extra, s in rows:
-        print(f"  {name:42s} test accuracy {100 * acc:6.2f}%  {extra:22s} {s:7.1f} s")
+    for name, acc, extra, s, sent in rows:
+        print(f"  {name:52s} test accuracy {100 * acc:6.2f}%  {extra:22s} {s:7.1f} s  "
+              f"{sent / 1e6:9.1f} MB sent per node")
     if len(rows) == 2:
-        print(f"  difference D-PSGD - DDP: {100 * (rows[0][1] - rows[1][1]):+.2f} pp")
+        print(f"  difference D-PSGD - DDP: {100 * (rows[0][1] - rows[1][1]):+.2f} pp; "
+              f"bytes {rows[1][4] / rows[0][4]:.0f}x fewer")
 
 
 if __name__ == "__main__":

@@ -15,16 +15,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "common/check.h"
-#include "common/clock.h"
-#include "common/random.h"
 #include "sgd/cuda/cuda_backend.h"
-#include "sgd/optimizer.h"
 
 #define GOSSIP_CUDA_CHECK(expr)                                                                   \
   do {                                                                                            \
@@ -258,7 +254,8 @@ class CudaModel final : public Model {
   double loss_and_grad(const float* params, const Batch& batch, float* grad) override;
   EvalResult evaluate(const float* params, const Dataset& data) override;
 
-  // Profiling for the bench: when on, every GEMM is bracketed by events and gemm_ms() sums them.
+  // Profiling (set_gemm_profiling): when on, every GEMM is bracketed by events; take_gemm_ms()
+  // sums them.
   void set_profile(bool on) { profile_ = on; }
   double take_gemm_ms();
 
@@ -667,86 +664,16 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(int device_index) {
   return std::unique_ptr<Backend>(new CudaBackend(device_index));
 }
 
-void print_gpu_bench(double seconds) {
-  auto made = make_cuda_backend(0);
-  if (!made.is_ok()) {
-    std::printf("\n== gpu: %s\n", made.status().to_string().c_str());
-    return;
-  }
-  auto& backend = static_cast<CudaBackend&>(**made);
-  const ModelSpec spec{ModelKind::kMlp, 784, {4096, 4096}, 10, 0.0f};
-  constexpr int kBatch = 1024;
-  std::printf("\n== gpu: %s\n", backend.description().c_str());
-  auto model_or = backend.make_model(spec);
-  auto* model = static_cast<CudaModel*>(model_or->get());
-  const std::size_t n = spec.num_params();
-  std::vector<float> host = init_params(spec, 1);
-  DeviceBuffer x = backend.alloc(n), g = backend.alloc(n), u = backend.alloc(n),
-               v = backend.alloc(n);
-  backend.copy_to_device(x.data(), host.data(), n);
-  backend.synchronize();
-  Batch batch;
-  batch.rows = kBatch;
-  batch.dim = spec.input_dim;
-  Rng rng(2);
-  batch.features.resize(static_cast<std::size_t>(kBatch) * spec.input_dim);
-  for (float& f : batch.features) f = static_cast<float>(rng.normal());
-  for (int j = 0; j < kBatch; ++j) batch.labels.push_back(rng.uniform_int(10));
-  OptimizerConfig oc;
-  oc.schedule.lr = 0.01;
-  oc.momentum = 0.9;
-  Optimizer opt(oc, n);
-  auto step = [&](std::int64_t t) {
-    model->loss_and_grad(x.data(), batch, g.data());
-    opt.step(backend, t, x.data(), g.data(), v.data(), u.data());
-  };
-  for (int t = 0; t < 5; ++t) step(t);
-  backend.synchronize();
-  Stopwatch watch;
-  std::int64_t steps = 0;
-  while (watch.elapsed_seconds() < seconds) step(steps++);
-  backend.synchronize();
-  const double step_ms = watch.elapsed_seconds() * 1e3 / steps;
-  model->set_profile(true);
-  constexpr int kProfiled = 20;
-  double gemm_ms = 0;
-  for (int t = 0; t < kProfiled; ++t) {
-    step(t);
-    gemm_ms += model->take_gemm_ms();
-  }
-  model->set_profile(false);
-  gemm_ms /= kProfiled;
-  std::printf(
-      "training step, %s, batch %d: %.0f samples/s (%.3f ms/step); cuBLAS GEMMs %.3f ms, "
-      "outside GEMMs %.1f%% of the step\n",
-      spec.to_string().c_str(), kBatch, kBatch / step_ms * 1e3, step_ms, gemm_ms,
-      100.0 * std::max(0.0, 1.0 - gemm_ms / step_ms));
+void set_gemm_profiling(Model& model, bool on) {
+  auto* cuda_model = dynamic_cast<CudaModel*>(&model);
+  GOSSIP_CHECK(cuda_model != nullptr) << "set_gemm_profiling: not a model of the cuda backend";
+  cuda_model->set_profile(on);
+}
 
-  // Mixing on the device vs a device-to-device copy.
-  const std::size_t m = std::size_t{1} << 26;  // 256 MiB per buffer
-  std::vector<DeviceBuffer> bufs;
-  for (int j = 0; j < 5; ++j) bufs.push_back(backend.alloc(m));
-  auto time_it = [&](auto&& fn) {
-    fn();
-    backend.synchronize();
-    Stopwatch w;
-    int reps = 0;
-    while (w.elapsed_seconds() < seconds / 4 || reps < 3) {
-      fn();
-      ++reps;
-      backend.synchronize();
-    }
-    return w.elapsed_seconds() / reps;
-  };
-  const double copy_s = time_it([&] { backend.copy(bufs[0].data(), bufs[1].data(), m); });
-  std::printf("%-34s %8.1f GB/s\n", "cudaMemcpy D2D (read + write)", 2.0 * m * 4 / copy_s / 1e9);
-  for (int terms : {1, 3}) {
-    std::vector<MixTerm> t;
-    for (int j = 0; j < terms; ++j) t.push_back({1.0f / terms, bufs[1 + j].data()});
-    const double s = time_it([&] { backend.mix(bufs[0].data(), t, 0.1f, bufs[4].data(), m); });
-    std::printf("mix, %d term%s + update %16s %8.1f GB/s\n", terms, terms == 1 ? " " : "s", "",
-                (terms + 2.0) * m * 4 / s / 1e9);
-  }
+double take_gemm_ms(Model& model) {
+  auto* cuda_model = dynamic_cast<CudaModel*>(&model);
+  GOSSIP_CHECK(cuda_model != nullptr) << "take_gemm_ms: not a model of the cuda backend";
+  return cuda_model->take_gemm_ms();
 }
 
 }  // namespace gossip::sgd::cuda

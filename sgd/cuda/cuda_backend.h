@@ -1,6 +1,6 @@
 // The cuda backend's factory. Only sgd/backend.cc and the GPU tests and bench include this (under
-// GOSSIP_SGD_CUDA); the implementation (cuBLAS GEMMs, our kernels, streams) is in cuda_backend.cu.
-// No CUDA header here.
+// GOSSIP_SGD_CUDA); the implementation (cuBLAS GEMMs, our kernels, streams) is in cuda_backend.cu,
+// compiled into gossip_sgd (sgd/cuda/CMakeLists.txt). No CUDA header here.
 #pragma once
 
 #include <memory>
@@ -18,9 +18,11 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(int device_index = 0);
 // Whether `p` points into page-locked host memory registered with the CUDA runtime (tests).
 bool is_pinned_host(const void* p);
 
-// The GPU part of bench/sgd_bench: wide MLP 784-4096-4096-10 at batch 1024 (samples/s and the
-// share of step time outside cuBLAS GEMMs, from CUDA events around each GEMM), and mixing GB/s
-// vs a device-to-device copy. Prints to stdout; needs a device.
-void print_gpu_bench(double seconds);
+// GEMM timing (bench/sgd_bench's share of a step outside cuBLAS): while on, every cuBLAS GEMM of
+// `model` is bracketed by CUDA events; take_gemm_ms() waits for the compute stream and returns the
+// milliseconds those GEMMs took since its last call. `model` must come from a cuda backend's
+// make_model (a check fails otherwise). Not thread-safe with the model's own calls.
+void set_gemm_profiling(Model& model, bool on);
+double take_gemm_ms(Model& model);
 
 }  // namespace gossip::sgd::cuda

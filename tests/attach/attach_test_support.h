@@ -3,28 +3,19 @@
 #pragma once
 
 #include <doctest/doctest.h>
-#include <stdlib.h>
 
-#include <cstdlib>
 #include <memory>
 #include <string>
 
 #include "attach/server.h"
+#include "tests/support/files.h"
 
 namespace gossip::attach {
 
 // A fresh directory under /tmp (socket paths must stay under 108 bytes), removed at the end.
-struct SocketDir {
-  SocketDir() {
-    char tmpl[] = "/tmp/attach_test_XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~SocketDir() { std::system(("rm -rf '" + path + "'").c_str()); }
-  SocketDir(const SocketDir&) = delete;
-  SocketDir& operator=(const SocketDir&) = delete;
+struct SocketDir : testing::TempDir {
+  SocketDir() : TempDir("/tmp", "attach_test_") {}
   std::string socket() const { return path + "/gossipd.sock"; }
-  std::string path;
 };
 
 // An AttachServer listening on `path`; fails the test (with the reason) if it cannot listen.

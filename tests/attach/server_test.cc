@@ -115,9 +115,9 @@ class TestTrainer {
     std::string payload;
     if (!read(&h, &payload)) return static_cast<MessageType>(0);
     const auto* p = reinterpret_cast<const std::byte*>(payload.data());
-    if (iteration != nullptr && payload.size() == 8) *iteration = attach::get_u64(p);
+    if (iteration != nullptr && payload.size() == 8) *iteration = gossip::get_u64(p);
     if (h.type == static_cast<std::uint16_t>(MessageType::kError) && payload.size() >= 4) {
-      if (code != nullptr) *code = attach::get_u32(p);
+      if (code != nullptr) *code = gossip::get_u32(p);
       if (text != nullptr) *text = payload.substr(4);
     }
     return static_cast<MessageType>(h.type);
@@ -575,7 +575,7 @@ Reply read_reply(int fd) {
     return r;
   r.type = h.type;
   if (payload.size() >= 4) {
-    r.code = attach::get_u32(reinterpret_cast<const std::byte*>(payload.data()));
+    r.code = gossip::get_u32(reinterpret_cast<const std::byte*>(payload.data()));
     r.text = payload.substr(4);
   }
   return r;

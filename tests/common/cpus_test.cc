@@ -9,28 +9,23 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/support/files.h"
+
 namespace gossip {
 namespace {
 
 // A fresh directory standing in for /sys/fs/cgroup.
 class FakeCgroupRoot {
  public:
-  FakeCgroupRoot()
-      : root_(std::filesystem::temp_directory_path() /
-              ("gossip_cpus_test_" + std::to_string(::getpid()))) {
-    std::filesystem::remove_all(root_);
-    std::filesystem::create_directories(root_);
-  }
-  ~FakeCgroupRoot() { std::filesystem::remove_all(root_); }
   void write(const std::string& relative, const std::string& text) const {
-    const std::filesystem::path p = root_ / relative;
+    const std::filesystem::path p = std::filesystem::path(root_.path) / relative;
     std::filesystem::create_directories(p.parent_path());
     std::ofstream(p) << text;
   }
-  std::string path() const { return root_.string(); }
+  std::string path() const { return root_.path; }
 
  private:
-  std::filesystem::path root_;
+  gossip::testing::TempDir root_;
 };
 
 TEST_CASE("cgroup v2: the smallest cpu.max on the path to the root") {

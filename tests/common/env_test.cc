@@ -7,20 +7,17 @@
 
 #include <filesystem>
 
+#include "tests/support/files.h"
+
 namespace gossip {
 namespace {
 
-std::string temp_dir() {
-  std::string d =
-      std::filesystem::temp_directory_path() / ("gossip_env_test_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d;
-}
+using gossip::testing::TempDir;
 
 TEST_CASE("write_file_atomic replaces the file and leaves no temporary") {
   Env& env = Env::system();
-  const std::string dir = temp_dir();
+  const TempDir tmp;
+  const std::string& dir = tmp.path;
   const std::string path = dir + "/a.bin";
   REQUIRE(env.write_file_atomic(path, "first").is_ok());
   REQUIRE(env.write_file_atomic(path, std::string("sec\0ond", 7)).is_ok());
@@ -31,7 +28,6 @@ TEST_CASE("write_file_atomic replaces the file and leaves no temporary") {
   auto names = env.list_dir(dir);
   REQUIRE(names.is_ok());
   CHECK(names->size() == 1);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("errors name the path and the reason") {
@@ -55,11 +51,11 @@ class FullDiskEnv : public Env {
 
 TEST_CASE("a derived Env injects faults without touching the caller") {
   FullDiskEnv env;
-  const std::string dir = temp_dir();
+  const TempDir tmp;
+  const std::string& dir = tmp.path;
   Status s = env.write_file_atomic(dir + "/c", "data");
   CHECK(s.code() == StatusCode::kIoError);
   CHECK_FALSE(env.file_exists(dir + "/c"));
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("ManualClock moves only when told") {
@@ -79,7 +75,8 @@ namespace {
 
 TEST_CASE("read_file refuses devices, FIFOs and files over the cap before reading them") {
   Env& env = Env::system();
-  const std::string dir = temp_dir();
+  const TempDir tmp;
+  const std::string& dir = tmp.path;
   // /dev/zero would grow without bound: refused at once, naming the path and what it is.
   auto zero = env.read_file("/dev/zero");
   REQUIRE_FALSE(zero.is_ok());
@@ -101,12 +98,12 @@ TEST_CASE("read_file refuses devices, FIFOs and files over the cap before readin
   auto head = env.read_file_head(dir + "/ten", 4);
   REQUIRE(head.is_ok());
   CHECK(*head == "0123");
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("write_file_atomic never replaces what is not a regular file") {
   Env& env = Env::system();
-  const std::string dir = temp_dir();
+  const TempDir tmp;
+  const std::string& dir = tmp.path;
   const std::string fifo = dir + "/fifo", link = dir + "/link", target = dir + "/target",
                     sub = dir + "/sub";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
@@ -132,7 +129,6 @@ TEST_CASE("write_file_atomic never replaces what is not a regular file") {
   std::filesystem::create_symlink(target, out + ".tmp");
   CHECK_FALSE(env.write_file_atomic(out, "x").is_ok());
   CHECK(*env.read_file(target) == "keep");
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@
 #include "daemon/metrics.h"
 #include "daemon/node.h"
 #include "tests/daemon/local_cluster.h"
-#include "tests/test_util.h"
+#include "tests/support/files.h"
 
 namespace gossip::daemon {
 namespace {

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "tests/test_util.h"
+#include "tests/support/files.h"
 
 namespace gossip::daemon {
 namespace {

@@ -12,23 +12,16 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include "daemon/outputs.h"
-#include "tests/test_util.h"
+#include "tests/support/files.h"
 
 namespace gossip::daemon {
 namespace {
 
+using gossip::testing::read_file;
 using gossip::testing::TempDir;
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // What a claim of `dir` in a child process answers: "ok" or the refusal's message (the child
 // holds the lock only while it runs, so this also releases what it took).
@@ -60,12 +53,12 @@ TEST_CASE("a directory lock refuses another process at once, naming the holder, 
   {
     auto lock = DirectoryLock::claim(dir, "gossipd run, node 0");
     REQUIRE_MESSAGE(lock.is_ok(), lock.status().to_string());
-    const std::string line = read_text(dir + "/LOCK");
+    const std::string line = read_file(dir + "/LOCK");
     CHECK(line.rfind("pid " + std::to_string(::getpid()) + " on host ", 0) == 0);
     CHECK(line.find(" since 20") != std::string::npos);
     CHECK(line.find(": gossipd run, node 0\n") != std::string::npos);
     (*lock)->set_holder("gossipd node 0, run 0123456789abcdef");
-    CHECK(read_text(dir + "/LOCK").find("run 0123456789abcdef") != std::string::npos);
+    CHECK(read_file(dir + "/LOCK").find("run 0123456789abcdef") != std::string::npos);
     const std::string refused = claim_in_child(dir);
     CAPTURE(refused);
     CHECK(refused.rfind("FailedPrecondition: ", 0) == 0);
@@ -79,7 +72,7 @@ TEST_CASE("a directory lock refuses another process at once, naming the holder, 
   }
   // Released: the line is emptied (the file stays) and another process may take it.
   CHECK(std::filesystem::exists(dir + "/LOCK"));
-  CHECK(read_text(dir + "/LOCK").empty());
+  CHECK(read_file(dir + "/LOCK").empty());
   CHECK(claim_in_child(dir) == "ok");
 }
 
@@ -92,7 +85,7 @@ TEST_CASE("a lock file left by a dead process never blocks: not by its line, not
   {
     auto lock = DirectoryLock::claim(dir, "new");
     REQUIRE_MESSAGE(lock.is_ok(), lock.status().to_string());
-    CHECK(read_text(dir + "/LOCK").find("pid " + std::to_string(::getpid())) == 0);
+    CHECK(read_file(dir + "/LOCK").find("pid " + std::to_string(::getpid())) == 0);
   }
   // A holder killed with SIGKILL: the kernel released its lock; its line stays and does not count.
   int ready[2];
@@ -114,7 +107,7 @@ TEST_CASE("a lock file left by a dead process never blocks: not by its line, not
   CHECK(claim_in_child(dir).find("pid " + std::to_string(pid)) != std::string::npos);  // held
   ::kill(pid, SIGKILL);
   ::waitpid(pid, nullptr, 0);
-  CHECK(read_text(dir + "/LOCK").find("doomed") != std::string::npos);
+  CHECK(read_file(dir + "/LOCK").find("doomed") != std::string::npos);
   auto lock = DirectoryLock::claim(dir, "after the kill");
   REQUIRE_MESSAGE(lock.is_ok(), lock.status().to_string());
 }
@@ -134,11 +127,11 @@ TEST_CASE("the lock is not inherited by programs this process starts") {
     }
   }
   // Once the child runs the program (a forked child holds the descriptor until its exec)...
-  for (int k = 0; k < 500 && read_text("/proc/" + std::to_string(child) + "/comm") != "sleep\n";
+  for (int k = 0; k < 500 && read_file("/proc/" + std::to_string(child) + "/comm") != "sleep\n";
        ++k) {
     ::usleep(10000);
   }
-  REQUIRE(read_text("/proc/" + std::to_string(child) + "/comm") == "sleep\n");
+  REQUIRE(read_file("/proc/" + std::to_string(child) + "/comm") == "sleep\n");
   // ...the launcher released; the program it started still runs and holds nothing.
   CHECK(claim_in_child(dir) == "ok");
   ::kill(child, SIGKILL);
@@ -178,8 +171,8 @@ TEST_CASE("check_outputs: writable outputs pass, nothing is truncated or left be
   std::ofstream(o.final_params_path) << "old";
   o.dump_params_dir = "";
   CHECK(check_outputs(o).is_ok());
-  CHECK(read_text(o.metrics_path) == "an earlier line\n");
-  CHECK(read_text(o.final_params_path) == "old");
+  CHECK(read_file(o.metrics_path) == "an earlier line\n");
+  CHECK(read_file(o.final_params_path) == "old");
   o.metrics_path = "/dev/stderr";
   CHECK(check_outputs(o).is_ok());
   o.metrics_path = "-";
@@ -246,7 +239,7 @@ TEST_CASE("check_outputs: each output that cannot be written is refused naming f
   // Nothing was replaced or created in their place.
   CHECK(std::filesystem::is_fifo(fifo));
   CHECK(std::filesystem::is_symlink(tmp.path + "/link"));
-  CHECK(read_text(file) == "x");
+  CHECK(read_file(file) == "x");
 }
 
 TEST_CASE(

@@ -64,9 +64,9 @@ TEST_CASE(
     return launch_command(dir.path, t, cfg, work, dir.path + "/ckpt") + " > " + dir.path +
            "/launch.out 2>&1";
   });
-  INFO(read_text(dir.path + "/launch.out"));
+  INFO(read_file(dir.path + "/launch.out"));
   REQUIRE(rc == kExitOk);
-  CHECK(read_text(work + "/node-0/log.txt").find("Gloo connected 4 nodes") != std::string::npos);
+  CHECK(read_file(work + "/node-0/log.txt").find("Gloo connected 4 nodes") != std::string::npos);
 
   // Every node holds the one model.
   const std::vector<float> x0 = read_f32(work + "/final/node_0.f32");
@@ -87,7 +87,7 @@ TEST_CASE(
   CHECK(dpsgd_diff > 100 * kTolerance);
   // Metrics as D-PSGD's: iteration lines up to the last iteration and a final evaluation.
   CHECK(metrics_iteration(work + "/node-2/metrics.jsonl") == job.iterations);
-  CHECK(read_text(work + "/node-2/metrics.jsonl").find("\"type\":\"eval\"") != std::string::npos);
+  CHECK(read_file(work + "/node-2/metrics.jsonl").find("\"type\":\"eval\"") != std::string::npos);
 }
 
 // Starts a long ALLREDUCE launch, waits until every node is past iteration 50, and returns the
@@ -104,12 +104,12 @@ pid_t start_long_run(const TempDir& dir, const std::string& work, int n, int dea
 
 void check_failed_nodes(const std::string& work, const std::string& ckpt,
                         std::initializer_list<int> nodes) {
-  std::string summary = read_text(work + "/summary.json");
+  std::string summary = read_file(work + "/summary.json");
   for (int i : nodes) {
     CHECK_MESSAGE(
         summary.find("{\"node\":" + std::to_string(i) + ",\"exit_code\":3,") != std::string::npos,
         summary);
-    CHECK(read_text(work + "/node-" + std::to_string(i) + "/log.txt")
+    CHECK(read_file(work + "/node-" + std::to_string(i) + "/log.txt")
               .find("allreduce of iteration") != std::string::npos);
     auto c = load_latest_checkpoint(Env::system(), ckpt + "/node-" + std::to_string(i),
                                     {static_cast<std::uint32_t>(i), 0, 0, "", ""});
@@ -123,12 +123,12 @@ TEST_CASE(
   TempDir dir;
   std::string work = dir.path + "/run";
   pid_t launcher = start_long_run(dir, work, n, deadline_ms);
-  REQUIRE(::kill(std::stoi(read_text(work + "/node-1/pid")), SIGKILL) == 0);
+  REQUIRE(::kill(std::stoi(read_file(work + "/node-1/pid")), SIGKILL) == 0);
   auto killed_at = std::chrono::steady_clock::now();
   const int rc = wait_exit(launcher);
   const double s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
-  INFO(read_text(dir.path + "/launch.out"));
+  INFO(read_file(dir.path + "/launch.out"));
   MESSAGE("every node exited " << s << " s after SIGKILL (deadline " << deadline_ms / 1000.0
                                << " s)");
   CHECK(rc != kExitOk);
@@ -141,13 +141,13 @@ TEST_CASE("ALLREDUCE: a hung node (SIGSTOP): the others exit 3 once timeouts.dea
   TempDir dir;
   std::string work = dir.path + "/run";
   pid_t launcher = start_long_run(dir, work, n, deadline_ms);
-  const pid_t victim = std::stoi(read_text(work + "/node-2/pid"));
+  const pid_t victim = std::stoi(read_file(work + "/node-2/pid"));
   REQUIRE(::kill(victim, SIGSTOP) == 0);
   auto stopped_at = std::chrono::steady_clock::now();
   // The others' logs report the failed allreduce; then the stopped node is killed so the
   // launcher can finish.
   auto failed = [&](int i) {
-    return read_text(work + "/node-" + std::to_string(i) + "/log.txt")
+    return read_file(work + "/node-" + std::to_string(i) + "/log.txt")
                .find("allreduce of iteration") != std::string::npos;
   };
   while (!(failed(0) && failed(1) && failed(3)) &&
@@ -159,7 +159,7 @@ TEST_CASE("ALLREDUCE: a hung node (SIGSTOP): the others exit 3 once timeouts.dea
   ::kill(victim, SIGKILL);
   ::kill(victim, SIGCONT);
   wait_exit(launcher);
-  INFO(read_text(dir.path + "/launch.out"));
+  INFO(read_file(dir.path + "/launch.out"));
   MESSAGE("the others gave up " << s << " s after SIGSTOP (deadline " << deadline_ms / 1000.0
                                 << " s)");
   // Not before the deadline (the node is alive, only silent), and not much after it.
@@ -185,11 +185,11 @@ TEST_CASE("ALLREDUCE beside DPSGD: refused at the handshake, every node exits no
   std::vector<int> codes;
   for (pid_t p : pids) codes.push_back(wait_exit(p));
   std::string logs;
-  for (int i = 0; i < n; ++i) logs += read_text(dir.path + "/node" + std::to_string(i) + ".log");
+  for (int i = 0; i < n; ++i) logs += read_file(dir.path + "/node" + std::to_string(i) + ".log");
   INFO(logs);
   // The DPSGD node refuses node 0's Hello and stops at once with a usage error.
   CHECK(codes[1] == kExitUsage);
-  CHECK(read_text(dir.path + "/node1.log")
+  CHECK(read_file(dir.path + "/node1.log")
             .find("algorithm mismatch: peer runs 'allreduce', ours default (dpsgd)") !=
         std::string::npos);
   // The ALLREDUCE nodes never train. Node 0 exits 2 when it learns the mismatch from node 1's
@@ -198,13 +198,13 @@ TEST_CASE("ALLREDUCE beside DPSGD: refused at the handshake, every node exits no
   // never complete the rendezvous.
   CHECK((codes[0] == kExitUsage || codes[0] == kExitNeighbourFailed));
   if (codes[0] == kExitUsage) {
-    CHECK(read_text(dir.path + "/node0.log")
+    CHECK(read_file(dir.path + "/node0.log")
               .find("algorithm mismatch: peer runs default (dpsgd), ours 'allreduce'") !=
           std::string::npos);
   }
   for (int i : {2, 3}) CHECK(codes[i] == kExitNeighbourFailed);
   for (int i = 0; i < n; ++i) {
-    CHECK(read_text(dir.path + "/node" + std::to_string(i) + ".log").find("finished") ==
+    CHECK(read_file(dir.path + "/node" + std::to_string(i) + ".log").find("finished") ==
           std::string::npos);
   }
 }
@@ -244,10 +244,10 @@ TEST_CASE(
   REQUIRE(allreduce_launch(one, topo_one, resumable_config(60), one.path + "/run", "") == kExitOk);
   const std::string topo_two = write_topology(two.path, "RING", 4);
   REQUIRE(allreduce_launch(two, topo_two, resumable_config(40), two.path + "/run", "") == kExitOk);
-  INFO(read_text(two.path + "/launch.out"));
+  INFO(read_file(two.path + "/launch.out"));
   REQUIRE(allreduce_launch(two, topo_two, resumable_config(60), two.path + "/run", "--resume") ==
           kExitOk);
-  CHECK(read_text(two.path + "/launch.out").find("restarts from its checkpoint at iteration 40") !=
+  CHECK(read_file(two.path + "/launch.out").find("restarts from its checkpoint at iteration 40") !=
         std::string::npos);
   for (int i = 0; i < 4; ++i) {
     const std::string name = "/run/final/node_" + std::to_string(i) + ".f32";
@@ -277,7 +277,7 @@ TEST_CASE(
         dir.path + "/ckpt --resume > " + dir.path + "/node" + std::to_string(i) + ".log 2>&1"));
   }
   for (pid_t p : nodes) CHECK(wait_exit(p) == kExitCannotResume);
-  const std::string log = read_text(dir.path + "/node0.log");
+  const std::string log = read_file(dir.path + "/node0.log");
   INFO(log);
   CHECK(log.find("node 0 at 40, node 1 at 20") != std::string::npos);
   CHECK(log.find("--resume-at N") != std::string::npos);
@@ -312,7 +312,7 @@ TEST_CASE(
     const int rc =
         run_shell(launch_command(dir.path, topo, cfg, work, work + "-ck") + " --attach-dir " +
                   work + "-sock --trainer '" + trainer + "' > " + work + ".out 2>&1");
-    INFO(read_text(work + ".out"));
+    INFO(read_file(work + ".out"));
     REQUIRE(rc == kExitOk);
     std::vector<std::vector<float>> finals;
     for (int i = 0; i < 4; ++i) {

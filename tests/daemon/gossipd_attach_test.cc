@@ -45,10 +45,10 @@ struct AttachRun {
   }
   void launch(const std::string& trainer_cmd, const std::string& extra = "") {
     rc = run_shell(launch_command(trainer_cmd, extra));
-    out = read_text(dir.path + "/launch.out");
+    out = read_file(dir.path + "/launch.out");
   }
   std::string log(int node, const std::string& file = "log.txt") const {
-    return read_text(work + "/node-" + std::to_string(node) + "/" + file);
+    return read_file(work + "/node-" + std::to_string(node) + "/" + file);
   }
 };
 
@@ -169,7 +169,7 @@ TEST_CASE(
   }
   CHECK(run.out.find("no usable checkpoint to resume") == std::string::npos);
   CHECK(run.out.find("; first failure: node ") != std::string::npos);
-  const std::string summary = read_text(run.work + "/summary.json");
+  const std::string summary = read_file(run.work + "/summary.json");
   CHECK(summary.find("{\"node\":0,\"exit_code\":7,") != std::string::npos);
   CHECK(summary.find("\"cause\":\"its trainer exited (exit 6) before attaching") !=
         std::string::npos);
@@ -200,7 +200,7 @@ TEST_CASE(
   const std::string line = run.out.substr(at, run.out.find('\n', at) - at);
   CHECK(line.find("a neighbour runs another configuration") != std::string::npos);
   CHECK(line.find(" parameters, ours 21") != std::string::npos);
-  const std::string summary = read_text(run.work + "/summary.json");
+  const std::string summary = read_file(run.work + "/summary.json");
   CHECK(summary.find("\"first_failure\":\"node ") != std::string::npos);
   CHECK(summary.find("parameters, ours 21") != std::string::npos);
 }
@@ -220,12 +220,13 @@ TEST_CASE(
   const pid_t first = spawn_shell("cd " + dir.path + " && exec " + run +
                                   " --set checkpoint.dir=ck1 > first.log 2>&1");
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (read_text(dir.path + "/first.log").find("waiting up to") == std::string::npos &&
+  while (read_file(dir.path + "/first.log").find("waiting up to") == std::string::npos &&
          std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   // The second daemon: refused, naming the path.
-  const Run second = run_capture("cd " + dir.path + " && " + run + " --set checkpoint.dir=ck2");
+  const Run second =
+      run_shell_capture("cd " + dir.path + " && " + run + " --set checkpoint.dir=ck2");
   CHECK(second.code == kExitUsage);
   CHECK(second.out.find("attach socket " + sock + " is in use") != std::string::npos);
   // nc -U that closes, and one that sends garbage.
@@ -238,11 +239,11 @@ TEST_CASE(
                   "'); s.sendall(b'GET / HTTP/1.1\\r\\n\\r\\n'); "
                   "s.recv(100); s.close()\"") == 0);
   // The trainer still attaches, and the first daemon trains to the end.
-  const Run trainer = run_capture(bin("tests/daemon/attach_trainer") + " --config " + cfg +
-                                  " --node 0 --nodes 1 --socket " + sock);
+  const Run trainer = run_shell_capture(bin("tests/daemon/attach_trainer") + " --config " + cfg +
+                                        " --node 0 --nodes 1 --socket " + sock);
   CHECK(trainer.code == 0);
   const int first_rc = wait_exit(first);
-  const std::string log = read_text(dir.path + "/first.log");
+  const std::string log = read_file(dir.path + "/first.log");
   INFO(log);
   CHECK(first_rc == kExitOk);
   CHECK(log.find("a connection closed before saying HELLO") != std::string::npos);
@@ -258,22 +259,18 @@ TEST_CASE("attach: when the daemon dies the trainer's next call fails at once wi
       spawn_shell(run.launch_command(run.trainer(), "--set fault.policy=CARRY_ON"));
   // Wait until node 0 trains, then kill its daemon.
   const std::string pid_file = run.work + "/node-0/pid";
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (run.log(0).find("trainer attached") == std::string::npos &&
-         std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  eventually([&] { return run.log(0).find("trainer attached") != std::string::npos; }, 60000, 100);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  const pid_t daemon0 = std::stoi(read_text(pid_file));
+  const pid_t daemon0 = std::stoi(read_file(pid_file));
   REQUIRE(::kill(daemon0, SIGKILL) == 0);
   // The trainer of node 0 ends on its own within seconds, naming what happened.
-  const auto killed = std::chrono::steady_clock::now();
   std::string trainer0;
-  while (std::chrono::steady_clock::now() < killed + std::chrono::seconds(20)) {
-    trainer0 = run.log(0, "trainer.log");
-    if (trainer0.find("attach_trainer:") != std::string::npos) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  eventually(
+      [&] {
+        trainer0 = run.log(0, "trainer.log");
+        return trainer0.find("attach_trainer:") != std::string::npos;
+      },
+      20000, 100);
   INFO(trainer0);
   CHECK(trainer0.find("Unavailable") != std::string::npos);
   ::kill(launcher, SIGTERM);  // the others are still training: stop them

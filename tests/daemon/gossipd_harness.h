@@ -24,15 +24,23 @@
 
 #include "daemon/exit_codes.h"
 #include "daemon/metrics.h"
+#include "tests/support/eventually.h"
+#include "tests/support/files.h"
 #include "tests/support/ports.h"
-#include "tests/test_util.h"
-
-extern char** environ;
+#include "tests/support/process.h"
 
 namespace gossip::daemon::harness {
 
+using gossip::testing::eventually;
 using gossip::testing::read_f32;
+using gossip::testing::read_file;
+using gossip::testing::run_shell;
+using gossip::testing::run_shell_capture;
+using gossip::testing::spawn_shell;
 using gossip::testing::TempDir;
+using gossip::testing::wait_exit;
+// A shell command's exit code and its stdout and stderr together (run_shell_capture).
+using Run = gossip::testing::ProcessResult;
 namespace fs = std::filesystem;
 
 // Built executables: under GOSSIP_BINARY_DIR, or else relative to this test binary
@@ -91,47 +99,6 @@ struct Job {
   }
 };
 
-inline int run_shell(const std::string& cmd) {
-  int rc = std::system(cmd.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
-// A shell command's exit code and its stdout and stderr together.
-struct Run {
-  int code = -1;
-  std::string out;
-};
-inline Run run_capture(const std::string& cmd) {
-  Run r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  for (std::size_t k; (k = fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, k);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-inline pid_t spawn_shell(const std::string& cmd) {
-  pid_t pid = -1;
-  const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
-  REQUIRE(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) == 0);
-  return pid;
-}
-
-inline int wait_exit(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-inline std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // `gossipd launch` of the job in dir (insecure, checkpoints in ckpt), as a shell command.
 inline std::string launch_command(const std::string& dir, const std::string& topo,
                                   const std::string& cfg, const std::string& work,
@@ -153,7 +120,7 @@ inline int launch_retrying_ports(const std::string& dir, const std::string& kind
     rc = run_shell(command(*topo));
     bool port_taken = false;
     for (int i = 0; i < n; ++i) {
-      port_taken |= read_text(work + "/node-" + std::to_string(i) + "/log.txt").find("in use") !=
+      port_taken |= read_file(work + "/node-" + std::to_string(i) + "/log.txt").find("in use") !=
                     std::string::npos;
     }
     if (rc == kExitOk || !port_taken) break;
@@ -178,18 +145,16 @@ inline double metrics_iteration(const std::string& path) {
 // the test (with the launcher's output, `launch_out`) after 60 s.
 inline void wait_all_reach(const std::string& work, int n, double iteration,
                            const std::string& launch_out) {
-  const auto t0 = std::chrono::steady_clock::now();
-  while (true) {
-    double low = 1e18;
-    for (int i = 0; i < n; ++i) {
-      low =
-          std::min(low, metrics_iteration(work + "/node-" + std::to_string(i) + "/metrics.jsonl"));
-    }
-    if (low >= iteration) break;
-    REQUIRE_MESSAGE(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60),
-                    read_text(launch_out));
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const bool reached = eventually(
+      [&] {
+        for (int i = 0; i < n; ++i) {
+          const std::string node = work + "/node-" + std::to_string(i);
+          if (metrics_iteration(node + "/metrics.jsonl") < iteration) return false;
+        }
+        return true;
+      },
+      60000);
+  REQUIRE_MESSAGE(reached, read_file(launch_out));
 }
 
 // Max |daemon − sim| over every node and coordinate.
@@ -223,9 +188,9 @@ inline void exactness(const std::string& kind, int n, bool tls, const std::strin
            "/ckpt --set final_params_path=" + dir.path + "/fp/x-{node}.bin" +
            (tls ? "" : " --insecure") + " " + extra + " > " + dir.path + "/launch.out 2>&1";
   });
-  INFO(read_text(dir.path + "/launch.out"));
+  INFO(read_file(dir.path + "/launch.out"));
   REQUIRE(rc == kExitOk);
-  if (tls) CHECK(read_text(dir.path + "/launch.out").find("TLS 1.3") != std::string::npos);
+  if (tls) CHECK(read_file(dir.path + "/launch.out").find("TLS 1.3") != std::string::npos);
   REQUIRE(run_shell(bin("sim/gossip-sim") + " run --algorithm dpsgd --topology " + topo + " " +
                     job.sim_flags(n) + " --dump-params " + dir.path + "/sim > " + dir.path +
                     "/sim.out 2>&1") == 0);

@@ -36,10 +36,10 @@ TEST_CASE("two gossipd launches, one per loopback host, run one generated file w
   // only then) the run is repeated on other ports.
   for (int attempt = 0; attempt < 3; ++attempt) {
     const int base = free_base_port(2);  // each host's two nodes: base, base + 1
-    const Run g =
-        run_capture(bin("topology/gossip-topo") +
-                    " generate one_peer_exponential --nodes 4 --name ope4 --hosts " + hosts[0] +
-                    ":2," + hosts[1] + ":2 --base-port " + std::to_string(base) + " > " + topo);
+    const Run g = run_shell_capture(
+        bin("topology/gossip-topo") +
+        " generate one_peer_exponential --nodes 4 --name ope4 --hosts " + hosts[0] + ":2," +
+        hosts[1] + ":2 --base-port " + std::to_string(base) + " > " + topo);
     REQUIRE_MESSAGE(g.code == 0, g.out);
     pid_t launches[2];
     for (int h = 0; h < 2; ++h) {
@@ -54,26 +54,26 @@ TEST_CASE("two gossipd launches, one per loopback host, run one generated file w
     for (int h = 0; h < 2; ++h)
       for (int i = 0; i < n; ++i)
         port_taken |=
-            read_text(work(h) + "/node-" + std::to_string(i) + "/log.txt").find("in use") !=
+            read_file(work(h) + "/node-" + std::to_string(i) + "/log.txt").find("in use") !=
             std::string::npos;
     if ((rc[0] == kExitOk && rc[1] == kExitOk) || !port_taken) break;
   }
-  INFO(read_text(topo));
-  INFO(read_text(work(0) + ".out"));
-  INFO(read_text(work(1) + ".out"));
+  INFO(read_file(topo));
+  INFO(read_file(work(0) + ".out"));
+  INFO(read_file(work(1) + ".out"));
   REQUIRE(rc[0] == kExitOk);
   REQUIRE(rc[1] == kExitOk);
-  CHECK(read_text(work(0) + ".out").find("launched 2 of 4 nodes") != std::string::npos);
-  CHECK(read_text(work(0) + ".out").find("TLS 1.3") != std::string::npos);
+  CHECK(read_file(work(0) + ".out").find("launched 2 of 4 nodes") != std::string::npos);
+  CHECK(read_file(work(0) + ".out").find("TLS 1.3") != std::string::npos);
   // Each launch ran its host's nodes (node k on slot k: 0, 1 on the first host), listening there.
   for (int i = 0; i < n; ++i) {
     const int h = i / 2;
     const std::string node = "/node-" + std::to_string(i);
     REQUIRE(fs::exists(work(h) + node + "/log.txt"));
     CHECK_FALSE(fs::exists(work(1 - h) + node));
-    CHECK_MESSAGE(read_text(work(h) + node + "/log.txt").find("listening on " + hosts[h] + ":") !=
+    CHECK_MESSAGE(read_file(work(h) + node + "/log.txt").find("listening on " + hosts[h] + ":") !=
                       std::string::npos,
-                  read_text(work(h) + node + "/log.txt"));
+                  read_file(work(h) + node + "/log.txt"));
   }
   // Every node ends where gossip-sim's D-PSGD on the same file does.
   REQUIRE(run_shell(bin("sim/gossip-sim") + " run --algorithm dpsgd --topology " + topo + " " +
@@ -94,13 +94,14 @@ TEST_CASE("two gossipd launches, one per loopback host, run one generated file w
   CHECK(read_f32(work(0) + "/final/node_0.f32") != read_f32(work(1) + "/final/node_2.f32"));
 
   // Refusals, before anything starts: a throwaway CA while nodes run elsewhere, an unknown host.
-  const Run ca = run_capture(bin("daemon/gossipd") + " launch " + topo + " --config " + cfg +
-                             " --host 127.0.0.1 --workdir " + dir.path + "/ca");
+  const Run ca = run_shell_capture(bin("daemon/gossipd") + " launch " + topo + " --config " + cfg +
+                                   " --host 127.0.0.1 --workdir " + dir.path + "/ca");
   CHECK(ca.code == kExitUsage);
   CHECK_MESSAGE(ca.out.find("2 of the 4 nodes") != std::string::npos, ca.out);
   CHECK(ca.out.find("--certs") != std::string::npos);
-  const Run other = run_capture(bin("daemon/gossipd") + " launch " + topo + " --config " + cfg +
-                                " --host 127.0.0.9 --insecure --workdir " + dir.path + "/other");
+  const Run other =
+      run_shell_capture(bin("daemon/gossipd") + " launch " + topo + " --config " + cfg +
+                        " --host 127.0.0.9 --insecure --workdir " + dir.path + "/other");
   CHECK(other.code == kExitUsage);
   CHECK_MESSAGE(other.out.find("--host 127.0.0.9: no node") != std::string::npos, other.out);
   CHECK(other.out.find("127.0.0.2") != std::string::npos);  // the hosts it does name

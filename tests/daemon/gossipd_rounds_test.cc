@@ -38,13 +38,13 @@ std::string launch_and_simulate(const TempDir& dir, const RoundJob& job, const s
     return launch_command(dir.path, t, cfg, work, dir.path + "/ckpt") + " > " + dir.path +
            "/launch.out 2>&1";
   });
-  INFO(read_text(dir.path + "/launch.out"));
+  INFO(read_file(dir.path + "/launch.out"));
   REQUIRE(rc == kExitOk);
   const bool allreduce = job.rounds.find("ALLREDUCE") != std::string::npos;
-  const Run sim = run_capture(bin("sim/gossip-sim") + " run --algorithm " +
-                              (allreduce ? "cpsgd-allreduce" : "dpsgd") + " --topology " + topo +
-                              " --nodes " + std::to_string(n) + " --config " + cfg +
-                              " --quiet --dump-params " + dir.path + "/sim");
+  const Run sim = run_shell_capture(bin("sim/gossip-sim") + " run --algorithm " +
+                                    (allreduce ? "cpsgd-allreduce" : "dpsgd") + " --topology " +
+                                    topo + " --nodes " + std::to_string(n) + " --config " + cfg +
+                                    " --quiet --dump-params " + dir.path + "/sim");
   INFO(sim.out);
   REQUIRE(sim.code == 0);
   for (int i = 0; i < n; ++i) {
@@ -117,11 +117,11 @@ TEST_CASE("exactness: DiLoCo, H = 5, AdamW inside, outer Nesterov (4 nodes)") {
     return launch_command(dir.path, t, cfg, work, dir.path + "/ckpt") + " > " + dir.path +
            "/launch.out 2>&1";
   });
-  INFO(read_text(dir.path + "/launch.out"));
+  INFO(read_file(dir.path + "/launch.out"));
   REQUIRE(rc == kExitOk);
-  const Run sim =
-      run_capture(bin("sim/gossip-sim") + " run --algorithm cpsgd-allreduce --topology " + topo +
-                  " --nodes 4 --config " + cfg + " --quiet --dump-params " + dir.path + "/sim");
+  const Run sim = run_shell_capture(
+      bin("sim/gossip-sim") + " run --algorithm cpsgd-allreduce --topology " + topo +
+      " --nodes 4 --config " + cfg + " --quiet --dump-params " + dir.path + "/sim");
   INFO(sim.out);
   REQUIRE(sim.code == 0);
   for (int i = 0; i < 4; ++i) {
@@ -165,7 +165,7 @@ void resume_mid_round(const std::string& rounds) {
     return launch_command(dir.path, t, cfg, work, dir.path + "/ckpt") + " > " + dir.path +
            "/launch.out 2>&1";
   });
-  INFO(read_text(dir.path + "/launch.out"));
+  INFO(read_file(dir.path + "/launch.out"));
   REQUIRE(rc == kExitOk);
   std::vector<std::vector<float>> straight;
   for (int i = 0; i < 4; ++i) {
@@ -178,9 +178,9 @@ void resume_mid_round(const std::string& rounds) {
   }
   rc = run_shell(launch_command(dir.path, topo, cfg, work, dir.path + "/ckpt") + " --resume > " +
                  dir.path + "/resume.out 2>&1");
-  INFO(read_text(dir.path + "/resume.out"));
+  INFO(read_file(dir.path + "/resume.out"));
   REQUIRE(rc == kExitOk);
-  CHECK(read_text(dir.path + "/resume.out").find("checkpoint at iteration 18") !=
+  CHECK(read_file(dir.path + "/resume.out").find("checkpoint at iteration 18") !=
         std::string::npos);
   for (int i = 0; i < 4; ++i) {
     CHECK_MESSAGE(read_f32(work + "/final/node_" + std::to_string(i) + ".f32") == straight[i],
@@ -247,7 +247,7 @@ TEST_CASE("round settings mismatch: refused at the handshake naming the field") 
       spawn_shell(common + "--node 1 --config b.pbtxt --set checkpoint.dir=ck1 > n1.log 2>&1");
   CHECK(wait_exit(p0) == kExitUsage);
   CHECK(wait_exit(p1) == kExitUsage);
-  const std::string log = read_text(dir.path + "/n0.log") + read_text(dir.path + "/n1.log");
+  const std::string log = read_file(dir.path + "/n0.log") + read_file(dir.path + "/n1.log");
   INFO(log);
   CHECK(log.find("local_steps: peer") != std::string::npos);
 }

@@ -73,18 +73,18 @@ TEST_CASE(
 
   // Wait until every node is past iteration 150, then SIGKILL node 1.
   wait_all_reach(work, n, 150, dir.path + "/launch1.out");
-  pid_t victim = std::stoi(read_text(work + "/node-1/pid"));
+  pid_t victim = std::stoi(read_file(work + "/node-1/pid"));
   REQUIRE(::kill(victim, SIGKILL) == 0);
   auto killed_at = std::chrono::steady_clock::now();
   int launch_rc = wait_exit(launcher);
   double fail_stop_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
-  std::string out1 = read_text(dir.path + "/launch1.out");
+  std::string out1 = read_file(dir.path + "/launch1.out");
   INFO(out1);
   MESSAGE("all nodes exited " << fail_stop_s << " s after SIGKILL (deadline 3 s)");
   CHECK(fail_stop_s < 3.0 + 5.0);
   CHECK(launch_rc != kExitOk);
-  std::string summary = read_text(work + "/summary.json");
+  std::string summary = read_file(work + "/summary.json");
   for (int i : {0, 2, 3}) {
     CHECK_MESSAGE(
         summary.find("{\"node\":" + std::to_string(i) + ",\"exit_code\":3,") != std::string::npos,
@@ -93,7 +93,7 @@ TEST_CASE(
     auto c = load_latest_checkpoint(Env::system(), ckpt + "/node-" + std::to_string(i),
                                     {static_cast<std::uint32_t>(i), 0, 0, "", ""});
     CHECK_MESSAGE(c.is_ok(), c.status().to_string());
-    CHECK(read_text(work + "/node-" + std::to_string(i) + "/log.txt").find("neighbour") !=
+    CHECK(read_file(work + "/node-" + std::to_string(i) + "/log.txt").find("neighbour") !=
           std::string::npos);
   }
   CHECK(summary.find("{\"node\":1,\"exit_code\":137,") != std::string::npos);
@@ -109,7 +109,7 @@ TEST_CASE(
   REQUIRE(periodic.size() >= 2);
   {
     std::string path = ckpt + "/node-2/" + periodic.back();
-    std::string bytes = read_text(path);
+    std::string bytes = read_file(path);
     bytes[bytes.size() / 2] ^= 0x40;
     std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
   }
@@ -119,12 +119,12 @@ TEST_CASE(
   const int total = static_cast<int>(expected_resume) + 100;
   int rc = run_shell(launch + " --resume --iterations " + std::to_string(total) + " > " + dir.path +
                      "/launch2.out 2>&1");
-  std::string out2 = read_text(dir.path + "/launch2.out");
+  std::string out2 = read_file(dir.path + "/launch2.out");
   INFO(out2);
   REQUIRE(rc == kExitOk);
   CHECK(out2.find("from its checkpoint at iteration " + std::to_string(expected_resume)) !=
         std::string::npos);
-  CHECK(read_text(work + "/node-2/log.txt")
+  CHECK(read_file(work + "/node-2/log.txt")
             .find("resumed from checkpoint at iteration " + std::to_string(expected_resume)) !=
         std::string::npos);
   REQUIRE(run_shell(bin("sim/gossip-sim") + " run --algorithm dpsgd --topology " + topo + " " +
@@ -146,7 +146,7 @@ TEST_CASE(
   std::ofstream(cfg) << job.config_text();
   std::string work = dir.path + "/run", ckpt = dir.path + "/ckpt";
   std::string launch = launch_command(dir.path, topo, cfg, work, ckpt);
-  Run first = run_capture(launch);
+  Run first = run_shell_capture(launch);
   INFO(first.out);
   REQUIRE(first.code == kExitOk);
   std::vector<std::vector<float>> fresh;
@@ -167,13 +167,13 @@ TEST_CASE(
   for (const std::string& name : checkpoint_files(ckpt + "/node-1"))
     fs::remove(ckpt + "/node-1/" + name);
 
-  Run resume = run_capture(launch + " --resume");
+  Run resume = run_shell_capture(launch + " --resume");
   INFO(resume.out);
   CHECK(resume.code == kExitCannotResume);
   CHECK(resume.out.find("--resume-or-start") != std::string::npos);
   CHECK(checkpoint_files(ckpt + "/node-0") == node0_before);  // nothing started, nothing moved
 
-  Run start = run_capture(launch + " --resume-or-start");
+  Run start = run_shell_capture(launch + " --resume-or-start");
   INFO(start.out);
   REQUIRE(start.code == kExitOk);
   CHECK(start.out.find("starting from iteration 0") != std::string::npos);
@@ -264,19 +264,19 @@ TEST_CASE(
   auto t0 = std::chrono::steady_clock::now();
   while (metrics_iteration(work + "/node-0/metrics.jsonl") < 200) {
     REQUIRE_MESSAGE(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30),
-                    read_text(dir.path + "/launch.out"));
+                    read_file(dir.path + "/launch.out"));
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  pid_t victim = std::stoi(read_text(work + "/node-" + std::to_string(victim_id) + "/pid"));
+  pid_t victim = std::stoi(read_file(work + "/node-" + std::to_string(victim_id) + "/pid"));
   REQUIRE(::kill(victim, SIGKILL) == 0);
   auto killed_at = std::chrono::steady_clock::now();
   wait_exit(launcher);
   MESSAGE("survivors finished "
           << std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count()
           << " s after the SIGKILL");
-  std::string out = read_text(dir.path + "/launch.out");
+  std::string out = read_file(dir.path + "/launch.out");
   INFO(out);
-  std::string summary = read_text(work + "/summary.json");
+  std::string summary = read_file(work + "/summary.json");
   std::vector<int> alive;
   for (int i = 0; i < n; ++i) {
     if (i == victim_id) continue;
@@ -381,9 +381,9 @@ TEST_CASE("SIGTERM to the launcher is forwarded: every node checkpoints and exit
   }
   REQUIRE(::kill(launcher, SIGTERM) == 0);
   int rc = wait_exit(launcher);
-  INFO(read_text(dir.path + "/launch.out"));
+  INFO(read_file(dir.path + "/launch.out"));
   CHECK(rc == kExitStopped);
-  std::string summary = read_text(work + "/summary.json");
+  std::string summary = read_file(work + "/summary.json");
   for (int i = 0; i < n; ++i) {
     CHECK_MESSAGE(
         summary.find("{\"node\":" + std::to_string(i) + ",\"exit_code\":4,") != std::string::npos,
@@ -403,24 +403,24 @@ TEST_CASE("bad input: exit code 2 and a message naming file, line and field") {
   std::string out = dir.path + "/out.txt";
   CHECK(run_shell(bin("daemon/gossipd") + " run " + topo + " --node 0 --config " + cfg +
                   " --insecure 2> " + out) == kExitUsage);
-  CHECK(read_text(out).find("bad.pbtxt:3:1: batch_size: must be > 0") != std::string::npos);
+  CHECK(read_file(out).find("bad.pbtxt:3:1: batch_size: must be > 0") != std::string::npos);
   CHECK(run_shell(bin("daemon/gossipd") + " run " + topo + " --node 9 --config " + cfg +
                   " --insecure --set batch_size=4 2> " + out) == kExitUsage);
-  CHECK(read_text(out).find("--node 9") != std::string::npos);
+  CHECK(read_file(out).find("--node 9") != std::string::npos);
   CHECK(run_shell(bin("daemon/gossipd") + " run " + topo + " --node 0 --config " + cfg + " 2> " +
                   out) == kExitUsage);  // neither --certs nor --insecure
   CHECK(run_shell(bin("daemon/gossipd") + " launch " + topo + " --config " + cfg +
                   " --set optimizer.lr=nan --set batch_size=4 2> " + out) == kExitUsage);
-  CHECK(read_text(out).find("optimizer.lr") != std::string::npos);
+  CHECK(read_file(out).find("optimizer.lr") != std::string::npos);
   // A TCP congestion control this process may not use: refused before any link, naming the field
   // and the ones it may use.
   CHECK(run_shell(bin("daemon/gossipd") + " run " + topo + " --node 0 --config " + cfg +
                   " --insecure --set batch_size=4 --set link.congestion_control=no_such_cc 2> " +
                   out) == kExitUsage);
-  CHECK(read_text(out).find("link.congestion_control") != std::string::npos);
-  CHECK(read_text(out).find("may choose: ") != std::string::npos);
+  CHECK(read_file(out).find("link.congestion_control") != std::string::npos);
+  CHECK(read_file(out).find("may choose: ") != std::string::npos);
   CHECK(run_shell(bin("daemon/gossipd") + " --help > " + out) == 0);
-  CHECK(read_text(out).find("Exit codes") != std::string::npos);
+  CHECK(read_file(out).find("Exit codes") != std::string::npos);
 }
 
 }  // namespace

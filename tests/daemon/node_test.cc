@@ -18,7 +18,7 @@
 #include "daemon/exit_codes.h"
 #include "sim/simulator.h"
 #include "tests/daemon/local_cluster.h"
-#include "tests/test_util.h"
+#include "tests/support/files.h"
 
 namespace gossip::daemon {
 namespace {

@@ -14,13 +14,14 @@
 #include "net/tls.h"
 #include "net/transport.h"
 #include "tests/fault/fault_test_util.h"
+#include "tests/support/eventually.h"
 
 namespace gossip::fault_testing {
 namespace {
 
 constexpr const char* kJob = "job-fault";
 
-int sh(const std::string& cmd) { return std::system(cmd.c_str()); }
+using gossip::testing::run_shell;
 
 // Certificates for the whole test process, made once: `good` (CA 1, nodes 0..2, by
 // scripts/gen-certs.sh), `other_ca` (CA 2, nodes 0..2), and `expired` (CA 1's ca.pem, an expired
@@ -34,20 +35,21 @@ struct Certs {
     other_ca = root + "/other";
     expired = root + "/expired";
     const std::string gen = source("scripts/gen-certs.sh");
-    REQUIRE(sh(gen + " " + good + " 3 " + kJob + " 2>/dev/null") == 0);
-    REQUIRE(sh(gen + " " + other_ca + " 3 " + kJob + " 2>/dev/null") == 0);
-    REQUIRE(sh("mkdir -p " + expired + " && cp " + good + "/ca.pem " + expired + "/ca.pem") == 0);
+    REQUIRE(run_shell(gen + " " + good + " 3 " + kJob + " 2>/dev/null") == 0);
+    REQUIRE(run_shell(gen + " " + other_ca + " 3 " + kJob + " 2>/dev/null") == 0);
+    REQUIRE(run_shell("mkdir -p " + expired + " && cp " + good + "/ca.pem " + expired +
+                      "/ca.pem") == 0);
     // -days -1: notAfter lies one day before notBefore, i.e. already expired.
-    REQUIRE(sh("cd " + expired +
-               " && umask 077 && "
-               "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
-               "-keyout node-1.key -out node-1.csr -subj /O=gossip-sgd/OU=" +
-               std::string(kJob) +
-               "/CN=node-1 2>/dev/null && "
-               "openssl x509 -req -in node-1.csr -CA " +
-               good + "/ca.pem -CAkey " + good +
-               "/ca.key -CAcreateserial -out node-1.pem -days -1 2>/dev/null && "
-               "chmod 644 node-1.pem") == 0);
+    REQUIRE(run_shell("cd " + expired +
+                      " && umask 077 && "
+                      "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+                      "-keyout node-1.key -out node-1.csr -subj /O=gossip-sgd/OU=" +
+                      std::string(kJob) +
+                      "/CN=node-1 2>/dev/null && "
+                      "openssl x509 -req -in node-1.csr -CA " +
+                      good + "/ca.pem -CAkey " + good +
+                      "/ca.key -CAcreateserial -out node-1.pem -days -1 2>/dev/null && "
+                      "chmod 644 node-1.pem") == 0);
   }
 };
 
@@ -64,8 +66,8 @@ net::TlsConfig tls(const std::string& dir, int id) {
 // Copies a certificate set's files for `id` into a fresh directory (so modes can be changed).
 std::string copy_set(const TempDir& into, const std::string& from, int id) {
   const std::string n = "node-" + std::to_string(id);
-  REQUIRE(sh("cp -p " + from + "/ca.pem " + from + "/" + n + ".pem " + from + "/" + n + ".key " +
-             into.path + "/") == 0);
+  REQUIRE(run_shell("cp -p " + from + "/ca.pem " + from + "/" + n + ".pem " + from + "/" + n +
+                    ".key " + into.path + "/") == 0);
   return into.path;
 }
 
@@ -159,14 +161,12 @@ TEST_CASE("control: every good own certificate passes the start check") {
 TEST_CASE("own certificate expired: refused at start naming the file and the date") {
   const std::string pem = certs().expired + "/node-1.pem";
   // The expiry date openssl itself reads from the file, in the message's format.
-  FILE* p = ::popen(("openssl x509 -noout -enddate -dateopt iso_8601 -in " + pem).c_str(), "r");
-  REQUIRE(p != nullptr);
-  char line[128] = {0};
-  const bool got = std::fgets(line, sizeof(line), p) != nullptr;
-  ::pclose(p);
+  const ProcessResult openssl =
+      run_process({"openssl", "x509", "-noout", "-enddate", "-dateopt", "iso_8601", "-in", pem});
+  const bool got = !openssl.out.empty();
   REQUIRE(got);
   // "notAfter=2026-11-22 00:43:11Z" -> "2026-11-22 00:43:11"
-  std::string date(line);
+  std::string date = openssl.out.substr(0, openssl.out.find('\n'));
   date = date.substr(date.find('=') + 1, 19);
   expect_own_refused(tls(certs().expired, 1), me(1), {pem, "expired on " + date + " UTC"});
 }
@@ -229,7 +229,8 @@ TEST_CASE("own certificate naming another node: refused at start naming the file
 
 TEST_CASE("own certificate of another job: refused at start naming the file and both jobs") {
   TempDir d;
-  REQUIRE(sh(source("scripts/gen-certs.sh") + " " + d.path + " 1 job-other 2>/dev/null") == 0);
+  REQUIRE(run_shell(source("scripts/gen-certs.sh") + " " + d.path + " 1 job-other 2>/dev/null") ==
+          0);
   const auto c = tls(d.path, 0);
   expect_own_refused(c, me(0), {c.cert_file, "job-other", kJob});
   CHECK(net::check_own_certificate(c, me(0, "job-other")).is_ok());
@@ -261,15 +262,7 @@ net::TransportOptions options(int id, const net::TlsConfig& t,
   return o;
 }
 
-template <typename F>
-bool eventually(F f, int ms = 5000) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  while (std::chrono::steady_clock::now() < end) {
-    if (f()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return f();
-}
+using gossip::testing::eventually;
 
 // Node 1 with `peer_tls` (possibly bad) listens; node 0 with good certificates dials it (the
 // lower id dials). True when node 0 refused the handshake and no link came up within the time a

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "common/env.h"
+#include "common/little_endian.h"
 #include "common/random.h"
 #include "daemon/checkpoint.h"
 #include "tests/fault/fault_test_util.h"
@@ -42,18 +43,12 @@ CheckpointExpectation expect(std::uint64_t params = 100) {
   return {kNode, params, params, "topo-fp", "config-fp"};
 }
 
-void put_u32(std::string& b, std::size_t at, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) b[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-void put_u64(std::string& b, std::size_t at, std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) b[at + i] = static_cast<char>((v >> (8 * i)) & 0xff);
-}
 // Recomputes the trailing CRC-32, so a forged field passes the checksum and the decoder's other
 // checks must catch it.
 void reseal(std::string& b) {
   const uLong crc = crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(b.data()),
                           static_cast<uInt>(b.size() - 4));
-  put_u32(b, b.size() - 4, static_cast<std::uint32_t>(crc));
+  put_u32(b.data() + b.size() - 4, static_cast<std::uint32_t>(crc));
 }
 
 const std::string kNewName = daemon::checkpoint_file_name(200);
@@ -162,11 +157,11 @@ TEST_CASE("another node's, another topology's or another config's checkpoint is 
 TEST_CASE("a future version is refused as unsupported, not misread") {
   Dir d;
   std::string b = daemon::encode_checkpoint(make(200));
-  put_u32(b, 8, daemon::kCheckpointVersion + 1);
+  put_u32(b.data() + 8, daemon::kCheckpointVersion + 1);
   reseal(b);
   d.expect_refused(b, StatusCode::kFailedPrecondition,
                    "version " + std::to_string(daemon::kCheckpointVersion + 1));
-  put_u32(b, 8, 0xffffffffu);
+  put_u32(b.data() + 8, 0xffffffffu);
   reseal(b);
   CHECK_FALSE(daemon::decode_checkpoint(b, "x").is_ok());
 }
@@ -175,19 +170,19 @@ TEST_CASE("forged length fields with a valid checksum are refused without alloca
   const std::string good = daemon::encode_checkpoint(make(200));
   // num_params = 2^61 (would be 8 EiB of floats), then a fingerprint length of 4 GiB.
   std::string a = good;
-  put_u64(a, 32, std::uint64_t{1} << 61);
+  put_u64(a.data() + 32, std::uint64_t{1} << 61);
   reseal(a);
   auto ra = daemon::decode_checkpoint(a, "forged.bin");
   REQUIRE_FALSE(ra.is_ok());
   CHECK(ra.status().code() == StatusCode::kCorruption);
   CHECK(contains(ra.status().message(), "forged.bin"));
   std::string b = good;
-  put_u32(b, 48, 0xffffffffu);
+  put_u32(b.data() + 48, 0xffffffffu);
   reseal(b);
   CHECK(daemon::decode_checkpoint(b, "forged.bin").status().code() == StatusCode::kCorruption);
   // A total-size field that disagrees with the file.
   std::string c = good;
-  put_u64(c, 16, good.size() + 8);
+  put_u64(c.data() + 16, good.size() + 8);
   reseal(c);
   CHECK(daemon::decode_checkpoint(c, "forged.bin").status().code() == StatusCode::kCorruption);
 }
@@ -376,7 +371,7 @@ TEST_CASE(
   std::map<std::string, std::string> before;
   for (std::uint64_t it : {30, 40, 50, 60, 70}) {
     const std::string name = daemon::checkpoint_file_name(it);
-    before[name] = read_all(dir + "/" + name);
+    before[name] = read_file(dir + "/" + name);
   }
   auto moved = daemon::set_aside_after(env, dir, 20, expect(), "run-a");
   REQUIRE_MESSAGE(moved.is_ok(), moved.status().to_string());
@@ -388,7 +383,7 @@ TEST_CASE(
   }
   for (const auto& [name, bytes] : before) {
     CHECK_FALSE(fs::exists(dir + "/" + name));
-    CHECK(read_all(dir + "/set-aside-run-a/" + name) == bytes);
+    CHECK(read_file(dir + "/set-aside-run-a/" + name) == bytes);
   }
   CHECK(contains(reasons[daemon::checkpoint_file_name(40)], "this run's own checkpoint after"));
   CHECK(contains(reasons[daemon::checkpoint_file_name(50)], "checksum mismatch"));
@@ -401,8 +396,8 @@ TEST_CASE(
   auto again = daemon::set_aside_after(env, dir, 20, expect(), "run-a");
   REQUIRE(again.is_ok());
   REQUIRE(again->size() == 1);
-  CHECK(read_all(dir + "/set-aside-run-a/" + daemon::checkpoint_file_name(40) + ".1") == "again");
-  CHECK(read_all(dir + "/set-aside-run-a/" + daemon::checkpoint_file_name(40)) ==
+  CHECK(read_file(dir + "/set-aside-run-a/" + daemon::checkpoint_file_name(40) + ".1") == "again");
+  CHECK(read_file(dir + "/set-aside-run-a/" + daemon::checkpoint_file_name(40)) ==
         before[daemon::checkpoint_file_name(40)]);
 }
 
@@ -421,14 +416,14 @@ TEST_CASE(
     auto refused = daemon::write_checkpoint(env, dir, make(40, 100, "run-b"), 2);
     REQUIRE_FALSE(refused.is_ok());
     CHECK(contains(refused.status().message(), "belongs to another run"));
-    CHECK(read_all(dir + "/" + name) == stranger);
+    CHECK(read_file(dir + "/" + name) == stranger);
     auto owned = daemon::write_checkpoint(env, dir, make(40, 100, "run-b"), 2,
                                           /*owns_directory=*/true);
     REQUIRE_MESSAGE(owned.is_ok(), owned.status().to_string());
     auto mine = daemon::load_checkpoint_file(env, dir + "/" + name, expect());
     REQUIRE(mine.is_ok());
     CHECK(mine->run_id == "run-b");
-    CHECK(read_all(dir + "/set-aside-run-b/" + name) == stranger);
+    CHECK(read_file(dir + "/set-aside-run-b/" + name) == stranger);
   }
 }
 

@@ -214,7 +214,7 @@ class ProxyProcess {
     std::vector<std::string> argv = {binary("tests/fault/gossip-faultproxy"), "ctl", control_};
     std::istringstream in(command);
     for (std::string w; in >> w;) argv.push_back(w);
-    CliRun r = run_cli(argv, 10);
+    ProcessResult r = run_process(argv, 10);
     return r.out.empty() ? r.err : r.out.substr(0, r.out.find('\n'));
   }
   // One value of the `stats` reply, e.g. stat("dropped_c2s").
@@ -408,15 +408,16 @@ TEST_CASE("a target that is down resets the client instead of leaving it hanging
 }
 
 TEST_CASE("the proxy refuses malformed command lines with a message on stderr") {
-  const CliRun no_target = run_cli({binary("tests/fault/gossip-faultproxy")});
+  const ProcessResult no_target = run_process({binary("tests/fault/gossip-faultproxy")});
   CHECK(no_target.code == 2);
   CHECK(contains(no_target.err, "--target"));
-  const CliRun bad_jitter = run_cli({binary("tests/fault/gossip-faultproxy"), "--target",
-                                     "127.0.0.1:1", "--delay-ms", "10", "--jitter-ms", "20"});
+  const ProcessResult bad_jitter =
+      run_process({binary("tests/fault/gossip-faultproxy"), "--target", "127.0.0.1:1", "--delay-ms",
+                   "10", "--jitter-ms", "20"});
   CHECK(bad_jitter.code == 2);
   CHECK(contains(bad_jitter.err, "jitter"));
-  const CliRun bad_addr =
-      run_cli({binary("tests/fault/gossip-faultproxy"), "--target", "no-port-here"});
+  const ProcessResult bad_addr =
+      run_process({binary("tests/fault/gossip-faultproxy"), "--target", "no-port-here"});
   CHECK(bad_addr.code == 2);
   CHECK(contains(bad_addr.err, "HOST:PORT"));
 }

@@ -24,7 +24,7 @@ std::string sim_bin() { return binary("sim/gossip-sim"); }
 constexpr long kMaxRssKb = 512 * 1024;  // "bounded memory": every refusal stays under 512 MiB
 
 // Every run of this suite: no crash (a signal shows as 128 + n), done within seconds, bounded.
-void check_bounded(const CliRun& r) {
+void check_bounded(const ProcessResult& r) {
   INFO("stderr: ", r.err);
   CHECK(r.code >= 0);
   CHECK(r.code < 128);
@@ -54,14 +54,14 @@ const std::string kOne = node_line(0);
 const std::string kConfig =
     small_train_config(40, "checkpoint { every: 10 keep: 2 dir: \"ck\" }\n");
 
-CliRun gossipd(const TempDir& d, const std::vector<std::string>& extra,
-               const std::string& topology = kOne, const std::string& config = kConfig,
-               const CliExtras& extras = {}) {
+ProcessResult gossipd(const TempDir& d, const std::vector<std::string>& extra,
+                      const std::string& topology = kOne, const std::string& config = kConfig,
+                      const ProcessExtras& extras = {}) {
   std::vector<std::string> argv = {
       gossipd_bin(), "run",      d.write("topo.pbtxt", topology), "--node",
       "0",           "--config", d.write("train.pbtxt", config),  "--insecure"};
   argv.insert(argv.end(), extra.begin(), extra.end());
-  return run_cli(argv, 30, d.path, extras);
+  return run_process(argv, 30, d.path, extras);
 }
 
 // name -> bytes of every file under dir (recursively), to prove nothing changed. The directory's
@@ -70,7 +70,7 @@ std::map<std::string, std::string> snapshot(const std::string& dir) {
   std::map<std::string, std::string> out;
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
     if (e.is_regular_file() && e.path().filename() != "LOCK")
-      out[fs::relative(e.path(), dir).string()] = read_all(e.path().string());
+      out[fs::relative(e.path(), dir).string()] = read_file(e.path().string());
   }
   return out;
 }
@@ -91,7 +91,7 @@ std::map<std::string, std::string> checkpoint_runs(const std::string& dir) {
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
     if (name.rfind("ckpt-", 0) != 0) continue;
-    auto c = daemon::decode_checkpoint(read_all(e.path().string()), name);
+    auto c = daemon::decode_checkpoint(read_file(e.path().string()), name);
     runs[name] = c.is_ok() ? c->run_id : "(unreadable: " + c.status().to_string() + ")";
   }
   return runs;
@@ -101,7 +101,7 @@ std::map<std::string, std::string> checkpoint_runs(const std::string& dir) {
 
 TEST_CASE("checkpoints: a fresh run refuses a directory holding an earlier run's checkpoints") {
   TempDir d;
-  const CliRun first = gossipd(d, {});
+  const ProcessResult first = gossipd(d, {});
   check_bounded(first);
   REQUIRE(first.code == 0);
   const auto before = snapshot(d.path + "/ck/node-0");
@@ -110,7 +110,7 @@ TEST_CASE("checkpoints: a fresh run refuses a directory holding an earlier run's
   // Same command again, and with more iterations (the case that deleted each new checkpoint).
   for (const std::vector<std::string>& extra :
        {std::vector<std::string>{}, std::vector<std::string>{"--iterations", "20"}}) {
-    const CliRun again = gossipd(d, extra);
+    const ProcessResult again = gossipd(d, extra);
     check_bounded(again);
     CHECK(again.code == 2);
     CHECK(contains(again.err, "ck/node-0 already holds 2 checkpoint file(s)"));
@@ -123,7 +123,7 @@ TEST_CASE("checkpoints: a fresh run refuses a directory holding an earlier run's
     CHECK(after == expect);
   }
   // --resume continues the run; its own older checkpoints are pruned (keep 2), the newest stays.
-  const CliRun resumed = gossipd(d, {"--resume", "--iterations", "60"});
+  const ProcessResult resumed = gossipd(d, {"--resume", "--iterations", "60"});
   check_bounded(resumed);
   CHECK(resumed.code == 0);
   CHECK(contains(resumed.err, "resumed from checkpoint at iteration 40"));
@@ -139,20 +139,20 @@ TEST_CASE("checkpoints: --resume with every checkpoint damaged, or the config ch
   const std::string dir = d.path + "/ck/node-0";
   // Config changed: nothing usable, nothing touched.
   const auto before = snapshot(dir);
-  const CliRun changed = gossipd(d, {"--resume", "--lr", "0.2"});
+  const ProcessResult changed = gossipd(d, {"--resume", "--lr", "0.2"});
   check_bounded(changed);
   CHECK(changed.code == 6);
   CHECK(contains(changed.err, "written for a different training config"));
   CHECK(contains(changed.err, "--resume-or-start"));
   CHECK(snapshot(dir) == before);
   // --resume-at an iteration that does not exist.
-  const CliRun at = gossipd(d, {"--resume-at", "35"});
+  const ProcessResult at = gossipd(d, {"--resume-at", "35"});
   check_bounded(at);
   CHECK(at.code == 6);
   CHECK(contains(at.err, "ckpt-000000000035.bin"));
   // Refused before any neighbour is contacted: node 1 of this topology never starts, yet the
   // answer is 6 (cannot resume), not 3 (a neighbour missing after timeouts.connect_ms).
-  const CliRun alone =
+  const ProcessResult alone =
       gossipd(d, {"--resume-at", "35"}, node_line(0) + node_line(1) + "edge { from: 0 to: 1 }\n");
   check_bounded(alone);
   CHECK(alone.code == 6);
@@ -165,14 +165,14 @@ TEST_CASE("checkpoints: --resume with every checkpoint damaged, or the config ch
     std::ofstream(dir + "/" + name, std::ios::binary) << b;
   }
   const auto damaged = snapshot(dir);
-  const CliRun bad = gossipd(d, {"--resume"});
+  const ProcessResult bad = gossipd(d, {"--resume"});
   check_bounded(bad);
   CHECK(bad.code == 6);
   CHECK(contains(bad.err, "checksum mismatch"));
   CHECK(contains(bad.err, "2 checkpoint file(s) skipped"));
   CHECK(snapshot(dir) == damaged);
   // --resume-or-start starts from 0 and keeps the damaged files, byte for byte, set aside.
-  const CliRun fresh = gossipd(d, {"--resume-or-start"});
+  const ProcessResult fresh = gossipd(d, {"--resume-or-start"});
   check_bounded(fresh);
   CHECK(fresh.code == 0);
   CHECK(contains(fresh.err, "starting from iteration 0"));
@@ -182,7 +182,7 @@ TEST_CASE("checkpoints: --resume with every checkpoint damaged, or the config ch
   }
   REQUIRE_FALSE(aside.empty());
   for (const auto& [name, bytes] : damaged) {
-    if (name.rfind("ckpt-", 0) == 0) CHECK(read_all(aside + "/" + name) == bytes);
+    if (name.rfind("ckpt-", 0) == 0) CHECK(read_file(aside + "/" + name) == bytes);
   }
 }
 
@@ -195,12 +195,12 @@ TEST_CASE("checkpoints: SIGTERM while waiting for neighbours is a stop (4), not 
     return c.replace(c.find(old), old.size(), t);
   };
   const std::string slow = with_timeouts("timeouts { connect_ms: 20000 }\n");
-  CliExtras term;
+  ProcessExtras term;
   term.signal = SIGTERM;
   // Late enough that gossipd has its handlers and is waiting on a loaded machine (at 700 ms a
   // busy 2-core machine still had it starting up: killed by the default action, 143).
   term.signal_after_ms = 3000;
-  const CliRun r = gossipd(d, {}, two, slow, term);
+  const ProcessResult r = gossipd(d, {}, two, slow, term);
   check_bounded(r);
   CHECK(r.code == 4);
   CHECK(contains(r.err, "stop requested (signal) while waiting for the neighbours"));
@@ -209,7 +209,7 @@ TEST_CASE("checkpoints: SIGTERM while waiting for neighbours is a stop (4), not 
   const std::string carry =
       with_timeouts("timeouts { connect_ms: 300 }\nfault { policy: CARRY_ON }\n");
   TempDir d2;
-  const CliRun c = gossipd(d2, {}, two, carry);
+  const ProcessResult c = gossipd(d2, {}, two, carry);
   check_bounded(c);
   CHECK(contains(c.err, "only 0 of 1 neighbours connected"));
   CHECK_FALSE(contains(c.err, "connected to 1 neighbours"));
@@ -227,7 +227,7 @@ TEST_CASE(
   const auto before = snapshot(d.path + "/ck/node-0");
   // Another job (one node, another port) with the same relative checkpoint.dir, from the same
   // working directory.
-  const CliRun second = gossipd(
+  const ProcessResult second = gossipd(
       d, {}, "node { id: 0 address: \"127.0.0.1:" + std::to_string(base_port() + 1) + "\" }\n");
   check_bounded(second);
   CHECK(second.code == 2);
@@ -241,11 +241,11 @@ TEST_CASE(
   CHECK(snapshot(d.path + "/ck/node-0") == before);  // nothing written, opened or truncated
   // Node 1 comes; the first run trains to the end.
   TempDir d1;
-  const CliRun node1 = run_cli({gossipd_bin(), "run", d.file("two.pbtxt"), "--node", "1",
-                                "--config", d.file("waiting.pbtxt"), "--insecure"},
-                               30, d1.path);
+  const ProcessResult node1 = run_process({gossipd_bin(), "run", d.file("two.pbtxt"), "--node", "1",
+                                           "--config", d.file("waiting.pbtxt"), "--insecure"},
+                                          30, d1.path);
   CHECK(node1.code == 0);
-  const CliRun done = first.finish();
+  const ProcessResult done = first.finish();
   INFO(done.err);
   REQUIRE(done.code == 0);
   // Exactly its own files: its checkpoints (keep 2) all of one run, the run the refusal named; one
@@ -257,7 +257,7 @@ TEST_CASE(
     CHECK(contains(second.err, "run " + id));
   }
   std::vector<double> iterations;
-  std::istringstream metrics(read_all(d.path + "/ck/node-0/metrics.jsonl"));
+  std::istringstream metrics(read_file(d.path + "/ck/node-0/metrics.jsonl"));
   for (std::string line; std::getline(metrics, line);) {
     auto m = daemon::parse_flat_json(line);
     REQUIRE(m.is_ok());
@@ -284,48 +284,48 @@ TEST_CASE("directories: a lock left by a gossipd killed with SIGKILL does not bl
     ::kill(doomed.pid(), SIGKILL);
     CHECK(doomed.finish().code == 128 + SIGKILL);
   }
-  CHECK(contains(read_all(d.path + "/ck/node-0/LOCK"), "gossipd node 0"));  // its line stays
-  const CliRun next = gossipd(d, {});
+  CHECK(contains(read_file(d.path + "/ck/node-0/LOCK"), "gossipd node 0"));  // its line stays
+  const ProcessResult next = gossipd(d, {});
   check_bounded(next);
   CHECK(next.code == 0);
-  CHECK(read_all(d.path + "/ck/node-0/LOCK").empty());  // released at its exit
+  CHECK(read_file(d.path + "/ck/node-0/LOCK").empty());  // released at its exit
 }
 
 TEST_CASE(
     "checkpoints: --resume past a damaged newest checkpoint finishes (exit 0) with its final "
     "checkpoint and --dump-params, bit for bit as uninterrupted, the damaged file set aside") {
   TempDir d;
-  const CliRun whole = gossipd(d, {"--dump-params", "whole"});
+  const ProcessResult whole = gossipd(d, {"--dump-params", "whole"});
   REQUIRE(whole.code == 0);
   const std::string dir = d.path + "/ck/node-0", newest = "ckpt-000000000040.bin";
   // Its first block zeroed (as a torn write or a bad sector leaves it): not even its header, so
   // not its run id, can be read.
-  std::string damaged = read_all(dir + "/" + newest);
+  std::string damaged = read_file(dir + "/" + newest);
   std::fill(damaged.begin(), damaged.begin() + 64, '\0');
   std::ofstream(dir + "/" + newest, std::ios::binary) << damaged;
-  const CliRun resumed = gossipd(d, {"--resume", "--dump-params", "out"});
+  const ProcessResult resumed = gossipd(d, {"--resume", "--dump-params", "out"});
   check_bounded(resumed);
   INFO(resumed.err);
   CHECK(resumed.code == 0);
   CHECK(contains(resumed.err, "resumed from checkpoint at iteration 30"));
   CHECK(contains(resumed.err, "set aside ck/node-0/" + newest));
   CHECK(contains(resumed.err, "not a gossipd checkpoint"));
-  CHECK(read_all(d.path + "/out/node_0.f32") == read_all(d.path + "/whole/node_0.f32"));
+  CHECK(read_file(d.path + "/out/node_0.f32") == read_file(d.path + "/whole/node_0.f32"));
   // Its final checkpoint is in place and valid; the damaged bytes are kept.
-  auto final_ckpt = daemon::decode_checkpoint(read_all(dir + "/" + newest), newest);
+  auto final_ckpt = daemon::decode_checkpoint(read_file(dir + "/" + newest), newest);
   CHECK(final_ckpt.is_ok());
   std::string kept;
   for (const auto& e : fs::directory_iterator(dir)) {
     if (e.path().filename().string().rfind("set-aside-", 0) == 0) {
-      kept = read_all(e.path().string() + "/" + newest);
+      kept = read_file(e.path().string() + "/" + newest);
     }
   }
   CHECK(kept == damaged);
   // The same from --resume-at 30 with the run's own valid checkpoint at 40 in the way.
-  const CliRun at = gossipd(d, {"--resume-at", "30", "--dump-params", "at"});
+  const ProcessResult at = gossipd(d, {"--resume-at", "30", "--dump-params", "at"});
   CHECK(at.code == 0);
   CHECK(contains(at.err, "this run's own checkpoint after the resumed iteration 30"));
-  CHECK(read_all(d.path + "/at/node_0.f32") == read_all(d.path + "/whole/node_0.f32"));
+  CHECK(read_file(d.path + "/at/node_0.f32") == read_file(d.path + "/whole/node_0.f32"));
 }
 
 TEST_CASE(
@@ -339,19 +339,20 @@ TEST_CASE(
                       d.path);
   REQUIRE_MESSAGE(first.wait_for("waiting up to", 15, d.path + "/w/node-0/log.txt"),
                   (first.out() + first.err()));
-  const std::string pid_file = read_all(d.path + "/w/node-0/pid");
-  const std::string log = read_all(d.path + "/w/node-0/log.txt");
-  const CliRun second = run_cli({gossipd_bin(), "launch", topo, "--config", cfg, "--insecure",
-                                 "--workdir", "w", "--set", "checkpoint.dir=other"},
-                                30, d.path);
+  const std::string pid_file = read_file(d.path + "/w/node-0/pid");
+  const std::string log = read_file(d.path + "/w/node-0/log.txt");
+  const ProcessResult second =
+      run_process({gossipd_bin(), "launch", topo, "--config", cfg, "--insecure", "--workdir", "w",
+                   "--set", "checkpoint.dir=other"},
+                  30, d.path);
   check_bounded(second);
   CHECK(second.code == 2);
   CHECK(second.seconds < 5);
   CHECK(contains(second.err, "--workdir: w (" + d.path + "/w) is in use"));
   CHECK(contains(second.err, "(pid " + std::to_string(first.pid()) + " on host "));
   CHECK(contains(second.err, "gossipd launch"));
-  CHECK(read_all(d.path + "/w/node-0/pid") == pid_file);
-  CHECK(read_all(d.path + "/w/node-0/log.txt").rfind(log, 0) == 0);
+  CHECK(read_file(d.path + "/w/node-0/pid") == pid_file);
+  CHECK(read_file(d.path + "/w/node-0/log.txt").rfind(log, 0) == 0);
   CHECK_FALSE(fs::exists(d.path + "/other"));
   ::kill(first.pid(), SIGTERM);
   first.finish();
@@ -369,7 +370,7 @@ TEST_CASE("outputs: -o and final_params_path refuse a FIFO, a directory and a sy
   fs::create_symlink(target, link);
   for (const std::string& out : {fifo, sub, link}) {
     CAPTURE(out);
-    const CliRun r = run_cli(
+    const ProcessResult r = run_process(
         {topo_bin(), "optimize", "--kind", "ring", "--nodes", "6", "--iterations", "5", "-o", out});
     check_bounded(r);
     CHECK(r.code == 1);
@@ -379,9 +380,9 @@ TEST_CASE("outputs: -o and final_params_path refuse a FIFO, a directory and a sy
   CHECK(fs::is_fifo(fifo));
   CHECK(fs::is_directory(sub));
   CHECK(fs::is_symlink(link));
-  CHECK(read_all(target) == "precious");
+  CHECK(read_file(target) == "precious");
   // gossipd's final_params_path: refused before training (exit 2; the next case has the rest).
-  const CliRun g = gossipd(d, {"--set", "final_params_path=" + fifo});
+  const ProcessResult g = gossipd(d, {"--set", "final_params_path=" + fifo});
   check_bounded(g);
   CHECK(g.code == 2);
   CHECK(contains(g.err, "final_params_path: " + fifo + " exists and is a FIFO"));
@@ -419,7 +420,7 @@ TEST_CASE(
     CAPTURE(c.path);
     TempDir run;
     // Node 1 never comes: a check made only after the 20 s connect wait would take 20 s.
-    const CliRun r = gossipd(run, c.flags, kTwo, kWaiting);
+    const ProcessResult r = gossipd(run, c.flags, kTwo, kWaiting);
     check_bounded(r);
     CHECK(r.code == 2);
     CHECK(r.seconds < 5);
@@ -430,9 +431,9 @@ TEST_CASE(
     CHECK_FALSE(fs::exists(run.path + "/ck/node-0/metrics.jsonl"));
   }
   CHECK(fs::is_fifo(fifo));
-  CHECK(read_all(file) == "x");
+  CHECK(read_file(file) == "x");
   // launch refuses the same before it starts a node.
-  const CliRun l = run_cli(
+  const ProcessResult l = run_process(
       {gossipd_bin(), "launch", d.write("t.pbtxt", kOne), "--config", d.write("c.pbtxt", kConfig),
        "--insecure", "--workdir", "w", "--set", "final_params_path=/dev/null"},
       30, d.path);
@@ -443,7 +444,7 @@ TEST_CASE(
 }
 
 TEST_CASE("outputs: a failed write on standard output is an error (> /dev/full)") {
-  CliExtras full;
+  ProcessExtras full;
   full.stdout_path = "/dev/full";
   const std::vector<std::vector<std::string>> cmds = {
       {topo_bin(), "generate", "ring", "--nodes", "8"},
@@ -455,7 +456,7 @@ TEST_CASE("outputs: a failed write on standard output is an error (> /dev/full)"
   };
   for (const auto& argv : cmds) {
     CAPTURE(argv[1]);
-    const CliRun r = run_cli(argv, 30, "", full);
+    const ProcessResult r = run_process(argv, 30, "", full);
     check_bounded(r);
     CHECK(r.code == 1);
     CHECK(contains(r.err, "writing standard output: No space left on device"));
@@ -464,7 +465,7 @@ TEST_CASE("outputs: a failed write on standard output is an error (> /dev/full)"
 
 TEST_CASE("outputs: a metrics file that cannot be written fails the run (exit 1)") {
   TempDir d;
-  const CliRun r = gossipd(d, {"--metrics", "/dev/full"});
+  const ProcessResult r = gossipd(d, {"--metrics", "/dev/full"});
   check_bounded(r);
   CHECK(r.code == 1);
   CHECK(contains(r.err, "writing metrics to /dev/full: No space left on device"));
@@ -481,7 +482,7 @@ TEST_CASE("sizes: an MLP too large for memory, or for --memory-cap, exits 2 befo
       "seed: 5\nmodel { kind: MLP hidden: 100000 hidden: 100000 }\n"
       "data { dataset: SYNTHETIC_LOGISTIC num_examples: 64 dim: 8 test_examples: 16 }\n"
       "optimizer { kind: SGD lr: 0.1 }\nbatch_size: 16\niterations: 5\n";
-  const CliRun big = gossipd(d, {}, kOne, mlp);
+  const ProcessResult big = gossipd(d, {}, kOne, mlp);
   check_bounded(big);
   CHECK(big.code == 2);
   CHECK(contains(big.err, "parameters"));
@@ -489,7 +490,7 @@ TEST_CASE("sizes: an MLP too large for memory, or for --memory-cap, exits 2 befo
   CHECK_FALSE(contains(big.err, "bad_alloc"));
   CHECK_FALSE(contains(big.err, "connected"));  // refused before the transport started
   // 9 parameters (dim 8 + bias) x 4 bytes x 8 buffers (no neighbours) = 288 bytes.
-  const CliRun capped = gossipd(d, {"--memory-cap", "100"});
+  const ProcessResult capped = gossipd(d, {"--memory-cap", "100"});
   check_bounded(capped);
   CHECK(capped.code == 2);
   CHECK(contains(capped.err, "--memory-cap"));
@@ -503,7 +504,7 @@ TEST_CASE("sizes: an MLP too large for memory, or for --memory-cap, exits 2 befo
                                      "4",       "--iterations", "5",         "--quiet"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     CAPTURE(extra[0]);
-    const CliRun r = run_cli(argv);
+    const ProcessResult r = run_process(argv);
     check_bounded(r);
     CHECK(r.code != 0);
     CHECK(contains(r.err, "of memory"));
@@ -530,23 +531,23 @@ TEST_CASE("sizes: generators refuse what cannot fit and validate their parameter
     std::vector<std::string> argv = {topo_bin(), "generate"};
     argv.insert(argv.end(), c.args.begin(), c.args.end());
     CAPTURE(c.what);
-    const CliRun r = run_cli(argv);
+    const ProcessResult r = run_process(argv);
     check_bounded(r);
     CHECK(r.code == 2);
     CHECK(contains(r.err, c.what));
   }
   // A size that is allowed but slow or large is announced on stderr before the work starts,
   // with its edge count and memory; a small one says nothing.
-  const CliRun big = run_cli({topo_bin(), "generate", "complete", "--nodes", "20000"});
+  const ProcessResult big = run_process({topo_bin(), "generate", "complete", "--nodes", "20000"});
   check_bounded(big);
   CHECK(contains(big.err, "note: complete with 20000 nodes has about 199990000 edges"));
   CHECK(contains(big.err, "32.0 GB"));
-  const CliRun small = run_cli({topo_bin(), "generate", "ring", "--nodes", "8"});
+  const ProcessResult small = run_process({topo_bin(), "generate", "ring", "--nodes", "8"});
   CHECK(small.code == 0);
   CHECK(small.err.empty());
   // Degree n-1 is the complete graph (it was reported as impossible).
-  const CliRun rr = run_cli({topo_bin(), "analyze", "--kind", "random_regular", "--nodes", "7",
-                             "--degree", "6", "--json"});
+  const ProcessResult rr = run_process({topo_bin(), "analyze", "--kind", "random_regular",
+                                        "--nodes", "7", "--degree", "6", "--json"});
   check_bounded(rr);
   CHECK(rr.code == 0);
   CHECK(contains(rr.out, "\"edges\": 21"));
@@ -560,22 +561,22 @@ TEST_CASE("inputs: devices, FIFOs and directories are refused at once by all thr
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   for (const std::string& in : {std::string("/dev/zero"), fifo, d.path}) {
     CAPTURE(in);
-    const CliRun v = run_cli({topo_bin(), "validate", in});
+    const ProcessResult v = run_process({topo_bin(), "validate", in});
     check_bounded(v);
     CHECK(v.code == 1);
     CHECK(contains(v.err, in));
-    const CliRun g = run_cli({gossipd_bin(), "run", in, "--node", "0", "--config",
-                              d.write("c.pbtxt", kConfig), "--insecure"});
+    const ProcessResult g = run_process({gossipd_bin(), "run", in, "--node", "0", "--config",
+                                         d.write("c.pbtxt", kConfig), "--insecure"});
     check_bounded(g);
     CHECK(g.code == 2);
     CHECK(contains(g.err, in));
-    const CliRun c = run_cli({gossipd_bin(), "run", d.write("t.pbtxt", kOne), "--node", "0",
-                              "--config", in, "--insecure"});
+    const ProcessResult c = run_process({gossipd_bin(), "run", d.write("t.pbtxt", kOne), "--node",
+                                         "0", "--config", in, "--insecure"});
     check_bounded(c);
     CHECK(c.code == 2);
     CHECK(contains(c.err, in));
-    const CliRun s = run_cli({sim_bin(), "run", "--topology", in, "--problem", "least_squares",
-                              "--quiet", "--compute-time", "1ms"});
+    const ProcessResult s = run_process({sim_bin(), "run", "--topology", in, "--problem",
+                                         "least_squares", "--quiet", "--compute-time", "1ms"});
     check_bounded(s);
     CHECK(s.code != 0);
     CHECK(contains(s.err, in));
@@ -586,7 +587,7 @@ TEST_CASE("inputs: devices, FIFOs and directories are refused at once by all thr
 
 TEST_CASE("divergence: gossipd and gossip-sim stop with exit 5 and write no NaN anywhere") {
   TempDir d;
-  const CliRun g = gossipd(d, {"--lr", "1e300", "--dump-params", "out"});
+  const ProcessResult g = gossipd(d, {"--lr", "1e300", "--dump-params", "out"});
   check_bounded(g);
   CHECK(g.code == 5);
   CHECK(contains(g.err, "training diverged at iteration"));
@@ -596,12 +597,12 @@ TEST_CASE("divergence: gossipd and gossip-sim stop with exit 5 and write no NaN 
   // Diverging after some good checkpoints: they stay, the newest is still loadable by --resume.
   TempDir d2;
   REQUIRE(gossipd(d2, {"--iterations", "20"}).code == 0);
-  const CliRun g2 = gossipd(d2, {"--resume", "--iterations", "40", "--lr", "1e300"});
+  const ProcessResult g2 = gossipd(d2, {"--resume", "--iterations", "40", "--lr", "1e300"});
   check_bounded(g2);
   CHECK(g2.code == 6);  // the lr is part of the config: the good checkpoints are another config's
-  const CliRun s =
-      run_cli({sim_bin(), "run", "--problem", "least_squares", "--nodes", "4", "--iterations",
-               "200", "--lr", "1e6", "--quiet", "--compute-time", "1ms"});
+  const ProcessResult s =
+      run_process({sim_bin(), "run", "--problem", "least_squares", "--nodes", "4", "--iterations",
+                   "200", "--lr", "1e6", "--quiet", "--compute-time", "1ms"});
   check_bounded(s);
   CHECK(s.code == 5);
   CHECK(contains(s.err, "training diverged at iteration"));
@@ -615,13 +616,13 @@ TEST_CASE("json: --json output is valid JSON for file names and names with any b
   std::string lines;
   for (const std::string& n : names) {
     const std::string path = d.write(n, kOne);
-    const CliRun r = run_cli({topo_bin(), "validate", "--json", path});
+    const ProcessResult r = run_process({topo_bin(), "validate", "--json", path});
     check_bounded(r);
     CHECK(r.code == 0);
     CHECK_FALSE(has_control_bytes(r.out));
     lines += r.out;
     // Text output and messages escape the same bytes: one line each, no terminal escapes.
-    const CliRun t = run_cli({topo_bin(), "validate", path});
+    const ProcessResult t = run_process({topo_bin(), "validate", path});
     CHECK(t.code == 0);
     CHECK_FALSE(has_control_bytes(t.out));
     CHECK(std::count(t.out.begin(), t.out.end(), '\n') == 1);
@@ -632,7 +633,7 @@ TEST_CASE("json: --json output is valid JSON for file names and names with any b
         "/usr/bin/python3 -c \"import json,sys\nfor l in open(sys.argv[1], "
         "encoding='utf-8'): json.loads(l)\" " +
         file;
-    CHECK(std::system(cmd.c_str()) == 0);
+    CHECK(gossip::testing::run_shell(cmd) == 0);
   }
 }
 
@@ -643,8 +644,8 @@ TEST_CASE("logs: strings from outside cannot start a forged log line or send esc
   // A config value and a file name carrying a newline, a fake log prefix and a terminal escape.
   const std::string evil = "x\nI 00:00:00.000 [node 0] forged\x1b[2J";
   d.write("file", "a regular file, so no directory can be made below it");
-  const CliRun m = gossipd(d, {"--metrics", d.path + "/file/" + evil + "/m.jsonl", "--set",
-                               "checkpoint.dir=" + d.path + "/ck2"});
+  const ProcessResult m = gossipd(d, {"--metrics", d.path + "/file/" + evil + "/m.jsonl", "--set",
+                                      "checkpoint.dir=" + d.path + "/ck2"});
   check_bounded(m);
   CHECK(m.code == 2);  // the metrics path is checked at start: a usage error
   CHECK_FALSE(contains(m.err, "\nI 00:00:00.000 [node 0] forged"));
@@ -652,7 +653,7 @@ TEST_CASE("logs: strings from outside cannot start a forged log line or send esc
   // so the newline cannot start a line that looks like a log line.
   CHECK(contains(m.err, "\n  I 00:00:00.000 [node 0] forged\\x1b[2J"));
   CHECK_FALSE(has_control_bytes(m.err));
-  const CliRun t = run_cli({topo_bin(), "validate", d.path + "/" + evil});
+  const ProcessResult t = run_process({topo_bin(), "validate", d.path + "/" + evil});
   check_bounded(t);
   CHECK(t.code == 1);
   CHECK_FALSE(has_control_bytes(t.err));

@@ -14,6 +14,7 @@
 #include "net/frame.h"
 #include "net/handshake.h"
 #include "net/transport.h"
+#include "tests/support/process.h"
 
 namespace gossip::net::testing {
 
@@ -37,8 +38,7 @@ inline std::string cert_dir(const std::string& ca_name = "ca1", const std::strin
   const std::string script = std::string(GOSSIP_NET_TEST_SOURCE_DIR) + "/scripts/gen-certs.sh";
   char tmpl[] = "/tmp/gossip-net-certs-XXXXXX";
   const std::string dir = ::mkdtemp(tmpl);
-  const std::string cmd = script + " " + dir + " 10 " + job + " 2>/dev/null";
-  if (std::system(cmd.c_str()) != 0) return "";
+  if (gossip::testing::run_shell(script + " " + dir + " 10 " + job) != 0) return "";
   dirs[key] = dir;
   return dir;
 }

@@ -17,7 +17,7 @@ TEST_CASE("a private key readable by group or others is refused") {
   const std::string key = dir + "/node-1.key";
   CHECK(check_private_key_permissions(key).is_ok());
   const std::string copy = dir + "/loose.key";
-  std::system(("cp " + key + " " + copy + " && chmod 640 " + copy).c_str());
+  gossip::testing::run_shell("cp " + key + " " + copy + " && chmod 640 " + copy);
   Status s = check_private_key_permissions(copy);
   CHECK(s.code() == StatusCode::kPermissionDenied);
   CHECK(s.message().find("chmod 600") != std::string::npos);

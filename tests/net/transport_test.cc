@@ -25,6 +25,7 @@
 
 #include "net/checksum.h"
 #include "net_test_util.h"
+#include "tests/support/eventually.h"
 
 namespace gossip::net {
 namespace {
@@ -132,15 +133,7 @@ void run_graph(const std::vector<std::vector<int>>& g, bool insecure) {
   }
 }
 
-template <typename F>
-bool eventually(F f, int ms = 5000) {
-  const auto end = Clock::now() + std::chrono::milliseconds(ms);
-  while (Clock::now() < end) {
-    if (f()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return f();
-}
+using gossip::testing::eventually;
 
 // Nodes 5 and 6 are honest neighbours; node 6 also expects node 4 (which dials it).
 struct HonestPair {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/env.h"
+#include "tests/support/files.h"
 
 namespace gossip::sgd {
 namespace {
@@ -39,20 +40,7 @@ std::string gzip(const std::string& raw) {
   return out;
 }
 
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    path = std::filesystem::temp_directory_path() /
-           ("sgd_idx_test_" + std::to_string(::getpid()) + "_" + std::to_string(rand()));
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string write(const std::string& name, const std::string& data) {
-    std::string p = (path / name).string();
-    REQUIRE(Env::system().write_file_atomic(p, data).is_ok());
-    return p;
-  }
-};
+using gossip::testing::TempDir;
 
 std::string pixels(int n) {
   std::string s;
@@ -139,7 +127,7 @@ TEST_CASE("truncated and corrupt gzip streams are Corruption + not a crash") {
   auto s = read_idx(dir.write("short.gz", gzip(idx_bytes(0x08, {50, 10}, pixels(499)))));
   REQUIRE(!s.is_ok());
   CHECK(s.status().message().find("truncated file") != std::string::npos);
-  auto missing = read_idx((dir.path / "nope").string());
+  auto missing = read_idx(dir.file("nope"));
   CHECK(missing.status().code() == StatusCode::kNotFound);
 }
 
@@ -163,7 +151,7 @@ TEST_CASE("load_idx_dataset: scaling + label checks and count agreement") {
   auto f = load_idx_dataset(images, big, 10);
   REQUIRE(!f.is_ok());
   CHECK(f.status().message().find("label 12") != std::string::npos);
-  auto g = load_fashion_mnist(dir.path.string(), Split::kTrain);
+  auto g = load_fashion_mnist(dir.path, Split::kTrain);
   CHECK(g.status().code() == StatusCode::kNotFound);
 }
 

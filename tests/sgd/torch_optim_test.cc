@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,8 @@
 #include "sgd/compress.h"
 #include "sgd/optimizer.h"
 #include "sgd/outer_optimizer.h"
+#include "tests/support/files.h"
+#include "tests/support/process.h"
 
 namespace gossip::sgd {
 namespace {
@@ -50,11 +53,12 @@ std::vector<T> read_file(const fs::path& p, std::size_t n) {
 }
 
 bool have_torch() {
-  return std::system("/usr/bin/python3 -c 'import torch, numpy' > /dev/null 2>&1") == 0;
+  return gossip::testing::run_shell("/usr/bin/python3 -c 'import torch, numpy'") == 0;
 }
 
 // A scratch directory and the reference script; skipped (false) without torch.
 struct Reference {
+  std::optional<gossip::testing::TempDir> tmp;  // while `available`
   fs::path dir;
   std::string script;
   bool available = false;
@@ -67,17 +71,14 @@ struct Reference {
     const char* src = std::getenv("GOSSIP_SOURCE_DIR");
     REQUIRE_MESSAGE(src != nullptr, "GOSSIP_SOURCE_DIR is set by ctest");
     script = std::string(src) + "/tests/sgd/torch_optim_reference.py";
-    dir = fs::temp_directory_path() / ("sgd_torch_optim_" + std::to_string(::getpid()));
-    fs::create_directories(dir);
+    tmp.emplace();
+    dir = tmp->path;
     available = true;
-  }
-  ~Reference() {
-    if (available) fs::remove_all(dir);
   }
   void run(const std::string& mode, const std::string& args) const {
     const std::string cmd =
         "/usr/bin/python3 " + script + " " + mode + " " + dir.string() + " " + args;
-    REQUIRE(std::system(cmd.c_str()) == 0);
+    REQUIRE(gossip::testing::run_shell(cmd) == 0);
   }
 };
 

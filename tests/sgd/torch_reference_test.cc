@@ -18,6 +18,8 @@
 #include "common/random.h"
 #include "sgd/cpu/dense_net.h"
 #include "sgd/model_spec.h"
+#include "tests/support/files.h"
+#include "tests/support/process.h"
 
 namespace gossip::sgd {
 namespace {
@@ -44,7 +46,7 @@ std::string exact(double v) {
 }
 
 bool have_torch() {
-  return std::system("/usr/bin/python3 -c 'import torch, numpy' > /dev/null 2>&1") == 0;
+  return gossip::testing::run_shell("/usr/bin/python3 -c 'import torch, numpy'") == 0;
 }
 
 TEST_CASE("loss and gradient equal PyTorch autograd (float64) for every model") {
@@ -55,9 +57,8 @@ TEST_CASE("loss and gradient equal PyTorch autograd (float64) for every model") 
   const char* src = std::getenv("GOSSIP_SOURCE_DIR");
   REQUIRE_MESSAGE(src != nullptr, "GOSSIP_SOURCE_DIR is set by ctest");
   const std::string script = std::string(src) + "/tests/sgd/torch_grad_reference.py";
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("sgd_torch_ref_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const gossip::testing::TempDir tmp;
+  const std::filesystem::path dir = tmp.path;
 
   const ModelSpec specs[] = {
       {ModelKind::kLeastSquares, 9, {}, 0, 0.05f},
@@ -92,7 +93,7 @@ TEST_CASE("loss and gradient equal PyTorch autograd (float64) for every model") 
     const std::string cmd = "/usr/bin/python3 " + script + " " + dir.string() + " " +
                             std::string(kModelKinds.name(spec.kind)) + " " +
                             exact(static_cast<double>(spec.l2)) + " " + sizes;
-    REQUIRE(std::system(cmd.c_str()) == 0);
+    REQUIRE(gossip::testing::run_shell(cmd) == 0);
     const std::vector<double> ref_grad = read_f64(dir / "grad.f64", params.size());
     std::ifstream lf(dir / "loss.txt");
     double ref_loss = 0;
@@ -113,7 +114,6 @@ TEST_CASE("loss and gradient equal PyTorch autograd (float64) for every model") 
     CAPTURE(err);
     CHECK(err <= 1e-9 * scale);
   }
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

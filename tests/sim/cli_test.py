@@ -216,4 +216,22 @@ with tempfile.TemporaryDirectory() as tmp:
     check("has algorithm DPSGD: simulating D-PSGD (dpsgd)" in p.stderr, p.stderr)
     # Sizes and bandwidths carry a unit that fits them (the model's 9 floats were "0.00 MB").
     check(p.stdout.startswith("network: 1 Gbit/s, latency 1.00 ms; message 36 B;"), p.stdout)
+
+    # One flag name per setting (config/flags.h): --batch-size, gossipd's name, sets what the older
+    # --batch (still accepted, not listed) sets: the same bits; and --config names the spelling given.
+    def dump(name, *flags):
+        sim("run", "--algorithm", "dpsgd", "--topology", "ring", *flags, "--dump-params",
+            os.path.join(tmp, name))
+        return [open(os.path.join(tmp, name, f"node_{i}.f32"), "rb").read() for i in range(8)]
+    at = SMALL.index("--batch")
+    small = SMALL[:at] + SMALL[at + 2:]
+    canonical = dump("batch_size", *small, "--batch-size", "5")
+    check(canonical == dump("batch_alias", *small, "--batch", "5"), "--batch-size 5 == --batch 5")
+    check(canonical != dump("batch_8", *small, "--batch-size", "8"), "--batch-size changes the run")
+    run_help = sim("run", "--help").stdout
+    check("--batch-size" in run_help and "(config: batch_size)" in run_help and
+          "--batch " not in run_help, "run --help lists --batch-size, not --batch")
+    for spelling in ("--batch", "--batch-size"):
+        p = sim(*common, "--config", cfg, spelling, "4", ok=False)
+        check(p.returncode == 2 and f"{spelling} is set by --config" in p.stderr, p.stderr)
 print("ok")

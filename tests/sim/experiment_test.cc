@@ -181,9 +181,11 @@ TEST_CASE("CSV and JSON carry every series and point") {
   int rows = 0;
   std::getline(lines, line);
   CHECK(line.rfind("algorithm,topology,nodes,iteration,sim_time_s,train_loss", 0) == 0);
+  CHECK(line.size() > 7);
+  CHECK(line.substr(line.size() - 7) == ",rounds");
   while (std::getline(lines, line)) {
     ++rows;
-    CHECK(std::count(line.begin(), line.end(), ',') == 12);
+    CHECK(std::count(line.begin(), line.end(), ',') == 13);  // 14 columns, rounds "" per step
   }
   CHECK(rows == 3 * 3);  // 3 series × points at 0, 20, 40
   const std::string json = summary_json(*r, c);

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "sim/experiment.h"
+#include "tests/support/files.h"
 
 namespace gossip::sim {
 namespace {
@@ -307,8 +308,8 @@ TEST_CASE("blocks of iterations in skewed order give one iteration at a time's b
 TEST_CASE("dump_params writes raw little-endian float32 per node") {
   StateMatrix x(3, 2);
   x << 1.5f, -2.0f, 0.25f, 1e-3f, -7.0f, 3.0f;
-  const auto dir = std::filesystem::temp_directory_path() / "gossip_sim_dump_test";
-  std::filesystem::remove_all(dir);
+  const gossip::testing::TempDir tmp;
+  const auto dir = std::filesystem::path(tmp.path) / "dump";  // dump_params creates it
   REQUIRE(dump_params(x, dir.string()).is_ok());
   for (int i = 0; i < 2; ++i) {
     auto bytes = Env::system().read_file((dir / ("node_" + std::to_string(i) + ".f32")).string());
@@ -318,7 +319,6 @@ TEST_CASE("dump_params writes raw little-endian float32 per node") {
     std::memcpy(v, bytes->data(), 12);
     for (int k = 0; k < 3; ++k) CHECK(v[k] == x(k, i));
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("bad configurations are errors, not crashes") {

@@ -1,35 +1,24 @@
 // gossip-topo end to end: real processes on the example files; exit codes and messages.
 #include <doctest/doctest.h>
-#include <sys/wait.h>
 
-#include <array>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "tests/support/files.h"
+#include "tests/support/process.h"
+
 namespace {
 
-struct Run {
-  int code;
-  std::string out;
-};
+using Run = gossip::testing::ProcessResult;
 
 // Paths come in as compile definitions (tests/topology/CMakeLists.txt), so the test also runs
 // outside ctest.
 Run run(const std::string& args) {
-  const std::string cmd =
-      std::string("cd ") + GOSSIP_TOPO_SOURCE_DIR + " && " + GOSSIP_TOPO_CLI + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::string out;
-  std::array<char, 4096> buf;
-  std::size_t k;
-  while ((k = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), k);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  return gossip::testing::run_shell_capture(std::string("cd ") + GOSSIP_TOPO_SOURCE_DIR + " && " +
+                                            GOSSIP_TOPO_CLI + " " + args);
 }
 
 double json_field(const std::string& json, const std::string& key) {
@@ -56,8 +45,8 @@ TEST_CASE("analyze the three example files") {
 }
 
 TEST_CASE("generate | validate round trip, and --kind on the command line") {
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("gossip_cli_" + std::to_string(::getpid()) + ".pbtxt");
+  const gossip::testing::TempDir tmp;
+  const std::filesystem::path path = tmp.file("gossip_cli.pbtxt");
   const Run g = run("generate torus --rows 5 --cols 6 --base-port 9000 > " + path.string());
   REQUIRE_MESSAGE(g.code == 0, g.out);
   const Run v = run("validate " + path.string());
@@ -69,18 +58,16 @@ TEST_CASE("generate | validate round trip, and --kind on the command line") {
   // Same topology both ways: same fingerprint.
   const auto fp = [](const std::string& s) { return s.substr(s.find("\"fingerprint\"")); };
   CHECK(fp(k.out).substr(0, 80) == fp(f.out).substr(0, 80));
-  std::filesystem::remove(path);
 }
 
 TEST_CASE("invalid files exit 1 with file:line:column") {
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("gossip_cli_bad_" + std::to_string(::getpid()) + ".pbtxt");
+  const gossip::testing::TempDir tmp;
+  const std::filesystem::path path = tmp.file("gossip_cli_bad.pbtxt");
   std::ofstream(path) << "name: \"bad\"\n\ngenerator { kind: RING nodes: 8 base_prot: 7000 }\n";
   const Run v = run("validate " + path.string());
   CHECK(v.code == 1);
   CHECK_MESSAGE(v.out.find(path.string() + ":3:") != std::string::npos, v.out);
   CHECK(v.out.find("base_prot") != std::string::npos);
-  std::filesystem::remove(path);
   CHECK(run("analyze does/not/exist.pbtxt").code == 1);
 }
 
@@ -159,9 +146,8 @@ std::string fingerprint_of(const std::string& out) {
 
 TEST_CASE(
     "generate --hosts / --hostfile for every generator: the file reloads to its fingerprint") {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("gossip_cli_hosts_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const gossip::testing::TempDir tmp;
+  const std::filesystem::path dir = tmp.path;
   std::ofstream(dir / "hosts") << "# two racks\n10.0.0.1 slots=4\nnode-b slots=4 base_port=9000\n"
                                   "[fd00::3] slots=64\n";
   for (const char* gen :
@@ -206,12 +192,11 @@ TEST_CASE(
   CHECK_MESSAGE(e.out.find("--hostfile " + (dir / "empty").string() + ": no hosts in the file") !=
                     std::string::npos,
                 e.out);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("generate --base-port 0 writes base_port: 0 and reloads without addresses") {
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("gossip_cli_p0_" + std::to_string(::getpid()) + ".pbtxt");
+  const gossip::testing::TempDir tmp;
+  const std::filesystem::path path = tmp.file("gossip_cli_p0.pbtxt");
   const Run g = run("generate one_peer_exponential --nodes 16 --base-port 0 > " + path.string());
   REQUIRE_MESSAGE(g.code == 0, g.out);
   const Run a = run("analyze " + path.string() + " --json");
@@ -222,7 +207,6 @@ TEST_CASE("generate --base-port 0 writes base_port: 0 and reloads without addres
   CHECK(fingerprint_of(a.out) == fingerprint_of(k.out));
   const Run d = run("export " + path.string() + " --dot");
   CHECK(d.out.find("127.0.0.1") == std::string::npos);  // no addresses to label
-  std::filesystem::remove(path);
 }
 
 TEST_CASE("analyze prints every time, size and bandwidth of the cost model with its unit") {
@@ -308,8 +292,8 @@ TEST_CASE("generate --hosts errors exit 2 and name the flag and the counts") {
 TEST_CASE(
     "export --dot: a name with quotes, backslashes, braces and control bytes stays one DOT "
     "string") {
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("gossip_cli_dot_" + std::to_string(::getpid()) + ".pbtxt");
+  const gossip::testing::TempDir tmp;
+  const std::filesystem::path path = tmp.file("gossip_cli_dot.pbtxt");
   // The name as Protobuf text escapes it: " \ newline ESC, then a would-be DOT statement.
   std::ofstream(path) << "name: \"a\\\"; x -> y; \\\\ \\n\\033 \\\" {\"\n"
                          "generator { kind: RING nodes: 3 }\n";
@@ -329,5 +313,4 @@ TEST_CASE(
   }
   CHECK(lines == 1 + 3 + 3 + 1);  // header, 3 nodes, 3 ring edges, "}"
   CHECK(closing == 1);
-  std::filesystem::remove(path);
 }

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/support/files.h"
 #include "topology/spectral.h"
 #include "topology/topology.pb.h"
 
@@ -249,9 +250,8 @@ TEST_CASE("every generator with a host list round-trips: text and JSON, same fin
 }
 
 TEST_CASE("an edge list with a host list") {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("gossip_topo_hosts_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const gossip::testing::TempDir tmp;
+  const std::filesystem::path dir = tmp.path;
   std::ofstream(dir / "g.edges") << "0 1\n1 2\n2 3\n3 4\n4 0\n0 2\n";
   GeneratorSpec s;
   s.kind = GeneratorKind::kEdgeList;
@@ -262,7 +262,6 @@ TEST_CASE("an edge list with a host list") {
   REQUIRE_MESSAGE(t.is_ok(), t.status().to_string());
   CHECK(t->num_nodes() == 5);
   CHECK(address_strings(*t) == expected_addresses(5, p));
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("base_port 0 (no addresses) is written and reloads as no addresses, unset as 7000") {
@@ -326,9 +325,8 @@ TEST_CASE("host list errors point at the entry or field") {
 }
 
 TEST_CASE("edge lists import relative to the topology file, errors name file:line") {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("gossip_topo_test_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const gossip::testing::TempDir tmp;
+  const std::filesystem::path dir = tmp.path;
   {
     std::ofstream(dir / "g.edges") << "# a square with a diagonal\n0 1\n1 2\n2 3\n3 0\n0 2\n";
     std::ofstream(dir / "bad.edges") << "0 1\n1 x\n";
@@ -343,12 +341,11 @@ TEST_CASE("edge lists import relative to the topology file, errors name file:lin
   REQUIRE_FALSE(u.is_ok());
   CHECK_MESSAGE(u.status().message().find("bad.edges:2:") != std::string::npos,
                 u.status().message());
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("load_topology validates: an oscillating explicit ring is refused with the file name") {
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("gossip_topo_osc_" + std::to_string(::getpid()) + ".pbtxt");
+  const gossip::testing::TempDir tmp;
+  const std::filesystem::path path = tmp.file("gossip_topo_osc.pbtxt");
   {
     std::ofstream f(path);
     f << "weights: EXPLICIT\n";
@@ -361,7 +358,6 @@ TEST_CASE("load_topology validates: an oscillating explicit ring is refused with
   REQUIRE_FALSE(t.is_ok());
   CHECK(t.status().message().find(path.string()) != std::string::npos);
   CHECK(t.status().message().find("oscillates") != std::string::npos);
-  std::filesystem::remove(path);
 }
 
 }  // namespace

@@ -1,4 +1,6 @@
-// Helpers shared by the test executables (header-only; tests include it from the repo root).
+// Scratch directories and whole files for the tests: a uniquely named directory removed with
+// everything in it at scope exit, and a file read whole (text, or raw float32 parameters).
+// Header-only; needs doctest (a directory that cannot be made fails the test).
 #pragma once
 
 #include <doctest/doctest.h>
@@ -8,19 +10,22 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <system_error>
 #include <vector>
 
 namespace gossip::testing {
 
-// A fresh, uniquely named directory under the system temp dir (mkdtemp), removed with
-// everything in it at scope exit.
+// A fresh directory `parent`/`prefix`XXXXXX (mkdtemp), removed with everything in it at scope exit.
+// The default parent is the system temp directory; Unix socket paths (at most 107 bytes) want a
+// short one such as "/tmp".
 struct TempDir {
   std::string path;
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "gossip-test-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+  explicit TempDir(const std::string& parent = std::filesystem::temp_directory_path().string(),
+                   const std::string& prefix = "gossip-test-") {
+    std::string tmpl = parent + "/" + prefix + "XXXXXX";
+    REQUIRE_MESSAGE(::mkdtemp(tmpl.data()) != nullptr, "cannot make a directory like " << tmpl);
     path = tmpl;
   }
   ~TempDir() {
@@ -37,6 +42,14 @@ struct TempDir {
     return file(name);
   }
 };
+
+// The whole file as bytes; "" when it cannot be read (a log not written yet).
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
 
 // A raw little-endian float32 file (--dump-params, final_params_path), whole.
 inline std::vector<float> read_f32(const std::string& path) {
