@@ -7,7 +7,8 @@
 //    (Gloo's timeout), not later and not never;
 //  - one node configured DPSGD beside ALLREDUCE nodes: refused at the handshake with a message
 //    naming both algorithms; the DPSGD node exits 2 at once, the others 2 or 3, nobody trains;
-//  - resume: 40 iterations then --resume to 60 equals 60 in one go bit for bit; nodes resuming
+//  - resume: 40 iterations then --resume (or --resume-or-start, which starts at 0 on an empty
+//    directory) to 60 equals 60 in one go bit for bit; nodes resuming
 //    from different iterations refuse to start (exit 6), naming them;
 //  - attached trainers: an update session equals gossipd's own ALLREDUCE bit for bit (SGD).
 #include <doctest/doctest.h>
@@ -256,6 +257,31 @@ TEST_CASE(
     CHECK_MESSAGE(read_f32(two.path + name) == straight, "node " << i);
   }
   // The resumed nodes appended to their metrics: iterations up to 60.
+  CHECK(metrics_iteration(two.path + "/run/node-1/metrics.jsonl") == 60);
+}
+
+TEST_CASE(
+    "ALLREDUCE --resume-or-start: starts at 0 on an empty directory, then resumes at 40; equals 60 "
+    "in one go") {
+  TempDir one, two;
+  const std::string topo_one = write_topology(one.path, "RING", 4);
+  REQUIRE(allreduce_launch(one, topo_one, resumable_config(60), one.path + "/run", "") == kExitOk);
+  const std::string topo_two = write_topology(two.path, "RING", 4);
+  INFO(read_file(two.path + "/launch.out"));
+  REQUIRE(allreduce_launch(two, topo_two, resumable_config(40), two.path + "/run",
+                           "--resume-or-start") == kExitOk);
+  CHECK(read_file(two.path + "/launch.out").find("restarts from its checkpoint") ==
+        std::string::npos);
+  REQUIRE(allreduce_launch(two, topo_two, resumable_config(60), two.path + "/run",
+                           "--resume-or-start") == kExitOk);
+  CHECK(read_file(two.path + "/launch.out").find("restarts from its checkpoint at iteration 40") !=
+        std::string::npos);
+  for (int i = 0; i < 4; ++i) {
+    const std::string name = "/run/final/node_" + std::to_string(i) + ".f32";
+    const std::vector<float> straight = read_f32(one.path + name);
+    REQUIRE(!straight.empty());
+    CHECK_MESSAGE(read_f32(two.path + name) == straight, "node " << i);
+  }
   CHECK(metrics_iteration(two.path + "/run/node-1/metrics.jsonl") == 60);
 }
 
