@@ -12,6 +12,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "common/file_type.h"
+
 namespace gossip {
 namespace {
 
@@ -20,16 +22,6 @@ Status errno_status(const std::string& what, const std::string& path, int err) {
   if (err == ENOENT) return not_found(std::move(m));
   if (err == EACCES || err == EPERM) return permission_denied(std::move(m));
   return io_error(std::move(m));
-}
-
-const char* file_type_name(mode_t mode) {
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISLNK(mode)) return "a symbolic link";
-  return "not a regular file";
 }
 
 // OK when nothing stands at `path` or a regular file does; FailedPrecondition otherwise (checked

@@ -1,5 +1,5 @@
 // Algorithm: the seam between the node driver (daemon/driver.h) and a training algorithm
-// (docs/design.md §2, "Adding an algorithm"). The driver owns what every algorithm shares — the
+// (docs/design.md §8, "Adding an algorithm"). The driver owns what every algorithm shares — the
 // start rules and resume, the local step and its attach session, metrics, evaluation, checkpoints,
 // the divergence stop, stop requests and the injected clock — and calls the algorithm once per
 // iteration. An algorithm owns how a node combines its work with the others': D-PSGD's gossip

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/env.h"
+#include "common/file_type.h"
 #include "daemon/checkpoint.h"
 
 namespace gossip::daemon {
@@ -22,17 +23,6 @@ Status errno_status(const std::string& what, int err) {
   std::string m = what + ": " + std::strerror(err);
   if (err == EACCES || err == EPERM || err == EROFS) return permission_denied(std::move(m));
   return invalid_argument(std::move(m));
-}
-
-const char* kind_of(mode_t mode) {
-  if (S_ISREG(mode)) return "a regular file";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISLNK(mode)) return "a symbolic link";
-  return "neither a file nor a directory";
 }
 
 std::string parent_of(const std::string& path) {
@@ -75,7 +65,7 @@ Status check_creatable_dir(const std::string& dir) {
   }
   if (!S_ISDIR(st.st_mode)) {
     return invalid_argument("cannot create directory " + dir + ": " + p.string() +
-                            " exists and is " + kind_of(st.st_mode) + ", not a directory");
+                            " exists and is " + file_type_name(st.st_mode) + ", not a directory");
   }
   return probe_dir(p.string());
 }
@@ -86,7 +76,7 @@ Status check_replaceable_file(const std::string& path) {
   for (const std::string& p : {path, path + ".tmp"}) {
     struct stat st {};
     if (::lstat(p.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-      return invalid_argument(p + " exists and is " + kind_of(st.st_mode) +
+      return invalid_argument(p + " exists and is " + file_type_name(st.st_mode) +
                               ", not a regular file; the run would refuse to replace it at the "
                               "end (give a path to a regular file or a new one)");
     }
@@ -108,7 +98,7 @@ Status check_metrics_file(const std::string& path) {
     return Status::ok();
   }
   if (S_ISDIR(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISBLK(st.st_mode)) {
-    return invalid_argument(path + " is " + kind_of(st.st_mode) +
+    return invalid_argument(path + " is " + file_type_name(st.st_mode) +
                             "; metrics go to a regular file, a FIFO, a character device or '-'");
   }
   if (::access(path.c_str(), W_OK) != 0) return errno_status("cannot write " + path, errno);
@@ -162,7 +152,8 @@ Status create_output_dir(const std::string& dir) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) return Status::ok();
-    return invalid_argument(dir + " exists and is " + kind_of(st.st_mode) + ", not a directory");
+    return invalid_argument(dir + " exists and is " + file_type_name(st.st_mode) +
+                            ", not a directory");
   }
   return errno_status("cannot create directory " + dir, ec ? ec.value() : errno);
 }

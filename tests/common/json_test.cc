@@ -32,6 +32,32 @@ bool valid_utf8(const std::string& s) {
   return true;
 }
 
+// Whether /usr/bin/python3 reads `text` (lines of JSON) so that `check` (Python code over `v`,
+// the parsed line, and `i`, its index) holds for every line; prints the line count. Returns the
+// count printed, or -1 when python3 is not there (the byte-level checks still ran).
+int python_checks(const std::string& text, const std::string& check) {
+  if (::access("/usr/bin/python3", X_OK) != 0) return -1;
+  char in_path[] = "/tmp/json_writer_XXXXXX";
+  const int fd = ::mkstemp(in_path);
+  REQUIRE(fd >= 0);
+  std::FILE* f = ::fdopen(fd, "w");
+  std::fwrite(text.data(), 1, text.size(), f);
+  std::fclose(f);
+  const std::string cmd =
+      "/usr/bin/python3 -c \"import json,sys,struct\nn=0\nfor i,l in "
+      "enumerate(open(sys.argv[1], encoding='utf-8')):\n  v=json.loads(l)\n  "
+      "assert " +
+      check + ", (i, l)\n  n+=1\nprint(n)\" " + in_path;
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[64] = {};
+  const bool got = std::fgets(buf, sizeof buf, p) != nullptr;
+  const int rc = ::pclose(p);
+  ::unlink(in_path);
+  CHECK(rc == 0);
+  return got && rc == 0 ? std::atoi(buf) : 0;
+}
+
 TEST_CASE("utf8_sequence_length follows RFC 3629 at every boundary") {
   CHECK(utf8_sequence_length("a", 0) == 1);
   CHECK(utf8_sequence_length("\xC2\x80", 0) == 2);          // U+0080
@@ -115,56 +141,8 @@ TEST_CASE(
     lines += q + "\n";
   }
   // Independent oracle: Python's json module must parse every line as one string.
-  if (std::FILE* probe = std::fopen("/usr/bin/python3", "r")) {
-    std::fclose(probe);
-    char in_path[] = "/tmp/json_quote_XXXXXX";
-    const int fd = ::mkstemp(in_path);
-    REQUIRE(fd >= 0);
-    std::FILE* f = ::fdopen(fd, "w");
-    std::fwrite(lines.data(), 1, lines.size(), f);
-    std::fclose(f);
-    const std::string cmd =
-        std::string(
-            "/usr/bin/python3 -c \"import json,sys\nn=0\nfor l in open(sys.argv[1], "
-            "encoding='utf-8'):\n  v=json.loads(l); assert isinstance(v,str); n+=1\n"
-            "print(n)\" ") +
-        in_path;
-    std::FILE* p = ::popen(cmd.c_str(), "r");
-    REQUIRE(p != nullptr);
-    char buf[64] = {};
-    const bool got = std::fgets(buf, sizeof buf, p) != nullptr;
-    const int rc = ::pclose(p);
-    ::unlink(in_path);
-    CHECK(rc == 0);
-    CHECK(got);
-    CHECK(std::string(buf) == "300\n");
-  }
-}
-
-// Whether /usr/bin/python3 reads `text` (lines of JSON) so that `check` (Python code over `v`,
-// the parsed line, and `i`, its index) holds for every line; prints the line count. Returns the
-// count printed, or -1 when python3 is not there (the byte-level checks still ran).
-int python_checks(const std::string& text, const std::string& check) {
-  if (::access("/usr/bin/python3", X_OK) != 0) return -1;
-  char in_path[] = "/tmp/json_writer_XXXXXX";
-  const int fd = ::mkstemp(in_path);
-  REQUIRE(fd >= 0);
-  std::FILE* f = ::fdopen(fd, "w");
-  std::fwrite(text.data(), 1, text.size(), f);
-  std::fclose(f);
-  const std::string cmd =
-      "/usr/bin/python3 -c \"import json,sys,struct\nn=0\nfor i,l in "
-      "enumerate(open(sys.argv[1], encoding='utf-8')):\n  v=json.loads(l)\n  "
-      "assert " +
-      check + ", (i, l)\n  n+=1\nprint(n)\" " + in_path;
-  std::FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[64] = {};
-  const bool got = std::fgets(buf, sizeof buf, p) != nullptr;
-  const int rc = ::pclose(p);
-  ::unlink(in_path);
-  CHECK(rc == 0);
-  return got && rc == 0 ? std::atoi(buf) : 0;
+  const int read = python_checks(lines, "isinstance(v,str)");
+  if (read >= 0) CHECK(read == 300);
 }
 
 TEST_CASE("JsonWriter places commas, colons and quotes, control characters in keys and strings") {

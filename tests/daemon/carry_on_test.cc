@@ -20,9 +20,12 @@
 #include "daemon/node.h"
 #include "tests/daemon/local_cluster.h"
 #include "tests/support/files.h"
+#include "tests/support/topologies.h"
 
 namespace gossip::daemon {
 namespace {
+
+using testing::generated_topology;
 
 using gossip::testing::TempDir;
 using Row = std::vector<std::pair<int, double>>;
@@ -44,19 +47,6 @@ TrainConfig config_with(std::uint64_t iterations, double lr) {
   config::fill_defaults(*c);
   REQUIRE(config::validate_train_config(*c).is_ok());
   return *c;
-}
-
-topology::Topology make(topology::GeneratorKind kind, int n, int rows = 0) {
-  topology::GeneratorSpec spec;
-  spec.kind = kind;
-  spec.nodes = n;
-  if (rows > 0) {
-    spec.rows = rows;
-    spec.cols = n / rows;
-  }
-  auto t = topology::Topology::generate(spec, topology::WeightScheme::kDefault);
-  REQUIRE_MESSAGE(t.is_ok(), t.status().to_string());
-  return *t;
 }
 
 Row topology_row(const topology::Topology& topo, int i, std::int64_t t = 0) {
@@ -98,10 +88,10 @@ void check_doubly_stochastic(const std::map<int, Row>& rows, const std::string& 
 TEST_CASE(
     "carry-on weights: without failures they equal the topology's Metropolis-Hastings rows bit for "
     "bit") {
-  for (const auto& topo :
-       {make(topology::GeneratorKind::kRing, 5), make(topology::GeneratorKind::kStar, 6),
-        make(topology::GeneratorKind::kTorus, 12, 3),
-        make(topology::GeneratorKind::kGrid, 12, 3)}) {
+  for (const auto& topo : {generated_topology(topology::GeneratorKind::kRing, 5),
+                           generated_topology(topology::GeneratorKind::kStar, 6),
+                           generated_topology(topology::GeneratorKind::kTorus, 12, 3, 4),
+                           generated_topology(topology::GeneratorKind::kGrid, 12, 3, 4)}) {
     CHECK(mixing_is_symmetric(topo));
     for (int i = 0; i < topo.num_nodes(); ++i) {
       REQUIRE(uses_metropolis_hastings(topo, i));
@@ -114,11 +104,11 @@ TEST_CASE(
     }
   }
   // Directed graphs (the exponential graph) cannot carry on: W would lose double stochasticity.
-  CHECK_FALSE(mixing_is_symmetric(make(topology::GeneratorKind::kExponential, 8)));
+  CHECK_FALSE(mixing_is_symmetric(generated_topology(topology::GeneratorKind::kExponential, 8)));
 }
 
 TEST_CASE("carry-on weights: closed form after the edge 0-1 of a 4-ring drops") {
-  topology::Topology ring = make(topology::GeneratorKind::kRing, 4);
+  topology::Topology ring = generated_topology(topology::GeneratorKind::kRing, 4);
   // Iteration t of the drop: degrees are still the planned 2; the edge is not used.
   std::map<int, Row> at_drop, after;
   at_drop[0] = row_weights(ring, 0, 0, true, 2, {{3, 2}}).row(0);
@@ -136,7 +126,7 @@ TEST_CASE("carry-on weights: closed form after the edge 0-1 of a 4-ring drops") 
   CHECK(after[0] == Row{{0, 1.0 - 1.0 / 3}, {3, 1.0 / 3}});
   check_doubly_stochastic(after, "after the drop");
   // A star losing a leaf: hub degree 3 -> 2, leaves' weights 1/(1+2) instead of 1/(1+3).
-  topology::Topology star = make(topology::GeneratorKind::kStar, 4);
+  topology::Topology star = generated_topology(topology::GeneratorKind::kStar, 4);
   std::map<int, Row> s;
   s[0] = row_weights(star, 0, 1, true, 2, {{1, 1}, {2, 1}}).row(0);
   s[1] = row_weights(star, 1, 1, true, 1, {{0, 2}}).row(1);
@@ -274,7 +264,7 @@ TEST_CASE(
   // on without any bound on their drift (no barrier), and the re-admission would then race the
   // end of the run.
   const int n = 6;
-  topology::Topology topo = make(topology::GeneratorKind::kRing, n);
+  topology::Topology topo = generated_topology(topology::GeneratorKind::kRing, n);
   TrainConfig config = config_with(100, 0.1);
   auto problem = sgd::make_problem(config::to_problem_config(config, n));
   REQUIRE(problem.is_ok());
@@ -327,7 +317,7 @@ TEST_CASE(
 
 TEST_CASE("pure gossip through a dead node: survivors finish and converge to their average") {
   const int n = 12;
-  topology::Topology topo = make(topology::GeneratorKind::kTorus, n, 3);
+  topology::Topology topo = generated_topology(topology::GeneratorKind::kTorus, n, 3, n / 3);
   const std::uint64_t iterations = 150;
   TrainConfig config = config_with(iterations, 1e-30);  // pure gossip (lr 0 is refused by sgd)
   auto problem = sgd::make_problem(config::to_problem_config(config, n));

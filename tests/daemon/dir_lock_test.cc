@@ -16,35 +16,25 @@
 
 #include "daemon/outputs.h"
 #include "tests/support/files.h"
+#include "tests/support/process.h"
 
 namespace gossip::daemon {
 namespace {
 
+using gossip::testing::fork_with_pipe;
+using gossip::testing::ForkedChild;
+using gossip::testing::read_all_and_reap;
 using gossip::testing::read_file;
 using gossip::testing::TempDir;
 
 // What a claim of `dir` in a child process answers: "ok" or the refusal's message (the child
 // holds the lock only while it runs, so this also releases what it took).
 std::string claim_in_child(const std::string& dir) {
-  int fds[2];
-  REQUIRE(::pipe(fds) == 0);
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::close(fds[0]);
+  return read_all_and_reap(fork_with_pipe([&](int fd) {
     auto lock = DirectoryLock::claim(dir, "child");
     const std::string answer = lock.is_ok() ? "ok" : lock.status().to_string();
-    (void)!::write(fds[1], answer.data(), answer.size());
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string answer;
-  char buf[1024];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) answer.append(buf, n);
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return answer;
+    (void)!::write(fd, answer.data(), answer.size());
+  }));
 }
 
 TEST_CASE("a directory lock refuses another process at once, naming the holder, until released") {
@@ -88,21 +78,15 @@ TEST_CASE("a lock file left by a dead process never blocks: not by its line, not
     CHECK(read_file(dir + "/LOCK").find("pid " + std::to_string(::getpid())) == 0);
   }
   // A holder killed with SIGKILL: the kernel released its lock; its line stays and does not count.
-  int ready[2];
-  REQUIRE(::pipe(ready) == 0);
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::close(ready[0]);
+  const ForkedChild holder = fork_with_pipe([&](int fd) {
     auto lock = DirectoryLock::claim(dir, "doomed");
-    (void)!::write(ready[1], lock.is_ok() ? "y" : "n", 1);
+    (void)!::write(fd, lock.is_ok() ? "y" : "n", 1);
     ::pause();
-    ::_exit(0);
-  }
-  ::close(ready[1]);
+  });
+  const pid_t pid = holder.pid;
   char c = 0;
-  REQUIRE(::read(ready[0], &c, 1) == 1);
-  ::close(ready[0]);
+  REQUIRE(::read(holder.read_fd, &c, 1) == 1);
+  ::close(holder.read_fd);
   REQUIRE(c == 'y');
   CHECK(claim_in_child(dir).find("pid " + std::to_string(pid)) != std::string::npos);  // held
   ::kill(pid, SIGKILL);
@@ -262,22 +246,11 @@ TEST_CASE(
   // The message a second gossipd shows, from claim_checkpoint_dir in another process.
   auto held = claim_outputs(o, false, "first");
   REQUIRE(held.is_ok());
-  int fds[2];
-  REQUIRE(::pipe(fds) == 0);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(fds[0]);
+  const std::string m = read_all_and_reap(fork_with_pipe([&](int fd) {
     const auto r = claim_checkpoint_dir(o.checkpoint_dir, "second");
-    const std::string m = r.is_ok() ? "ok" : r.status().message();
-    (void)!::write(fds[1], m.data(), m.size());
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  char buf[2048] = {};
-  (void)!::read(fds[0], buf, sizeof buf - 1);
-  ::close(fds[0]);
-  ::waitpid(pid, nullptr, 0);
-  const std::string m = buf;
+    const std::string answer = r.is_ok() ? "ok" : r.status().message();
+    (void)!::write(fd, answer.data(), answer.size());
+  }));
   CAPTURE(m);
   CHECK(m.rfind("checkpoint.dir: ", 0) == 0);
   CHECK(m.find(": first") != std::string::npos);

@@ -19,9 +19,12 @@
 #include "sim/simulator.h"
 #include "tests/daemon/local_cluster.h"
 #include "tests/support/files.h"
+#include "tests/support/topologies.h"
 
 namespace gossip::daemon {
 namespace {
+
+using testing::generated_topology;
 
 using gossip::testing::TempDir;
 
@@ -58,15 +61,6 @@ TEST_CASE("config fingerprint: an lr of 0 reads as it did before lr had presence
   CHECK(config_fingerprint(other) != config_fingerprint(with));
 }
 
-topology::Topology make_topology(topology::GeneratorKind kind, int n) {
-  topology::GeneratorSpec spec;
-  spec.kind = kind;
-  spec.nodes = n;
-  auto t = topology::Topology::generate(spec, topology::WeightScheme::kDefault);
-  REQUIRE_MESSAGE(t.is_ok(), t.status().to_string());
-  return *t;
-}
-
 // Every node as a thread over a fresh in-process hub (local_cluster.h).
 std::vector<NodeResult> run_cluster(const topology::Topology& topo, const sgd::Problem& problem,
                                     const TrainConfig& config, const std::string& dir,
@@ -79,7 +73,7 @@ void check_against_simulator(topology::GeneratorKind kind, int n) {
   TempDir dir;
   const std::uint64_t iterations = 25;
   TrainConfig config = small_config(iterations);
-  topology::Topology topo = make_topology(kind, n);
+  topology::Topology topo = generated_topology(kind, n);
   auto problem = sgd::make_problem(config::to_problem_config(config, n));
   REQUIRE_MESSAGE(problem.is_ok(), problem.status().to_string());
 
@@ -128,7 +122,7 @@ TEST_CASE("threads over the in-process hub equal gossip-sim's D-PSGD: one-peer e
 
 TEST_CASE("a resumed run equals an uninterrupted one bit for bit") {
   const int n = 4;
-  topology::Topology topo = make_topology(topology::GeneratorKind::kRing, n);
+  topology::Topology topo = generated_topology(topology::GeneratorKind::kRing, n);
   TrainConfig full = small_config(30);
   auto problem = sgd::make_problem(config::to_problem_config(full, n));
   REQUIRE(problem.is_ok());
@@ -152,7 +146,7 @@ TEST_CASE(
     "fault.policy FAIL_STOP: a dead neighbour makes every other node checkpoint and exit with code "
     "3") {
   const int n = 4;
-  topology::Topology topo = make_topology(topology::GeneratorKind::kRing, n);
+  topology::Topology topo = generated_topology(topology::GeneratorKind::kRing, n);
   TrainConfig config = small_config(30);
   config.mutable_timeouts()->set_deadline_ms(300);
   config.mutable_fault()->set_policy(config::pb::Fault::FAIL_STOP);

@@ -12,6 +12,7 @@
 #include "common/random.h"
 #include "daemon/checkpoint.h"
 #include "tests/fault/fault_test_util.h"
+#include "tests/support/process.h"
 
 namespace gossip::fault_testing {
 namespace {
@@ -443,30 +444,26 @@ TEST_CASE(
     for (std::uint64_t it : {1000, 1001}) {
       REQUIRE(daemon::write_checkpoint(env, dir, make(it, 4000, "run-a"), 5).is_ok());
     }
-    int fds[2];
-    REQUIRE(::pipe(fds) == 0);
-    const pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      ::close(fds[0]);
+    const testing::ForkedChild writer = testing::fork_with_pipe([&](int fd) {
       for (std::uint64_t it = 1;; ++it) {
         if (!daemon::write_checkpoint(env, dir, make(it, 4000, "run-b"), 2).is_ok()) ::_exit(3);
-        if (::write(fds[1], &it, sizeof it) != sizeof it) ::_exit(4);
+        if (::write(fd, &it, sizeof it) != sizeof it) ::_exit(4);
       }
-    }
-    ::close(fds[1]);
+    });
+    const pid_t pid = writer.pid;
+    const int from_child = writer.read_fd;
     // Once the child's first checkpoint is out (so each kill lands amid a stream of writes, even
     // on a loaded machine), a random moment within the next few writes.
     std::uint64_t first = 0;
-    REQUIRE(::read(fds[0], &first, sizeof first) == sizeof first);
+    REQUIRE(::read(from_child, &first, sizeof first) == sizeof first);
     std::this_thread::sleep_for(std::chrono::microseconds(rng.uniform_int(40000)));
     ::kill(pid, SIGKILL);
     int status = 0;
     ::waitpid(pid, &status, 0);
     CHECK(WIFSIGNALED(status));
     std::uint64_t last = first, it = 0;
-    while (::read(fds[0], &it, sizeof it) == sizeof it) last = it;
-    ::close(fds[0]);
+    while (::read(from_child, &it, sizeof it) == sizeof it) last = it;
+    ::close(from_child);
     if (last > 1) ++kills_mid_run;
     for (std::uint64_t a : {1000, 1001}) {
       auto old = daemon::load_checkpoint_file(env, dir + "/" + daemon::checkpoint_file_name(a),

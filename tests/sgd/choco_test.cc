@@ -10,17 +10,10 @@
 #include <vector>
 
 #include "common/random.h"
+#include "tests/sgd/compression_spec.h"
 
 namespace gossip::sgd {
 namespace {
-
-CompressionSpec spec_of(CompressionKind kind, std::size_t block = 16) {
-  CompressionSpec s;
-  s.kind = kind;
-  s.block_floats = block;
-  REQUIRE(s.validate().is_ok());
-  return s;
-}
 
 std::vector<float> randn(std::size_t n, Rng& rng, double scale = 1.0) {
   std::vector<float> v(n);

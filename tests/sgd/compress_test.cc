@@ -14,17 +14,10 @@
 #include <vector>
 
 #include "common/random.h"
+#include "tests/sgd/compression_spec.h"
 
 namespace gossip::sgd {
 namespace {
-
-CompressionSpec spec_of(CompressionKind kind, std::size_t block = 16) {
-  CompressionSpec s;
-  s.kind = kind;
-  s.block_floats = block;
-  REQUIRE(s.validate().is_ok());
-  return s;
-}
 
 std::vector<std::byte> encode(const CompressionSpec& spec, const std::vector<float>& x) {
   std::vector<std::byte> out(compressed_bytes(spec, x.size()));

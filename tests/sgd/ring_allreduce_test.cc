@@ -18,17 +18,10 @@
 #include <vector>
 
 #include "common/random.h"
+#include "tests/sgd/compression_spec.h"
 
 namespace gossip::sgd {
 namespace {
-
-CompressionSpec spec_of(CompressionKind kind, std::size_t block) {
-  CompressionSpec s;
-  s.kind = kind;
-  s.block_floats = block;
-  REQUIRE(s.validate().is_ok());
-  return s;
-}
 
 std::vector<std::vector<float>> random_inputs(int n, std::size_t d, std::uint64_t seed) {
   Rng rng(seed);

@@ -13,11 +13,14 @@
 
 #include "common/random.h"
 #include "sgd/backend.h"
+#include "tests/support/topologies.h"
 #include "topology/spectral.h"
 #include "topology/topology.h"
 
 namespace gossip::sim {
 namespace {
+
+using testing::generated_topology;
 
 StateMatrix random_state(Eigen::Index d, int n, std::uint64_t seed, double offset = 0) {
   Rng rng(seed);
@@ -41,17 +44,6 @@ Eigen::SparseMatrix<double> random_doubly_stochastic(int n, int terms, Rng& rng)
     for (int i = 0; i < n; ++i) dense(i, perm[i]) += a[k] / total;
   }
   return dense.sparseView();
-}
-
-topology::Topology generated(topology::GeneratorKind kind, int n, int rows = 0, int cols = 0) {
-  topology::GeneratorSpec spec;
-  spec.kind = kind;
-  spec.nodes = n;
-  spec.rows = rows;
-  spec.cols = cols;
-  auto t = topology::Topology::generate(spec, topology::WeightScheme::kDefault);
-  REQUIRE(t.is_ok());
-  return std::move(t).value();
 }
 
 TEST_CASE("mix equals X·Wᵀ − γU computed densely in double") {
@@ -126,17 +118,20 @@ TEST_CASE("mix is bit-identical to sgd::Backend::mix with terms in increasing no
   // n = 200), a ring, and random non-symmetric doubly stochastic matrices (terms that wrap).
   int compared = 0;
   compared += compare_with_backend(
-      generated(topology::GeneratorKind::kExponential, 16).mixing_matrix(), 3001, **backend);
+      generated_topology(topology::GeneratorKind::kExponential, 16).mixing_matrix(), 3001,
+      **backend);
   compared += compare_with_backend(
-      generated(topology::GeneratorKind::kExponential, 200).mixing_matrix(), 1000, **backend);
-  compared += compare_with_backend(generated(topology::GeneratorKind::kRing, 5).mixing_matrix(), 64,
-                                   **backend);
+      generated_topology(topology::GeneratorKind::kExponential, 200).mixing_matrix(), 1000,
+      **backend);
+  compared += compare_with_backend(
+      generated_topology(topology::GeneratorKind::kRing, 5).mixing_matrix(), 64, **backend);
   compared += compare_with_backend(random_doubly_stochastic(9, 4, rng), 130, **backend);
   compared += compare_with_backend(random_doubly_stochastic(33, 6, rng), 17, **backend);
   // Columns of whole 64-byte lines (d % 16 == 0, the simulator's padded state): mix runs node by
   // node over whole columns instead of row blocks and bands.
   compared += compare_with_backend(
-      generated(topology::GeneratorKind::kExponential, 64).mixing_matrix(), 1008, **backend);
+      generated_topology(topology::GeneratorKind::kExponential, 64).mixing_matrix(), 1008,
+      **backend);
   compared += compare_with_backend(random_doubly_stochastic(21, 5, rng), 1008, **backend);
   // One term per row (a permutation), and rows of up to 24 terms: mix_rows' kernels with the
   // terms fixed at compile time (1..16 terms) and the generic tiles past 16 terms.
@@ -156,7 +151,7 @@ TEST_CASE("banded runs: detected where rows are shifted copies, and mixed bit fo
   auto backend = sgd::make_backend(sgd::Device::kCpu, 1);
   REQUIRE(backend.is_ok());
   // A ring: rows 1..n−2 are the band {i−1, i, i+1} with weights 1/3; rows 0 and n−1 wrap.
-  const auto ring = generated(topology::GeneratorKind::kRing, 64).mixing_matrix();
+  const auto ring = generated_topology(topology::GeneratorKind::kRing, 64).mixing_matrix();
   auto plan = MixingPlan::from_matrix(ring);
   REQUIRE(plan.is_ok());
   REQUIRE(plan->bands().size() == 1);
@@ -193,10 +188,10 @@ TEST_CASE("banded runs: detected where rows are shifted copies, and mixed bit fo
   CHECK(tri_plan->bands()[2].first == 20);
   CHECK(tri_plan->bands()[2].count == 9);
   // No band in an exponential graph of 16 (its columns are not contiguous).
-  CHECK(
-      MixingPlan::from_matrix(generated(topology::GeneratorKind::kExponential, 16).mixing_matrix())
-          ->bands()
-          .empty());
+  CHECK(MixingPlan::from_matrix(
+            generated_topology(topology::GeneratorKind::kExponential, 16).mixing_matrix())
+            ->bands()
+            .empty());
 
   // Bit for bit: widths with only a tail (d < 64), 128-row steps plus a 64-row tile plus a tail
   // (d = 1000), and several row blocks (n = 64: 2048 rows per block); d = 64 and 192 (multiples
@@ -208,8 +203,8 @@ TEST_CASE("banded runs: detected where rows are shifted copies, and mixed bit fo
   compared += compare_with_backend(five, 1000, **backend);
   compared += compare_with_backend(two, 333, **backend);
   compared += compare_with_backend(tri.sparseView(), 1000, **backend);
-  compared += compare_with_backend(generated(topology::GeneratorKind::kRing, 1024).mixing_matrix(),
-                                   300, **backend);
+  compared += compare_with_backend(
+      generated_topology(topology::GeneratorKind::kRing, 1024).mixing_matrix(), 300, **backend);
   CHECK(compared == 2 * (6 * 64 + 40 + 12 + 30 + 1024));
 }
 
@@ -278,11 +273,13 @@ TEST_CASE("pure gossip: consensus distance decays at rate ρ² per iteration (ρ
     topology::Topology topo;
   };
   std::vector<Case> cases;
-  cases.push_back({"ring 32", generated(topology::GeneratorKind::kRing, 32)});
-  cases.push_back({"torus 8x8", generated(topology::GeneratorKind::kTorus, 64, 8, 8)});
-  cases.push_back({"torus 4x12", generated(topology::GeneratorKind::kTorus, 48, 4, 12)});
-  cases.push_back({"exponential 32", generated(topology::GeneratorKind::kExponential, 32)});
-  cases.push_back({"exponential 40", generated(topology::GeneratorKind::kExponential, 40)});
+  cases.push_back({"ring 32", generated_topology(topology::GeneratorKind::kRing, 32)});
+  cases.push_back({"torus 8x8", generated_topology(topology::GeneratorKind::kTorus, 64, 8, 8)});
+  cases.push_back({"torus 4x12", generated_topology(topology::GeneratorKind::kTorus, 48, 4, 12)});
+  cases.push_back(
+      {"exponential 32", generated_topology(topology::GeneratorKind::kExponential, 32)});
+  cases.push_back(
+      {"exponential 40", generated_topology(topology::GeneratorKind::kExponential, 40)});
   for (const Case& c : cases) {
     CAPTURE(c.name);
     auto report = topology::analyze(c.topo);
@@ -296,7 +293,7 @@ TEST_CASE("pure gossip: consensus distance decays at rate ρ² per iteration (ρ
 
 TEST_CASE("one-peer exponential graph: τ consecutive steps reach exact consensus") {
   const int n = 16;  // τ = 4
-  const auto topo = generated(topology::GeneratorKind::kOnePeerExponential, n);
+  const auto topo = generated_topology(topology::GeneratorKind::kOnePeerExponential, n);
   REQUIRE(topo.period() == 4);
   std::vector<MixingPlan> plans;
   for (int p = 0; p < 4; ++p) plans.push_back(*MixingPlan::from_matrix(topo.mixing_matrix(p)));
@@ -323,12 +320,12 @@ TEST_CASE("consensus distance and average: closed forms") {
 }
 
 TEST_CASE("MixingPlan: degrees, in-neighbours, and errors for bad matrices") {
-  const auto topo = generated(topology::GeneratorKind::kRing, 6);
+  const auto topo = generated_topology(topology::GeneratorKind::kRing, 6);
   auto plan = MixingPlan::from_matrix(topo.mixing_matrix());
   REQUIRE(plan.is_ok());
   CHECK(plan->max_degree() == 2);
   CHECK(plan->in_neighbours()[0] == std::vector<int>{1, 5});
-  const auto expo = generated(topology::GeneratorKind::kExponential, 8);  // τ = 3
+  const auto expo = generated_topology(topology::GeneratorKind::kExponential, 8);  // τ = 3
   CHECK(MixingPlan::from_matrix(expo.mixing_matrix())->max_degree() == 3);
 
   Eigen::MatrixXd bad(2, 2);

@@ -23,21 +23,15 @@
 #include "common/random.h"
 #include "sgd/backend.h"
 #include "sgd/choco.h"
+#include "tests/support/topologies.h"
 #include "topology/topology.h"
 
 namespace gossip::sim {
 namespace {
 
-constexpr int kDim = 24;
+using testing::generated_topology;
 
-topology::Topology make(topology::GeneratorKind kind, int n) {
-  topology::GeneratorSpec spec;
-  spec.kind = kind;
-  spec.nodes = n;
-  auto t = topology::Topology::generate(spec, topology::WeightScheme::kDefault);
-  REQUIRE_MESSAGE(t.is_ok(), t.status().to_string());
-  return *t;
-}
+constexpr int kDim = 24;
 
 std::vector<std::vector<double>> random_vectors(int n, std::uint64_t seed, double scale) {
   Rng rng(seed);
@@ -101,7 +95,7 @@ TEST_CASE(
     "rounds: local steps' consensus distance on a quadratic follows A <- W A - kappa (A - B)") {
   const int n = 8, h = 5;
   const float gamma = 0.1f;
-  const topology::Topology ring = make(topology::GeneratorKind::kRing, n);
+  const topology::Topology ring = generated_topology(topology::GeneratorKind::kRing, n);
   auto cpu = sgd::make_backend(sgd::Device::kCpu, 1);
   REQUIRE(cpu.is_ok());
   const auto b_d = random_vectors(n, 7, 1.0), a_d = random_vectors(n, 8, 3.0);
@@ -177,8 +171,8 @@ void average_follows_diloco(const topology::Topology& topo) {
 }
 
 TEST_CASE("rounds: with an outer Nesterov step the network average follows DiLoCo's recursion") {
-  average_follows_diloco(make(topology::GeneratorKind::kRing, 8));
-  average_follows_diloco(make(topology::GeneratorKind::kOnePeerExponential, 8));
+  average_follows_diloco(generated_topology(topology::GeneratorKind::kRing, 8));
+  average_follows_diloco(generated_topology(topology::GeneratorKind::kOnePeerExponential, 8));
 }
 
 // Pure CHOCO gossip (Δ = 0) on a ring of n: per-edge copies, the combine of round.h.
@@ -188,7 +182,7 @@ struct ChocoRun {
 };
 
 ChocoRun choco(const sgd::CompressionSpec& spec, double step, int n, int rounds) {
-  const topology::Topology ring = make(topology::GeneratorKind::kRing, n);
+  const topology::Topology ring = generated_topology(topology::GeneratorKind::kRing, n);
   auto cpu = sgd::make_backend(sgd::Device::kCpu, 1);
   REQUIRE(cpu.is_ok());
   const auto a_d = random_vectors(n, 21, 2.0);

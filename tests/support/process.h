@@ -1,7 +1,7 @@
 // Running the real programs from tests: a command (no shell) with its stdout and stderr captured,
 // its exit code, peak memory and wall time, killed at a time limit; a shell command; a child left
-// running and waited for later. Header-only; needs doctest (a program that cannot be started fails
-// the test).
+// running and waited for later; a forked child with a pipe back. Header-only; needs doctest (a
+// program that cannot be started fails the test).
 #pragma once
 
 #include <doctest/doctest.h>
@@ -128,6 +128,40 @@ inline int wait_exit(pid_t pid) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   return exit_code_of(status);
+}
+
+// A forked child of this test process with a pipe to it: the child runs `body(write_fd)` and exits
+// 0 (unless `body` exits itself); the parent gets the child's pid and the pipe's read end.
+struct ForkedChild {
+  pid_t pid = -1;
+  int read_fd = -1;
+};
+template <class Body>
+ForkedChild fork_with_pipe(const Body& body) {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    body(fds[1]);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  return {pid, fds[0]};
+}
+
+// Everything `child` writes to its pipe until it closes it; then closes the read end and reaps the
+// child.
+inline std::string read_all_and_reap(const ForkedChild& child) {
+  std::string out;
+  char buf[1024];
+  for (ssize_t n; (n = ::read(child.read_fd, buf, sizeof buf)) > 0;) {
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(child.read_fd);
+  ::waitpid(child.pid, nullptr, 0);
+  return out;
 }
 
 }  // namespace gossip::testing
