@@ -2,6 +2,7 @@
 """Accuracy against wall-clock time for D-PSGD and ALLREDUCE on the cluster (matplotlib, PNG).
 
     /usr/bin/python3 scripts/plot_cluster.py build/cluster-bench --out docs/img/cluster_accuracy_100mbit.png
+    /usr/bin/python3 scripts/plot_cluster.py build/cluster-bench --rounds --out docs/img/cluster_rounds.png
 
 Reads the per-node metrics that scripts/cluster-bench.sh keeps for its accuracy runs
 (points/mlp_100mbit_<topology>_curve/metrics-<i>.jsonl): every periodic `eval` line (iteration a
@@ -11,6 +12,10 @@ nodes at each evaluated iteration, at the mean wall time the nodes reached it, c
 start of that run's first iteration. Also prints each series' accuracy at the wall time at which
 the first of them finished (the same wall-clock budget for both). Exits non-zero with a message
 when a run directory or its metrics are missing.
+
+With --rounds: scripts/cluster-bench.sh --rounds's points, the averaged model's test accuracy
+(gossip-sim's curve of the same job, which computes the daemons' bits) at the cluster's wall-clock
+for each iteration, one panel per link, log time axis.
 """
 import argparse
 import glob
@@ -76,13 +81,52 @@ def accuracy_at(series, seconds):
     return best
 
 
+def plot_rounds(bench_dir, out):
+    """Accuracy of the averaged model against the cluster's wall-clock, one panel per link, from
+    scripts/cluster-bench.sh --rounds (rounds.csv and rounds/<link>_<config>/)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import csv
+    import rounds_point
+    path = os.path.join(bench_dir, "rounds.csv")
+    if not os.path.exists(path):
+        sys.exit(f"plot_cluster.py: {path} missing (run scripts/cluster-bench.sh --rounds)")
+    rows = list(csv.DictReader(open(path)))
+    links = sorted({r["link"] for r in rows}, key=[r["link"] for r in rows].index)
+    fig, axes = plt.subplots(1, len(links), figsize=(6 * len(links), 4.2), squeeze=False)
+    for ax, link in zip(axes[0], links):
+        for r in (r for r in rows if r["link"] == link):
+            d = os.path.join(bench_dir, "rounds", f"{link.replace('/', '_')}_{r['config']}")
+            series = "cpsgd-allreduce" if r["config"].startswith(("allreduce", "diloco")) else "dpsgd"
+            warm = 2 if r["source"] == "s/it_x_sim" else None
+            pts = rounds_point.curve(d, 8, os.path.join(d, "sim.csv"), series, warm)
+            label = f"{r['config']} ({float(r['bytes_per_node']) / 1e6:.1f} MB/node to target)" \
+                if r["bytes_per_node"] != "nan" else r["config"]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=label)
+        ax.axhline(float(rows[0]["target"]), color="grey", linestyle=":", label="target")
+        ax.set_xscale("log")
+        ax.set_ylim(0.8, 0.9)
+        ax.set_xlabel("wall-clock on the cluster (s, log)")
+        ax.set_ylabel("test accuracy of the averaged model")
+        ax.set_title(f"8 hosts, {link}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    print(f"plot_cluster.py: wrote {out}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("bench_dir", help="scripts/cluster-bench.sh's output directory")
     ap.add_argument("--bandwidth", default="100mbit")
     ap.add_argument("--out", default="docs/img/cluster_accuracy_100mbit.png")
     ap.add_argument("--every", type=int, default=25, help="the runs' eval_every")
+    ap.add_argument("--rounds", action="store_true",
+                    help="plot cluster-bench.sh --rounds (averaged model against wall-clock, per link)")
     a = ap.parse_args()
+    if a.rounds:
+        os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
+        return plot_rounds(a.bench_dir, a.out)
     runs = sorted(glob.glob(os.path.join(a.bench_dir, "points", f"mlp_{a.bandwidth}_*_curve")))
     if not runs:
         sys.exit(f"plot_cluster.py: no accuracy runs (points/mlp_{a.bandwidth}_*_curve) in {a.bench_dir}")
