@@ -21,6 +21,8 @@ pkgs=(
   slurmctld slurmd munge slurm-client
   # cross-checks, references and plots (/usr/bin/python3, never the hot path)
   python3-numpy python3-scipy python3-matplotlib python3-torch libopenblas0-pthread
+  # the Kubernetes example's manifest test (tests/daemon/k8s_manifest_test.py)
+  python3-yaml
 )
 
 missing=()
