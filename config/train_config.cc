@@ -133,6 +133,28 @@ void collect_round_errors(const TrainConfig& c, std::vector<FieldError>& e) {
   }
 }
 
+// The `topology` block (gossipd run --from-env). Which generator names exist and what their
+// parameters must be is gossip_topology's to say (generators.h); the daemon checks that when it
+// builds the topology. Here: what any generator needs.
+void collect_topology_errors(const TrainConfig& c, std::vector<FieldError>& e) {
+  if (!c.has_topology()) return;
+  const pb::TopologyGenerator& t = c.topology();
+  if (t.generator().empty()) {
+    e.push_back({"topology.generator",
+                 "required: a gossip-topo generator, e.g. \"one_peer_exponential\" or \"ring\""});
+  } else if (t.generator() == "edge_list") {
+    e.push_back({"topology.generator",
+                 "edge_list reads a file: write the topology file with gossip-topo and give it "
+                 "to gossipd run instead"});
+  }
+  if (t.base_port() == 0 || t.base_port() > 65535) {
+    e.push_back(
+        {"topology.base_port", "required: the first port of each host's nodes, in 1..65535, got " +
+                                   std::to_string(t.base_port())});
+  }
+  check_finite_range(e, "topology.p", t.p(), 0, false, 1, false, "in [0, 1]");
+}
+
 std::vector<FieldError> collect_errors(const TrainConfig& c) {
   std::vector<FieldError> e;
   constexpr double kInf = HUGE_VAL;
@@ -244,6 +266,7 @@ std::vector<FieldError> collect_errors(const TrainConfig& c) {
     e.push_back({"fault.admit_margin", "must be at most 1000000 iterations"});
   }
   collect_round_errors(c, e);
+  collect_topology_errors(c, e);
   return e;
 }
 
@@ -360,6 +383,11 @@ void fill_defaults(TrainConfig& c) {
   if (f->policy() == pb::Fault::POLICY_UNSPECIFIED) f->set_policy(pb::Fault::CARRY_ON);
   if (!f->has_admit_margin()) f->set_admit_margin(2);
   fill_round_defaults(c);
+  if (c.has_topology()) {
+    pb::TopologyGenerator* g = c.mutable_topology();
+    if (g->weights().empty()) g->set_weights("default");
+    if (g->k() == 0) g->set_k(1);
+  }
 }
 
 Status validate_train_config(const TrainConfig& config, const std::string& name,

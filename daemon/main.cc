@@ -44,9 +44,16 @@ void on_crash(int sig) {
 CLI::App* add_run_command(CLI::App& app, RunOptions& run, std::vector<std::string>& overrides,
                           std::uint64_t& resume_at, CLI::Option*& resume_at_opt) {
   CLI::App* cmd = app.add_subcommand("run", "run one node of a job in this process");
-  cmd->add_option("topology", run.topology_path, "topology file (Protobuf text format)")
-      ->required();
-  cmd->add_option("--node", run.node_id, "this node's id in the topology")->required();
+  auto* topology =
+      cmd->add_option("topology", run.topology_path, "topology file (Protobuf text format)");
+  auto* node = cmd->add_option("--node", run.node_id, "this node's id in the topology");
+  cmd->add_flag("--from-env", run.from_env,
+                "take the node id, node count and hosts from the scheduler (srun's SLURM_* "
+                "variables, or a StatefulSet pod's name with GOSSIP_NODES, GOSSIP_SERVICE, "
+                "POD_NAMESPACE) and generate the topology from the config's `topology` block, "
+                "instead of TOPOLOGY and --node; listens on 0.0.0.0 unless --listen is given")
+      ->excludes(topology)
+      ->excludes(node);
   cmd->add_option("--config", run.config_path, "training config (Protobuf text format)")
       ->required();
   auto* certs = cmd->add_option("--certs", run.certs_dir,
@@ -142,6 +149,10 @@ int gossipd_main(int argc, char** argv) {
   static_assert(kExitUsage == gossip::kExitUsageError);
   if (const auto rc = gossip::parse_command_line(app, argc, argv)) return *rc;
   if (run_cmd->parsed()) {
+    if (!run.from_env && (run.topology_path.empty() || run.node_id < 0)) {
+      std::fprintf(stderr, "gossipd run: give TOPOLOGY and --node ID, or --from-env\n");
+      return kExitUsage;
+    }
     run.overrides = run_overrides;
     if (resume_at_opt->count() > 0) run.resume_at = resume_at;
     return run_command(run);

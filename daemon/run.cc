@@ -25,6 +25,7 @@
 #include "daemon/node.h"
 #include "daemon/node_job.h"
 #include "daemon/outputs.h"
+#include "daemon/scheduler_env.h"
 #include "net/transport.h"
 #include "sgd/backend.h"
 #include "sgd/problem.h"
@@ -66,7 +67,25 @@ struct Inputs {
   std::shared_ptr<DirectoryLock> owned;  // held for the whole run (daemon/dir_lock.h)
 };
 
-Result<Inputs> load_inputs(const RunOptions& o) {
+// The topology: the file TOPOLOGY names, or under --from-env the one generated from the config's
+// `topology` block on the hosts the scheduler gave (`start`).
+Result<topology::Topology> load_topology_for(const RunOptions& o, const TrainConfig& config,
+                                             const SchedulerStart* start) {
+  if (start == nullptr) return topology::load_topology(o.topology_path);
+  if (!config.has_topology()) {
+    return invalid_argument(o.config_path +
+                            ": --from-env needs the training config's topology block, e.g. "
+                            "topology { generator: \"one_peer_exponential\" base_port: 7100 }");
+  }
+  GOSSIP_ASSIGN_OR_RETURN(topology::Topology t,
+                          generated_topology(config.topology(), *start, o.config_path));
+  GOSSIP_LOG(kInfo) << start->describe << "; topology " << t.name() << " ("
+                    << config.topology().generator() << ", " << t.num_nodes()
+                    << " nodes), fingerprint " << t.fingerprint();
+  return t;
+}
+
+Result<Inputs> load_inputs(const RunOptions& o, const SchedulerStart* start) {
   Inputs in;
   GOSSIP_ASSIGN_OR_RETURN(
       in.config, config::load_config_with_overrides(o.config_path, o.overrides, Env::system(),
@@ -74,7 +93,7 @@ Result<Inputs> load_inputs(const RunOptions& o) {
                                                         ? config::ConfigUse::kOwnTrainer
                                                         : config::ConfigUse::kAttachedTrainer));
   if (o.print_config) std::fputs(config::to_text(in.config).c_str(), stdout);
-  GOSSIP_ASSIGN_OR_RETURN(in.topology, topology::load_topology(o.topology_path));
+  GOSSIP_ASSIGN_OR_RETURN(in.topology, load_topology_for(o, in.config, start));
   const topology::Topology& topo = in.topology;
   if (o.node_id < 0 || o.node_id >= topo.num_nodes()) {
     return invalid_argument("--node " + std::to_string(o.node_id) + ": " + o.topology_path +
@@ -335,10 +354,23 @@ std::string job_id_for(const config::TrainConfig& config, const topology::Topolo
   return job.substr(0, 64);
 }
 
-int run_command(const RunOptions& o) {
+int run_command(const RunOptions& options) {
+  // 0. Under --from-env, the scheduler says which node this is and where every node runs.
+  RunOptions o = options;
+  std::optional<SchedulerStart> scheduler;
+  if (o.from_env) {
+    Result<SchedulerStart> s = scheduler_start(SchedulerEnv::system());
+    if (!s.is_ok()) return usage_error(s.status());
+    scheduler = std::move(*s);
+    o.node_id = scheduler->node_id;
+    // The host name a node list gives may resolve to a loopback address on the host itself
+    // (Debian's /etc/hosts maps its own name to 127.0.1.1) and a pod's name only once the pod is
+    // up: listening on every interface is reachable under either.
+    if (o.listen_host.empty()) o.listen_host = "0.0.0.0";
+  }
   set_log_prefix("node " + std::to_string(o.node_id));
   // 1. Inputs: config, topology, flags.
-  Result<Inputs> inputs = load_inputs(o);
+  Result<Inputs> inputs = load_inputs(o, scheduler ? &*scheduler : nullptr);
   if (!inputs.is_ok()) return usage_error(inputs.status());
   const Inputs& in = *inputs;
   // 2. The attached trainer, if any.

@@ -19,6 +19,9 @@ struct RunOptions {
   std::string topology_path;
   std::string config_path;
   int node_id = -1;
+  // Instead of topology_path and node_id: the scheduler's environment gives the node id and the
+  // hosts, the config's `topology` block the generator (daemon/scheduler_env.h).
+  bool from_env = false;
   std::vector<std::string> overrides;  // "path=value", applied in order
   std::string certs_dir;  // ca.pem, node-<id>.pem, node-<id>.key (scripts/gen-certs.sh)
   bool insecure = false;

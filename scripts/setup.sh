@@ -16,8 +16,13 @@ pkgs=(
   dataset-fashion-mnist
   # tools the tests and benchmarks call
   openssl iproute2 nftables iperf3
+  # a real Slurm for scripts/slurm-check.sh (srun -n 8 gossipd run --from-env): controller, node
+  # daemon, the munge authentication they share, and srun/sbatch
+  slurmctld slurmd munge slurm-client
   # cross-checks, references and plots (/usr/bin/python3, never the hot path)
   python3-numpy python3-scipy python3-matplotlib python3-torch libopenblas0-pthread
+  # the Kubernetes example's manifest test (tests/daemon/k8s_manifest_test.py)
+  python3-yaml
 )
 
 missing=()
