@@ -16,6 +16,9 @@ pkgs=(
   dataset-fashion-mnist
   # tools the tests and benchmarks call
   openssl iproute2 nftables iperf3
+  # a real Prometheus server, which the metrics test starts to scrape gossipd --metrics-listen
+  # and query through its HTTP API (tests/daemon/gossipd_prometheus_test.cc)
+  prometheus
   # cross-checks, references and plots (/usr/bin/python3, never the hot path)
   python3-numpy python3-scipy python3-matplotlib python3-torch libopenblas0-pthread
 )
