@@ -23,7 +23,7 @@ std::unique_ptr<MetricsServer> serve(const std::shared_ptr<LiveMetrics>& live) {
   return std::move(*s);
 }
 
-TEST_CASE("GET /metrics serves the latest snapshot; /healthz ok; others 404, 405, 400") {
+TEST_CASE("GET /metrics serves the latest snapshot, /healthz ok, others 404, 405 or 400") {
   auto live = std::make_shared<LiveMetrics>();
   MetricsSnapshot s;
   s.node = 5;
@@ -55,7 +55,7 @@ TEST_CASE("GET /metrics serves the latest snapshot; /healthz ok; others 404, 405
   CHECK(http_raw(port, "GET /metrics HTTP/1.1\r\n" + std::string(9000, 'x')).status == 400);
 }
 
-TEST_CASE("a client that sends nothing does not hold up another; stop() closes it") {
+TEST_CASE("a client that sends nothing does not hold up another, and stop() closes it") {
   auto live = std::make_shared<LiveMetrics>();
   std::unique_ptr<MetricsServer> server = serve(live);
   const int port = server->port();

@@ -115,7 +115,7 @@ TEST_CASE("a snapshot's exposition is valid and carries every field under its na
   CHECK(p.value("gossip_neighbour_in_use", {{"neighbour", "7"}}) == 0);
 }
 
-TEST_CASE("a NaN loss is NaN; absent estimates leave their families out") {
+TEST_CASE("a NaN loss is NaN, and absent estimates leave their families out") {
   MetricsSnapshot s = example();
   s.loss = std::numeric_limits<double>::quiet_NaN();
   s.lag_iterations.reset();
