@@ -66,6 +66,7 @@ IterationOutcome Dpsgd::iterate(std::uint64_t t, LocalStep& step, ParameterBuffe
     return IterationEnd{IterationEnd::Kind::kStepFailed, 0, s};
   }
   const std::int64_t t2 = clock.monotonic_ns();
+  if (services_->live_metrics) estimate_consensus(t, buffers);
   IterationStats stats = mix(t, step, buffers, {});
   stats.compute_s = static_cast<double>(t1 - t0) * 1e-9;
   stats.wait_s = static_cast<double>(t2 - t1) * 1e-9;
@@ -103,6 +104,27 @@ void Dpsgd::rejoin_average(std::uint64_t t, ParameterBuffers& buffers) {
     neighbours_.rejoined();
   }
   from_.clear();  // received already
+}
+
+// Kong et al. (ICML 2021) show that the consensus distance Ξ_t² = (1/n) Σ_i ||x̄_t − x_i^t||²
+// decides whether decentralized training keeps up with centralized training. A node sees only its
+// neighbours, so it reports ||x_i^t − mean_{j used at t} x_j^t||², from the vectors it is about to
+// mix (x_t as sent, the received x_j^t), at most once per kConsensusEveryNs.
+void Dpsgd::estimate_consensus(std::uint64_t t, ParameterBuffers& buffers) {
+  const std::int64_t now = services_->clock.monotonic_ns();
+  if (consensus_at_ns_ && now - *consensus_at_ns_ < kConsensusEveryNs) return;
+  consensus_at_ns_ = now;
+  std::vector<std::span<const float>> others;
+  for (const auto& [j, dj] : neighbours_.used()) others.push_back(buffers.inbox(j));
+  if (others.empty()) return;  // alone at t: nothing to compare with; the last value stays
+  consensus_sq_ = distance_to_mean_sq(buffers.outgoing(), others, kConsensusCoords);
+  consensus_iteration_ = t;
+}
+
+void Dpsgd::observe(daemon::MetricsSnapshot& snapshot) const {
+  neighbours_.observe(snapshot);
+  snapshot.consensus_distance_sq = consensus_sq_;
+  snapshot.consensus_iteration = consensus_iteration_;
 }
 
 // u_t, then x_{t+1} = Σ_j W_ij x_j^t − γ_t u_t with the row of W(t) for the neighbours used

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "algorithms/neighbourhood.h"
@@ -45,9 +46,17 @@ class Dpsgd final : public daemon::Algorithm {
   Result<std::uint64_t> start(std::uint64_t start, bool rejoining, std::uint64_t total,
                               RunServices& services, int* exit_code) override;
   IterationOutcome iterate(std::uint64_t t, LocalStep& step, ParameterBuffers& buffers) override;
+  // Neighbours, lag and rejoins (Neighbourhood::observe) and the consensus-distance estimate.
+  void observe(daemon::MetricsSnapshot& snapshot) const override;
+
+  // The estimate is refreshed at most this often (run time), from at most kConsensusCoords
+  // coordinates: its cost stays a small fraction of training whatever the model's size.
+  static constexpr std::int64_t kConsensusEveryNs = 1'000'000'000;
+  static constexpr std::size_t kConsensusCoords = std::size_t{1} << 16;
 
  private:
   void rejoin_average(std::uint64_t t, ParameterBuffers& buffers);
+  void estimate_consensus(std::uint64_t t, ParameterBuffers& buffers);
   daemon::IterationStats mix(std::uint64_t t, LocalStep& step, ParameterBuffers& buffers,
                              daemon::IterationStats stats);
 
@@ -57,6 +66,10 @@ class Dpsgd final : public daemon::Algorithm {
   RunServices* services_ = nullptr;
   std::uint64_t sent_before_ = 0, received_before_ = 0;
   std::vector<daemon::Inbox> from_;  // iteration t's receive buffers
+  // The last consensus-distance estimate: when (clock ns), at which iteration, its value.
+  std::optional<std::int64_t> consensus_at_ns_;
+  std::uint64_t consensus_iteration_ = 0;
+  std::optional<double> consensus_sq_;
 };
 
 }  // namespace gossip::algorithms

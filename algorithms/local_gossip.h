@@ -68,6 +68,9 @@ class LocalGossip final : public daemon::Algorithm {
                               daemon::RunServices& services, int* exit_code) override;
   daemon::IterationOutcome iterate(std::uint64_t t, daemon::LocalStep& step,
                                    daemon::ParameterBuffers& buffers) override;
+  // Neighbours, lag and rejoins (Neighbourhood::observe); no consensus-distance estimate: the
+  // messages are the round's models relative to anchors, possibly compressed, not x_j.
+  void observe(daemon::MetricsSnapshot& snapshot) const override { neighbours_.observe(snapshot); }
 
  private:
   bool last_of_round(std::uint64_t t) const { return (t + 1) % per_round_ == 0 || t + 1 == total_; }

@@ -25,6 +25,24 @@ daemon::IterationEnd abandon(int code, const std::string& why) {
 
 }  // namespace
 
+double distance_to_mean_sq(std::span<const float> x, std::span<const std::span<const float>> others,
+                           std::size_t max_coords) {
+  const std::size_t d = x.size();
+  if (d == 0 || others.empty()) return 0;
+  const std::size_t stride =
+      max_coords == 0 || d <= max_coords ? 1 : (d + max_coords - 1) / max_coords;
+  const double inv_m = 1.0 / static_cast<double>(others.size());
+  double sum = 0;
+  std::size_t read = 0;
+  for (std::size_t k = 0; k < d; k += stride, ++read) {
+    double mean = 0;
+    for (const std::span<const float>& o : others) mean += o[k];
+    const double diff = x[k] - mean * inv_m;
+    sum += diff * diff;
+  }
+  return sum * static_cast<double>(d) / static_cast<double>(read);
+}
+
 Neighbourhood::Neighbourhood(int node, const config::TrainConfig& config,
                              const topology::Topology& topology,
                              daemon::ParameterExchange& exchange, int iterations_per_exchange)
@@ -37,7 +55,9 @@ Neighbourhood::Neighbourhood(int node, const config::TrainConfig& config,
       carry_on_(carry_on_policy()),
       everyone_(daemon::all_neighbours(topology, node)),
       peers_(exchange),
-      mh_(carry_on_ && daemon::uses_metropolis_hastings(topology, node)) {}
+      mh_(carry_on_ && daemon::uses_metropolis_hastings(topology, node)) {
+  for (int j : everyone_) samples_[j].peer = j;
+}
 
 std::vector<int> Neighbourhood::senders(const topology::Topology& topology, int node) {
   std::vector<int> senders;
@@ -78,6 +98,7 @@ void Neighbourhood::carry_out(const daemon::MembershipActions& a, std::uint64_t 
   for (int j : a.admitted) {
     exchange_.skip_before(j, t);  // nothing it sent before the gap may fill a receive
     changed_.insert(j);
+    samples_[j].admissions++;
     GOSSIP_LOG(kInfo) << "edge to node " << j << " re-admitted from iteration " << iteration(t);
     metrics.event(iteration(t), "edge_admitted",
                   "node " + std::to_string(j) + " from iteration " + std::to_string(iteration(t)),
@@ -85,6 +106,7 @@ void Neighbourhood::carry_out(const daemon::MembershipActions& a, std::uint64_t 
   }
   for (const auto& [j, reason] : a.dropped) {
     changed_.insert(j);
+    samples_[j].drops++;
     GOSSIP_LOG(kWarning) << "dropping the edge to node " << j << " from iteration " << iteration(t)
                          << ": " << reason;
     metrics.event(iteration(t), "edge_dropped", "node " + std::to_string(j) + ": " + reason, j);
@@ -139,6 +161,7 @@ void Neighbourhood::plan(std::uint64_t t, std::int64_t time) {
     std::erase_if(out_, is_dropped);
   }
   planned_ = static_cast<std::uint32_t>(in_.size());  // d_i(t)
+  planned_t_ = t;
   exchange_.set_iteration(t, planned_);
   to_.clear();
   for (const topology::Neighbor& nb : out_) to_.push_back(nb.node);
@@ -184,6 +207,7 @@ std::optional<daemon::IterationEnd> Neighbourhood::wait(
              carry_on_ ? behind_of(exchange_, t) : std::function<bool(int)>())) {
       unusable_.emplace(f.peer, f.status.to_string());
     }
+    for (const auto& [peer, wait_s] : p->receive_waits_s()) samples_[peer].wait_s += wait_s;
   }
   pending_.clear();
   for (const topology::Neighbor& nb : in_) {
@@ -206,6 +230,7 @@ std::optional<daemon::IterationEnd> Neighbourhood::wait(
       return abandon(daemon::kExitNeighbourFailed, why);
     }
     for (const topology::Neighbor& nb : in_) used_[nb.node] = 0;
+    mark_used();
     return std::nullopt;
   }
   // Verdict phase: the edge is used at t iff both ends have each other's message and both
@@ -225,6 +250,7 @@ std::optional<daemon::IterationEnd> Neighbourhood::wait(
   }
   daemon::MembershipActions actions;
   used_ = membership_->decide(peers, unusable_, verdicts, actions);
+  mark_used();
   carry_out(actions, t);
   if (used_.size() < peers.size()) {
     GOSSIP_LOG(kWarning) << "active degree dropped to " << used_.size() << " at iteration "
@@ -236,6 +262,29 @@ std::optional<daemon::IterationEnd> Neighbourhood::wait(
     }
   }
   return std::nullopt;
+}
+
+void Neighbourhood::mark_used() {
+  for (auto& [j, sample] : samples_) sample.in_use = used_.count(j) != 0;
+}
+
+void Neighbourhood::observe(daemon::MetricsSnapshot& s) const {
+  const std::map<int, daemon::ParameterExchange::PeerBytes> bytes = exchange_.bytes_by_peer();
+  s.neighbours.clear();
+  std::uint64_t ahead = 0;
+  for (const auto& [j, sample] : samples_) {
+    s.neighbours.push_back(sample);
+    if (auto b = bytes.find(j); b != bytes.end()) {
+      s.neighbours.back().bytes_sent = b->second.sent;
+      s.neighbours.back().bytes_received = b->second.received;
+    }
+    // A neighbour at exchange a_j is a_j - (t+1) exchanges ahead of the one this node starts next.
+    if (std::optional<std::uint64_t> at = exchange_.peer_iteration(j); at && *at > planned_t_ + 1) {
+      ahead = std::max(ahead, *at - planned_t_ - 1);
+    }
+  }
+  s.lag_iterations = ahead * static_cast<std::uint64_t>(per_exchange_);
+  s.rejoins_total = rejoins_;
 }
 
 daemon::RowWeights Neighbourhood::weights(std::uint64_t t, std::int64_t time) {

@@ -35,6 +35,13 @@ struct Outgoing {
   std::span<const float> payload;
 };
 
+// ||x − (1/m) Σ_k others[k]||² over the coordinates of x (all of equal size, m ≥ 1), or — when x
+// has more than `max_coords` — an estimate from every s-th coordinate (s = ⌈d / max_coords⌉, from
+// coordinate 0) scaled by d / (coordinates read). Sums in double. The node-local consensus-distance
+// estimate of docs/daemon.md (Kong et al., ICML 2021).
+double distance_to_mean_sq(std::span<const float> x, std::span<const std::span<const float>> others,
+                           std::size_t max_coords);
+
 class Neighbourhood {
  public:
   // Node `node` of `topology` under `config`, over `exchange` (all borrowed for the run).
@@ -54,7 +61,10 @@ class Neighbourhood {
   // neighbours' state yet (the algorithm does at t, then calls rejoined()).
   std::uint64_t rejoin(std::uint64_t start, std::uint64_t total);
   bool rejoin_due(std::uint64_t t) const { return rejoin_at_ && t >= *rejoin_at_; }
-  void rejoined() { rejoin_at_.reset(); }
+  void rejoined() {
+    rejoin_at_.reset();
+    ++rejoins_;
+  }
 
   // Exchange t with the neighbours of W(time): membership events, then in() and out().
   void plan(std::uint64_t t, std::int64_t time);
@@ -84,6 +94,11 @@ class Neighbourhood {
   std::uint64_t bytes_sent() const { return exchange_.bytes_sent(); }
   std::uint64_t bytes_received() const { return exchange_.bytes_received(); }
 
+  // The live snapshot's neighbour part (daemon/prometheus.h) after the last exchange waited for:
+  // every neighbour of the period with its bytes, waits, drops and admissions, the lag behind the
+  // most advanced one (in iterations), and the rejoins.
+  void observe(daemon::MetricsSnapshot& snapshot) const;
+
  private:
   bool carry_on_policy() const;
   bool interrupted() const { return services_->interrupted(); }
@@ -91,6 +106,7 @@ class Neighbourhood {
   // (std::chrono::steady_clock); the algorithms' own timings use the injected clock.
   daemon::SteadyTime after_deadline() const { return std::chrono::steady_clock::now() + deadline_; }
   void carry_out(const daemon::MembershipActions& actions, std::uint64_t t);
+  void mark_used();  // samples_[j].in_use from used_
 
   class ExchangePeers final : public daemon::PeerView {
    public:
@@ -131,6 +147,11 @@ class Neighbourhood {
   std::set<int> changed_;
   std::vector<std::pair<int, double>> last_row_;  // the row of W in the last weights line
   bool row_logged_ = false;
+
+  // Counters for observe(), since the run started.
+  std::map<int, daemon::NeighbourSample> samples_;  // every neighbour of the period
+  std::uint64_t rejoins_ = 0;
+  std::uint64_t planned_t_ = 0;  // the last exchange planned
 };
 
 }  // namespace gossip::algorithms

@@ -38,6 +38,7 @@
 #include "daemon/local_step.h"
 #include "daemon/metrics.h"
 #include "daemon/param_buffers.h"
+#include "daemon/prometheus.h"
 
 namespace gossip::net {
 class Transport;
@@ -51,6 +52,9 @@ struct RunServices {
   MetricsWriter& metrics;
   Clock& clock;                   // every duration the algorithm measures
   const std::atomic<bool>& stop;  // set asynchronously by a signal handler
+  // Whether the node publishes live metrics (--metrics-listen): then Algorithm::observe is called
+  // after every iteration, and what it reports may cost a little extra work in iterate().
+  bool live_metrics = false;
   bool interrupted() const { return stop.load(std::memory_order_relaxed); }
 };
 
@@ -113,6 +117,11 @@ class Algorithm {
 
   // Iteration t: x_t is in `buffers` (LocalStep::begin ran); leaves x_{t+1} there.
   virtual IterationOutcome iterate(std::uint64_t t, LocalStep& step, ParameterBuffers& buffers) = 0;
+
+  // With RunServices::live_metrics, after every completed iteration: fills the algorithm's part of
+  // the live snapshot (daemon/prometheus.h: neighbours, lag, rejoins, the consensus-distance
+  // estimate). Must be cheap: it runs on the training thread.
+  virtual void observe(MetricsSnapshot& /*snapshot*/) const {}
 };
 
 // Builds an algorithm in the order a gossipd process needs it (daemon/run.cc): before the

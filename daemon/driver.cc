@@ -34,7 +34,11 @@ class Driver {
         metrics_(metrics),
         algorithm_(algorithm),
         env_(env),
-        services_{metrics, env.clock(), stop} {}
+        services_{metrics, env.clock(), stop, options.live_metrics != nullptr} {
+    snapshot_.node = options.node_id;
+    snapshot_.algorithm = std::string(algorithm.name());
+    snapshot_.loss = std::numeric_limits<double>::quiet_NaN();
+  }
 
   RunServices& services() { return services_; }
   // The buffers hold x (from x_0, a checkpoint, or the step's begin()).
@@ -43,6 +47,8 @@ class Driver {
   NodeResult loop(std::uint64_t start, std::uint64_t total);
   NodeResult fail(int code, const Status& status);
   NodeResult step_failed(std::uint64_t t, const Status& s);
+  // The live snapshot after `done` completed iterations, the last one's `stats` (null: none).
+  void publish(std::uint64_t done, const IterationStats* stats);
 
  private:
   Status save(std::uint64_t iteration, const sgd::SamplerState& position);
@@ -65,6 +71,7 @@ class Driver {
   RunServices services_;
   NodeResult result_;
   bool have_x_ = false;
+  MetricsSnapshot snapshot_;  // published to options_.live_metrics
 };
 
 NodeResult Driver::loop(std::uint64_t start, std::uint64_t total) {
@@ -80,11 +87,31 @@ NodeResult Driver::loop(std::uint64_t start, std::uint64_t total) {
     IterationStats stats = outcome.report().stats;
     stats.loss = outcome.report().loss.value_or(std::numeric_limits<double>::quiet_NaN());
     metrics_.add_iteration(t, stats);
+    publish(t + 1, &stats);
     if (std::optional<NodeResult> r = diverged_loss(t, outcome.report().loss)) return *r;
     if (Status s = step_.end(t, buffers_); !s.is_ok()) return step_failed(t + 1, s);
     if (std::optional<NodeResult> r = after_iteration(t + 1, total)) return *r;
   }
   return finish(std::max(start, total));
+}
+
+void Driver::publish(std::uint64_t done, const IterationStats* stats) {
+  if (!options_.live_metrics) return;
+  MetricsSnapshot& s = snapshot_;
+  s.iteration = done;
+  if (stats) {
+    s.loss = stats->loss;
+    s.lr = stats->lr;
+    s.iteration_s = stats->iteration_s;
+    s.iterations_run++;
+    s.compute_s_total += stats->compute_s;
+    s.wait_s_total += stats->wait_s;
+    s.iteration_s_total += stats->iteration_s;
+    s.bytes_sent_total += stats->bytes_sent;
+    s.bytes_received_total += stats->bytes_received;
+  }
+  algorithm_.observe(s);
+  options_.live_metrics->publish(s);
 }
 
 NodeResult Driver::fail(int code, const Status& status) {
@@ -268,6 +295,7 @@ NodeResult drive_node(const NodeOptions& options, NodeJob& job, NodeStart& node_
   Result<std::uint64_t> first = algorithm.start(start, rejoining, total, driver.services(), &code);
   if (!first.is_ok()) return driver.fail(code, first.status());
   start = *first;
+  driver.publish(start, nullptr);
   if (Status s = step.start(start, resumed ? buffers.x_to_host() : std::vector<float>());
       !s.is_ok()) {
     return driver.step_failed(start, s);

@@ -175,6 +175,7 @@ class TransportPending : public PendingExchange {
   std::vector<NeighbourFailure> wait(SteadyTime deadline, const std::function<bool()>& interrupted,
                                      const std::function<bool(int)>& still_coming) override {
     bool aborted = false;
+    const SteadyTime started = std::chrono::steady_clock::now();
     std::size_t open = 0;
     for (auto& [peer, left] : remaining_) open += left > 0 ? 1 : 0;
     ExtendableDeadline until(deadline);
@@ -201,7 +202,11 @@ class TransportPending : public PendingExchange {
         auto it = remaining_.find(chunk->peer);
         if (it != remaining_.end() && it->second > 0) {
           it->second -= std::min(it->second, chunk->count);
-          if (it->second == 0) --open;
+          if (it->second == 0) {
+            --open;
+            waits_s_[chunk->peer] =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+          }
         }
         continue;
       }
@@ -226,6 +231,7 @@ class TransportPending : public PendingExchange {
     }
     return failures;
   }
+  std::map<int, double> receive_waits_s() const override { return waits_s_; }
 
  private:
   // Whether every receive still open is from a peer that has announced a later iteration than
@@ -244,6 +250,7 @@ class TransportPending : public PendingExchange {
   std::shared_ptr<net::Exchange> exchange_;
   const net::Transport& transport_;
   std::map<int, std::size_t> remaining_;  // floats still to arrive, per peer
+  std::map<int, double> waits_s_;         // receive_waits_s()
 };
 
 class TransportExchange : public ParameterExchange {
@@ -304,6 +311,11 @@ class TransportExchange : public ParameterExchange {
   }
   std::uint64_t bytes_sent() const override { return transport_.stats().bytes_sent; }
   std::uint64_t bytes_received() const override { return transport_.stats().bytes_received; }
+  std::map<int, PeerBytes> bytes_by_peer() const override {
+    std::map<int, PeerBytes> out;
+    for (const auto& [peer, b] : transport_.stats().peer_bytes) out[peer] = {b.sent, b.received};
+    return out;
+  }
 
  private:
   net::Transport& transport_;

@@ -105,6 +105,9 @@ class PendingExchange {
   virtual std::vector<NeighbourFailure> wait(SteadyTime deadline,
                                              const std::function<bool()>& interrupted,
                                              const std::function<bool(int)>& still_coming = {}) = 0;
+  // After wait(): for each peer whose message arrived whole, the seconds from the start of wait()
+  // until it did (0 when it was complete before). Empty where the exchange does not measure it.
+  virtual std::map<int, double> receive_waits_s() const { return {}; }
 };
 
 // Membership control messages (the carry-on fault policy, docs/daemon.md "Fault tolerance").
@@ -195,6 +198,13 @@ class ParameterExchange {
                                                  std::span<const Inbox> from) = 0;
   virtual std::uint64_t bytes_sent() const = 0;
   virtual std::uint64_t bytes_received() const = 0;
+  // bytes_sent() and bytes_received() by peer (peers that carried a byte so far); empty where the
+  // exchange does not count them.
+  struct PeerBytes {
+    std::uint64_t sent = 0;
+    std::uint64_t received = 0;
+  };
+  virtual std::map<int, PeerBytes> bytes_by_peer() const { return {}; }
 
  protected:
   // wait_verdicts on `mailbox` by the rules above (no_verdict_coming and peer_iteration), for an

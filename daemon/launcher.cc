@@ -31,6 +31,7 @@
 #include "daemon/dir_lock.h"
 #include "daemon/exit_codes.h"
 #include "daemon/launch_watch.h"
+#include "daemon/metrics_server.h"
 #include "daemon/node.h"
 #include "daemon/outputs.h"
 #include "daemon/run.h"
@@ -145,6 +146,28 @@ int load_inputs(Launch& l) {
   return kExitOk;
 }
 
+// --metrics-listen HOST:PORT gives node i HOST:(PORT + i): every such port must exist.
+int check_metrics_listen(const Launch& l) {
+  if (l.o.metrics_listen.empty()) return kExitOk;
+  Result<ListenAddress> a = parse_listen_address(l.o.metrics_listen);
+  if (!a.is_ok()) return refuse(kExitUsage, "--metrics-listen " + a.status().message());
+  const int last = *std::max_element(l.nodes.begin(), l.nodes.end());
+  if (a->port + last > 65535) {
+    return refuse(kExitUsage, "--metrics-listen " + l.o.metrics_listen + ": node " +
+                                  std::to_string(last) + " would listen on port " +
+                                  std::to_string(a->port + last) +
+                                  " (node i gets PORT + i); give a lower PORT");
+  }
+  return kExitOk;
+}
+
+// node i's --metrics-listen (check_metrics_listen passed): HOST:(PORT + i).
+std::string metrics_listen_of(const LaunchOptions& o, int i) {
+  const ListenAddress a = *parse_listen_address(o.metrics_listen);
+  const std::string host = a.host.find(':') == std::string::npos ? a.host : "[" + a.host + "]";
+  return host + ":" + std::to_string(a.port + i);
+}
+
 // The nodes to run here: those placed on --host, else those whose host is this machine.
 int place_nodes(Launch& l) {
   const int n = l.topo.num_nodes();
@@ -176,7 +199,7 @@ int place_nodes(Launch& l) {
                       " JOB_ID, copy DIR to every host and pass --certs DIR (or --insecure on a "
                       "trusted network)");
   }
-  return kExitOk;
+  return check_metrics_listen(l);
 }
 
 // The workdir is this launch's until it exits (another launch there would delete its metrics and
@@ -341,6 +364,10 @@ std::vector<std::string> node_argv(const Launch& l, int i, const NodeView& v) {
   if (!o.attach_dir.empty()) {
     argv.push_back("--attach");
     argv.push_back(v.socket);
+  }
+  if (!o.metrics_listen.empty()) {
+    argv.push_back("--metrics-listen");
+    argv.push_back(metrics_listen_of(o, i));
   }
   return argv;
 }

@@ -12,6 +12,7 @@
 //    final models (when every node ran here), and returns the most severe exit code;
 //  - when some nodes run elsewhere, TLS needs one CA for all hosts: --certs (or --insecure) is
 //    then required, a throwaway CA is refused;
+//  - --metrics-listen HOST:PORT: node i serves Prometheus metrics on HOST:(PORT + i);
 //  - --resume: every node restarts from the newest checkpoint iteration that ALL local nodes hold
 //    a valid checkpoint for (a consistent cut), passed to the children as --resume-at.
 #pragma once
@@ -36,6 +37,8 @@ struct LaunchOptions {
   // GOSSIP_NODE_ID and GOSSIP_NUM_NODES in its environment and its output in node-<i>/trainer.log.
   std::string attach_dir;
   std::string trainer;
+  // "HOST:PORT": node i serves its metrics on HOST:(PORT + i) (`gossipd run --metrics-listen`).
+  std::string metrics_listen;
   std::string workdir = "gossip-run";
   double progress_interval_s = 2.0;
   std::string gen_certs_script;  // default: the source tree's scripts/gen-certs.sh

@@ -79,6 +79,9 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& run, std::vector<std::strin
                   "at the end write DIR/node_<id>.f32 (raw float32 parameters)");
   cmd->add_option("--metrics", run.metrics_path, "metrics JSON lines file ('-' for stdout)");
   cmd->add_option("--listen", run.listen_host, "address to listen on (default: this node's host)");
+  cmd->add_option("--metrics-listen", run.metrics_listen,
+                  "serve Prometheus metrics (GET /metrics) and GET /healthz over HTTP here")
+      ->type_name("HOST:PORT");
   cmd->add_option("--attach", run.attach_socket,
                   "attach mode (docs/attach.md): serve one external trainer on this Unix "
                   "socket; it posts its parameters each iteration and gets the mixed ones "
@@ -119,6 +122,9 @@ CLI::App* add_launch_command(CLI::App& app, LaunchOptions& launch,
                   "GOSSIP_ATTACH_SOCKET, GOSSIP_NODE_ID and GOSSIP_NUM_NODES in its environment; "
                   "its output goes to <workdir>/node-<i>/trainer.log")
       ->needs(attach);
+  cmd->add_option("--metrics-listen", launch.metrics_listen,
+                  "node i serves Prometheus metrics and /healthz on HOST:(PORT + i)")
+      ->type_name("HOST:PORT");
   cmd->add_option("--workdir", launch.workdir, "logs, metrics, certificates, final parameters")
       ->capture_default_str();
   cmd->add_option("--progress-interval", launch.progress_interval_s,

@@ -17,6 +17,7 @@
 #include "config/train_config.h"
 #include "daemon/local_step.h"
 #include "daemon/node_checkpoints.h"
+#include "daemon/prometheus.h"
 #include "topology/topology.h"
 
 namespace gossip::daemon {
@@ -33,6 +34,8 @@ struct NodeOptions {
   bool resume_or_start = false;  // as resume, but start from iteration 0 when none is usable
   std::optional<std::uint64_t> resume_at;  // start from the checkpoint of exactly this iteration
   std::string dump_params_dir;             // at the end write <dir>/node_<id>.f32 (raw float32)
+  // Where the driver publishes a snapshot after every iteration (--metrics-listen); null: none.
+  std::shared_ptr<LiveMetrics> live_metrics;
 };
 
 struct NodeResult {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <memory>
 
 #include "algorithms/factory.h"
@@ -22,6 +23,7 @@
 #include "daemon/checkpoint.h"
 #include "daemon/driver.h"
 #include "daemon/exit_codes.h"
+#include "daemon/metrics_server.h"
 #include "daemon/node.h"
 #include "daemon/node_job.h"
 #include "daemon/outputs.h"
@@ -204,8 +206,10 @@ Result<Job> make_job(const RunOptions& o, const Inputs& in,
   return j;
 }
 
-NodeOptions node_options(const RunOptions& o, const Inputs& in) {
+NodeOptions node_options(const RunOptions& o, const Inputs& in,
+                         std::shared_ptr<LiveMetrics> live = nullptr) {
   NodeOptions n;
+  n.live_metrics = std::move(live);
   n.node_id = o.node_id;
   n.config = in.config;
   n.checkpoint_dir = in.outputs.checkpoint_dir;
@@ -315,7 +319,8 @@ std::optional<int> wait_for_links(const RunOptions& o, const Inputs& in, net::Tr
 
 // Phases 5 and 6: the links, the algorithm, the driver. `transport` is shut down by the caller.
 int train(const RunOptions& o, const Inputs& in, Job& j, NodeStart& start,
-          daemon::AlgorithmFactory& factory, net::Transport& transport) {
+          daemon::AlgorithmFactory& factory, net::Transport& transport,
+          std::shared_ptr<LiveMetrics> live) {
   install_stop_handlers();
   if (std::optional<int> code = wait_for_links(o, in, transport, factory, j.job.step.get())) {
     return *code;
@@ -329,8 +334,25 @@ int train(const RunOptions& o, const Inputs& in, Job& j, NodeStart& start,
     j.job.step->finish(algorithm.status().to_string());
     return g_stop.load() ? kExitStopped : kExitNeighbourFailed;
   }
-  const NodeOptions n = node_options(o, in);
+  const NodeOptions n = node_options(o, in, std::move(live));
   return drive_node(n, j.job, start, *j.backend, **algorithm, factory.senders(), g_stop).exit_code;
+}
+
+// --metrics-listen (phase 1, before the trainer and the neighbours: a taken port is a usage error
+// at once, and probes find the node while it waits for them). Null server without the flag.
+Result<std::unique_ptr<MetricsServer>> serve_metrics(const RunOptions& o,
+                                                     const std::shared_ptr<LiveMetrics>& live) {
+  if (o.metrics_listen.empty()) return std::unique_ptr<MetricsServer>();
+  Result<ListenAddress> address = parse_listen_address(o.metrics_listen);
+  if (!address.is_ok()) return address.status().with_context("--metrics-listen");
+  MetricsSnapshot first;
+  first.node = o.node_id;
+  first.loss = std::numeric_limits<double>::quiet_NaN();
+  live->publish(first);
+  Result<std::unique_ptr<MetricsServer>> server = MetricsServer::start(*address, live);
+  if (!server.is_ok()) return server.status().with_context("--metrics-listen");
+  GOSSIP_LOG(kInfo) << "serving metrics on http://" << log_escape(o.metrics_listen) << "/metrics";
+  return server;
 }
 
 }  // namespace
@@ -373,6 +395,9 @@ int run_command(const RunOptions& options) {
   Result<Inputs> inputs = load_inputs(o, scheduler ? &*scheduler : nullptr);
   if (!inputs.is_ok()) return usage_error(inputs.status());
   const Inputs& in = *inputs;
+  auto live = o.metrics_listen.empty() ? nullptr : std::make_shared<LiveMetrics>();
+  Result<std::unique_ptr<MetricsServer>> metrics_server = serve_metrics(o, live);
+  if (!metrics_server.is_ok()) return usage_error(metrics_server.status());
   // 2. The attached trainer, if any.
   std::unique_ptr<attach::AttachServer> trainer;
   std::uint64_t attached = 0;
@@ -422,7 +447,7 @@ int run_command(const RunOptions& options) {
   (*factory)->on_transport(**transport);
   GOSSIP_LOG(kInfo) << "listening on " << topts->listen_host << ":" << topts->listen_port;
   // 6. Train.
-  const int exit_code = train(o, in, *job, *start, **factory, **transport);
+  const int exit_code = train(o, in, *job, *start, **factory, **transport, live);
   // After a normal end our last iteration's data may still sit in the kernel's queues on its way
   // to neighbours that are finishing theirs: seconds of it on a slow link (2.8 MB per host on the
   // exponential graph at 10 Mbit/s). Closing after the default 1 s reset such links (unread

@@ -32,6 +32,8 @@ struct RunOptions {
   std::string dump_params_dir;
   std::string metrics_path;  // overrides the config's metrics_path when set
   std::string listen_host;   // default: the host of this node's address in the topology
+  // "HOST:PORT": serve Prometheus metrics and /healthz there (daemon/metrics_server.h); "" none.
+  std::string metrics_listen;
   // Attach mode (docs/attach.md): serve one external trainer on this Unix socket; its step
   // replaces gossipd's own model, data and optimizer.
   std::string attach_socket;

@@ -144,7 +144,7 @@ Transport::Impl::Target Transport::Impl::classify(Peer& p, const pb::Params& par
 
 void Transport::Impl::chunk_received(Peer& p, const std::shared_ptr<RecvSlot>& slot,
                                      const pb::Params& params, std::uint64_t len) {
-  count(&TransportStats::bytes_received, len);
+  count_payload(p.addr.node_id, false, len);
   slot->next_chunk++;
   slot->next_offset += len;
   const std::size_t off = params.byte_offset() / sizeof(float);

@@ -670,7 +670,7 @@ void Session::on_write(const asio::error_code& ec) {
   }
   last_tx_ms_ = now_ms();
   if (f.op) {
-    t_.count(&TransportStats::bytes_sent, f.payload.size());
+    t_.count_payload(peer_, true, f.payload.size());
     if (--f.op->chunks_left == 0) f.op->finish(Status::ok());
   }
   write_next();

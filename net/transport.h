@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -164,6 +165,13 @@ struct TransportStats {
   // Exchanges the transport keeps a (weak) handle of, for shutdown: at most twice those whose
   // Exchange is still alive, plus 64 — bounded however long the run (a gauge, not a counter).
   std::uint64_t exchanges_tracked = 0;
+  // bytes_sent and bytes_received split by neighbour id (every neighbour that ever carried a
+  // payload byte; the sums over neighbours are the two totals above).
+  struct PeerBytes {
+    std::uint64_t sent = 0;
+    std::uint64_t received = 0;
+  };
+  std::map<int, PeerBytes> peer_bytes;
 };
 
 class Transport {

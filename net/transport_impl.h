@@ -223,6 +223,13 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
     std::lock_guard l(mu_);
     stats_.*field += n;
   }
+  // Payload bytes to (`sent`) or from `peer`: the totals and the peer's share.
+  void count_payload(int peer, bool sent, std::uint64_t n) {
+    std::lock_guard l(mu_);
+    TransportStats::PeerBytes& b = stats_.peer_bytes[peer];
+    (sent ? stats_.bytes_sent : stats_.bytes_received) += n;
+    (sent ? b.sent : b.received) += n;
+  }
   std::uint16_t port_ = 0;
 
  private:

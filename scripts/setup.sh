@@ -19,6 +19,9 @@ pkgs=(
   # a real Slurm for scripts/slurm-check.sh (srun -n 8 gossipd run --from-env): controller, node
   # daemon, the munge authentication they share, and srun/sbatch
   slurmctld slurmd munge slurm-client
+  # a real Prometheus server, which the metrics test starts to scrape gossipd --metrics-listen
+  # and query through its HTTP API (tests/daemon/gossipd_prometheus_test.cc)
+  prometheus
   # cross-checks, references and plots (/usr/bin/python3, never the hot path)
   python3-numpy python3-scipy python3-matplotlib python3-torch libopenblas0-pthread
   # the Kubernetes example's manifest test (tests/daemon/k8s_manifest_test.py)

@@ -130,6 +130,12 @@ void run_graph(const std::vector<std::vector<int>>& g, bool insecure) {
     CHECK(s.bad_frames == 0);
     CHECK(s.handshakes_rejected == 0);
     CHECK(s.bytes_received == g[n->node_id()].size() * 100 * params * 4);
+    // The per-neighbour split: each neighbour carried 100 messages each way, nobody else any.
+    CHECK(s.peer_bytes.size() == g[n->node_id()].size());
+    for (int j : g[n->node_id()]) {
+      CHECK(s.peer_bytes.at(j).sent == 100 * params * 4);
+      CHECK(s.peer_bytes.at(j).received == 100 * params * 4);
+    }
   }
 }
 
