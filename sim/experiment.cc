@@ -80,9 +80,15 @@ std::vector<double> round_times(Scheme scheme, int nodes, const CostInputs& inpu
                                 const sgd::RoundConfig& round,
                                 const std::vector<std::vector<std::vector<int>>>& in_neighbours,
                                 const std::vector<int>& max_degree, std::int64_t rounds) {
+  if (round.per_iteration()) {
+    return cumulative_times(scheme, nodes, inputs, in_neighbours, max_degree, rounds);
+  }
   CostInputs per_round = inputs;
   per_round.compute_s = inputs.compute_s * round.local_steps;
   if (scheme == Scheme::kGossip) {
+    // The round's message leaves after its H steps; with overlap it is combined a round later, so
+    // the exchange runs during the next round's steps.
+    per_round.gossip_overlaps_compute = round.overlap;
     return cumulative_times(scheme, nodes, per_round, in_neighbours, max_degree, rounds);
   }
   per_round.allreduce = AllreduceModel::kTable1;  // one message per ring step
@@ -235,9 +241,13 @@ Series price_rounds(const Run& r, const ExperimentConfig& config, const CostInpu
   s.points = r.trace.points;
   s.compute_s = in.compute_s;
   const sgd::RoundConfig& round = r.round;
-  const double d = static_cast<double>(r.final_params.rows());
-  s.message_bytes =
-      static_cast<double>(sgd::compressed_bytes(round.compression, static_cast<std::size_t>(d)));
+  // The message of the priced model (in.message_bytes: 4 × --model-params, else the simulated
+  // model's parameters), compressed; the bytes measured on the simulated model scale with it.
+  const auto priced_params = static_cast<std::size_t>(std::llround(in.message_bytes / 4.0));
+  const auto simulated_params = static_cast<std::size_t>(r.final_params.rows());
+  s.message_bytes = static_cast<double>(sgd::compressed_bytes(round.compression, priced_params));
+  const double simulated_bytes =
+      static_cast<double>(sgd::compressed_bytes(round.compression, simulated_params));
   std::ostringstream name;
   name << "H=" << round.local_steps << " " << sgd::kOuterKinds.name(round.outer.kind) << " "
        << sgd::kCompressionKinds.name(round.compression.kind) << (round.overlap ? " overlap" : "");
@@ -253,7 +263,8 @@ Series price_rounds(const Run& r, const ExperimentConfig& config, const CostInpu
   s.comm_s = gossip ? gossip_comm_s(*std::max_element(r.max_degree.begin(), r.max_degree.end()),
                                     s.message_bytes, in.net)
                     : allreduce_comm_s(AllreduceModel::kTable1, r.nodes, s.message_bytes, in.net);
-  s.bytes_per_node = r.bytes_per_round * static_cast<double>(rounds);
+  s.bytes_per_node =
+      r.bytes_per_round * (s.message_bytes / simulated_bytes) * static_cast<double>(rounds);
   find_target(config, s);
   return s;
 }

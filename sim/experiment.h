@@ -119,10 +119,13 @@ Result<ExperimentResult> run_experiment(const ExperimentConfig& config,
 // Rounds (sim/round_simulator.h): the cumulative time after each round 0..rounds of a run whose
 // round settings are `round`, one round taking H local steps and one exchange of `message_bytes`
 // (the compressed message):
-//   gossip:    the D-PSGD clock with a step of H × compute (the exchange runs during the inner
-//              steps: a round takes max(H c, α + Δ M_c / B) without stragglers);
+//   gossip:    the D-PSGD clock with a step of H × compute; the message leaves after the round's
+//              steps, so a round takes H c + α + Δ M_c / B without stragglers, or with overlap
+//              (the exchange runs during the next round's steps) max(H c, α + Δ M_c / B);
 //   allreduce: H c + the ring of M_c (2(n−1) steps of α + M_c / (n B), Table 1's ring), or with
 //              overlap max(H c, ring) per round and the last ring at the end.
+// A per-iteration `round` (RoundConfig::per_iteration: the algorithms run as D-PSGD and C-PSGD)
+// is priced by cumulative_times: a round is one iteration.
 std::vector<double> round_times(Scheme scheme, int nodes, const CostInputs& inputs,
                                 const sgd::RoundConfig& round,
                                 const std::vector<std::vector<std::vector<int>>>& in_neighbours,
