@@ -9,6 +9,10 @@
 //                             the two differ only in how the average travels)
 //   series "dpsgd"            one per topology, timed with the overlapped gossip clock
 //
+// With rounds (RunConfig::round: local steps, an outer optimizer, compression, overlap) C-PSGD is
+// DiLoCo, priced as "cpsgd-allreduce", and D-PSGD local-step gossip, priced as "dpsgd", each
+// carrying its round settings (Series::rounds); per_step_baseline adds the per-step series.
+//
 // Because pricing is separate from convergence, a sweep over bandwidth, latency or stragglers
 // reuses the runs; a sweep over nodes or topology reruns them.
 #pragma once
@@ -55,6 +59,9 @@ struct ExperimentConfig {
   topology::WeightScheme weights = topology::WeightScheme::kDefault;
   bool include_cpsgd = true;
   bool include_dpsgd = true;
+  // With rounds (run.round not one exchange per iteration): run the per-step algorithms too, so
+  // that local-step gossip and DiLoCo are priced beside per-step D-PSGD and C-PSGD (compare).
+  bool per_step_baseline = false;
   CostConfig cost;
   double target_loss = std::numeric_limits<double>::quiet_NaN();      // train loss of x̄ ≤ this
   double target_accuracy = std::numeric_limits<double>::quiet_NaN();  // test accuracy of x̄ ≥ this
@@ -139,9 +146,14 @@ std::vector<double> cumulative_times(
     const std::vector<std::vector<std::vector<int>>>& in_neighbours,
     const std::vector<int>& max_degree, std::int64_t iterations);
 
+// "H=50 nesterov int8 overlap": a round config as series and progress labels name it.
+std::string round_label(const sgd::RoundConfig& round);
+
 // ---- sweeps
-enum class SweepParam { kBandwidth, kLatency, kNodes, kTopology };
-Result<SweepParam> parse_sweep_param(std::string_view name);  // bandwidth|latency|nodes|topology
+// local_steps and compression set run.round's H and compression kind (each value a new run).
+enum class SweepParam { kBandwidth, kLatency, kNodes, kTopology, kLocalSteps, kCompression };
+// bandwidth|latency|nodes|topology|local_steps|compression ('-' read as '_').
+Result<SweepParam> parse_sweep_param(std::string_view name);
 std::string_view sweep_param_name(SweepParam param);
 
 struct SweepPoint {
@@ -157,7 +169,8 @@ struct SweepResult {
 };
 
 // InvalidArgument naming the first value of `values` that `param` cannot take (a bandwidth,
-// duration or node count that does not parse; an empty list). Topology values are checked when
+// duration, node count or local step count that does not parse, a compression kind that is not
+// none, bf16 or int8; an empty list). Topology values are checked when
 // they are built: run_sweep calls this and then, for a topology or node sweep, builds every
 // point's topologies, all before the first simulation (run_convergence likewise builds all of
 // its topologies before its first run).
