@@ -58,6 +58,17 @@ Result<topology::Topology> make_topology(const std::string& name_or_path, int no
   return topo;
 }
 
+Result<CommGraph> comm_graph(const topology::Topology& topology) {
+  CommGraph graph;
+  for (int p = 0; p < topology.period(); ++p) {
+    GOSSIP_ASSIGN_OR_RETURN(auto plan, MixingPlan::from_matrix(topology.mixing_matrix(p)));
+    graph.in_neighbours.push_back(plan.in_neighbours());
+    // Δ as gossip-topo's advisor counts it (topology/comm_cost.h), so both price alike.
+    graph.max_degree.push_back(topology::link_degree(topology.mixing_matrix(p)));
+  }
+  return graph;
+}
+
 std::vector<double> cumulative_times(
     Scheme scheme, int nodes, const CostInputs& inputs,
     const std::vector<std::vector<std::vector<int>>>& in_neighbours,
@@ -154,12 +165,9 @@ Result<std::vector<Run>> run_on(const ExperimentConfig& config,
     run.nodes = config.nodes;
     if (topo != nullptr) {
       run.topology = topo->name();
-      for (int p = 0; p < topo->period(); ++p) {
-        GOSSIP_ASSIGN_OR_RETURN(auto plan, MixingPlan::from_matrix(topo->mixing_matrix(p)));
-        run.in_neighbours.push_back(plan.in_neighbours());
-        // Δ as gossip-topo's advisor counts it (topology/comm_cost.h), so both price alike.
-        run.max_degree.push_back(topology::link_degree(topo->mixing_matrix(p)));
-      }
+      GOSSIP_ASSIGN_OR_RETURN(CommGraph graph, comm_graph(*topo));
+      run.in_neighbours = std::move(graph.in_neighbours);
+      run.max_degree = std::move(graph.max_degree);
       auto report = topology::analyze(*topo);
       if (report.is_ok()) run.rho = report->rho_per_iteration;
     }

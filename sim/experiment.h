@@ -38,6 +38,14 @@ namespace gossip::sim {
 Result<topology::Topology> make_topology(const std::string& name_or_path, int nodes,
                                          topology::WeightScheme scheme);
 
+// The communication graph the gossip clock takes, over one period of W(t): the in-neighbours of
+// each node in each W(t) and its Δ (topology/comm_cost.h link_degree, as gossip-topo counts it).
+struct CommGraph {
+  std::vector<std::vector<std::vector<int>>> in_neighbours;
+  std::vector<int> max_degree;
+};
+Result<CommGraph> comm_graph(const topology::Topology& topology);
+
 struct CostConfig {
   Network net;
   // Seconds of one local step; nullopt: the mean measured on the real backend during the runs.
