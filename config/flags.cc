@@ -41,6 +41,22 @@ constexpr TrainingFlag kTrainingFlags[] = {
     {"--eval-examples", "", "eval_examples",
      "evaluate on the first N examples of each split (0: all)", kSim},
     {"--seed", "", "seed", "seed of data, shards, x_0 and batches", kBoth},
+    {"--local-steps", "", "local_steps",
+     "local steps H per communication round (1: every iteration)", kBoth},
+    {"--outer", "", "outer.kind",
+     "outer optimizer on a round's pseudo-gradient: none, sgd, nesterov", kBoth},
+    {"--outer-lr", "", "outer.lr", "outer learning rate (default: 0.7 nesterov, 1 sgd)", kBoth},
+    {"--outer-momentum", "", "outer.momentum", "outer momentum (default: 0.9 nesterov, 0 sgd)",
+     kBoth},
+    {"--compression", "", "compression.kind", "what a round sends: none (float32), bf16, int8",
+     kBoth},
+    {"--block-floats", "", "compression.block_floats",
+     "int8: floats per scale, a power of two in [16, 65536] (default 256)", kBoth},
+    {"--choco-step", "", "compression.choco_step",
+     "D-PSGD with compression: CHOCO-SGD's consensus step in (0, 1] (default 1)", kBoth},
+    {"--overlap", "", "overlap",
+     "combine round r's messages after round r+1's inner steps, so the exchange runs during them",
+     kBoth, "true"},
     {"--device", "", "device", "auto|cpu|cuda", kGossipd},
     {"--checkpoint-dir", "", "checkpoint.dir", "checkpoint directory", kGossipd},
     {"--checkpoint-every", "", "checkpoint.every", "iterations between checkpoints", kGossipd},
@@ -91,27 +107,34 @@ void add_override_flags(CLI::App& app, std::vector<std::string>& overrides) {
       ->allow_extra_args(false)  // one FIELD=VALUE per --set, so positionals may follow
       ->trigger_on_parse();
   for (const TrainingFlag& row : kTrainingFlags) {
-    if ((row.programs & kGossipd) == 0) continue;
-    const std::string field = row.field;
-    std::vector<std::string> names{row.name};
-    for (std::string& a : aliases_of(row)) names.push_back(std::move(a));
-    for (std::size_t k = 0; k < names.size(); ++k) {
-      CLI::Option* option = nullptr;
-      if (row.switch_value != nullptr) {
-        const std::string assignment = field + "=" + row.switch_value;
-        option = app.add_flag_callback(
-            names[k], [&overrides, assignment] { overrides.push_back(assignment); },
-            help_text(row));
-      } else {
-        option = app.add_option_function<std::string>(
-            names[k],
-            [&overrides, field](const std::string& v) { overrides.push_back(field + "=" + v); },
-            help_text(row));
-      }
-      option->trigger_on_parse();
-      if (k > 0) option->group("");
-    }
+    if ((row.programs & kGossipd) != 0) add_override_flag(app, row, overrides);
   }
+}
+
+CLI::Option* add_override_flag(CLI::App& app, const TrainingFlag& row,
+                               std::vector<std::string>& overrides) {
+  GOSSIP_CHECK(*row.field != '\0') << row.name << " stands for no config field";
+  const std::string field = row.field;
+  std::vector<std::string> names{row.name};
+  for (std::string& a : aliases_of(row)) names.push_back(std::move(a));
+  CLI::Option* canonical = nullptr;
+  for (std::size_t k = 0; k < names.size(); ++k) {
+    CLI::Option* option = nullptr;
+    if (row.switch_value != nullptr) {
+      const std::string assignment = field + "=" + row.switch_value;
+      option = app.add_flag_callback(
+          names[k], [&overrides, assignment] { overrides.push_back(assignment); }, help_text(row));
+    } else {
+      option = app.add_option_function<std::string>(
+          names[k],
+          [&overrides, field](const std::string& v) { overrides.push_back(field + "=" + v); },
+          help_text(row));
+    }
+    option->trigger_on_parse();
+    if (k > 0) option->group("");
+    if (k == 0) canonical = option;
+  }
+  return canonical;
 }
 
 CLI::Option* add_training_switch(CLI::App& app, std::string_view name, bool& value) {

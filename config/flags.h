@@ -5,8 +5,9 @@
 //                        (add_override_flags: in command-line order, validated with the file);
 //   gossip-sim           a flag sets the simulated job directly (add_training_option binds it to
 //                        the program's own variable; sim/main.cc maps those to an
-//                        ExperimentConfig), and is refused beside `--config FILE`, which sets the
-//                        same FIELDs.
+//                        ExperimentConfig; the round settings are assignments, add_override_flag,
+//                        applied to a training config as gossipd's), and is refused beside
+//                        `--config FILE`, which sets the same FIELDs.
 //
 // Each row names the flag, its hidden aliases (older spellings, accepted but not listed in --help),
 // the config field it stands for, its help text, and the programs that offer it. Rows offered by
@@ -48,6 +49,14 @@ std::string help_text(const TrainingFlag& flag);
 // "FIELD=VALUE" to `overrides` (a switch: FIELD=switch_value), each --set its assignment, in
 // command-line order, so the last one of a field wins. `overrides` must outlive the parse.
 void add_override_flags(CLI::App& app, std::vector<std::string>& overrides);
+
+// One row (and its hidden aliases) as add_override_flags adds it: each occurrence appends
+// "FIELD=VALUE" (a switch: FIELD=switch_value) to `overrides`, which must outlive the parse.
+// gossip-sim takes the round settings (--local-steps, --outer, --compression, ...) this way and
+// applies them to a training config as gossipd does (config/sgd_config.h
+// round_config_from_overrides). Returns the canonical option.
+CLI::Option* add_override_flag(CLI::App& app, const TrainingFlag& row,
+                               std::vector<std::string>& overrides);
 
 // gossip-sim: adds the row `name` (offered to gossip-sim), bound to `value`, and its hidden
 // aliases bound to the same variable. Returns the canonical option, for ->check() and defaults.

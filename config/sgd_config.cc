@@ -128,6 +128,18 @@ sgd::RoundConfig to_round_config(const TrainConfig& c) {
   return r;
 }
 
+Result<sgd::RoundConfig> round_config_from_overrides(const std::vector<std::string>& overrides,
+                                                     pb::TrainConfig::Algorithm algorithm) {
+  // The order of load_config_with_overrides: the assignments, then defaults, then validation.
+  TrainConfig config;
+  config.set_algorithm(algorithm);
+  for (const std::string& o : overrides) GOSSIP_RETURN_IF_ERROR(apply_override(config, o));
+  fill_defaults(config);
+  GOSSIP_RETURN_IF_ERROR(
+      validate_train_config(config, "command line", {}, overrides, ConfigUse::kRoundSettings));
+  return to_round_config(config);
+}
+
 std::string hello_algorithm(const TrainConfig& c, std::uint64_t num_params) {
   const bool allreduce = c.algorithm() == pb::TrainConfig::ALLREDUCE;
   const sgd::RoundConfig r = to_round_config(c);

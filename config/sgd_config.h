@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "config/train_config.h"
 #include "sgd/optimizer.h"
@@ -20,6 +21,14 @@ sgd::ProblemConfig to_problem_config(const TrainConfig& config, int num_nodes);
 sgd::OptimizerConfig to_optimizer_config(const TrainConfig& config, std::uint64_t total_iterations);
 // Local steps, the outer optimizer, compression and overlap.
 sgd::RoundConfig to_round_config(const TrainConfig& config);
+// The round settings of `overrides` ("field=value", as config/flags.h's rows for local steps, the
+// outer optimizer, compression and overlap give them: gossip-sim's flags) on a training config of
+// `algorithm` that holds nothing else: applied, defaults filled and checked as a config file's are
+// (the same messages, "command line (local_steps=0): local_steps: must be >= 1 ..."), then mapped
+// by to_round_config. InvalidArgument when a value does not parse or validate.
+Result<sgd::RoundConfig> round_config_from_overrides(const std::vector<std::string>& overrides,
+                                                     pb::TrainConfig::Algorithm algorithm);
+
 // The algorithm and its settings as gossipd announces them in Hello, so that nodes of one job with
 // different settings refuse each other naming the field: "" (D-PSGD per iteration) or "allreduce"
 // (C-PSGD per iteration), else "<dpsgd|allreduce> local_steps=H outer=... compression=...

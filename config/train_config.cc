@@ -394,16 +394,23 @@ Status validate_train_config(const TrainConfig& config, const std::string& name,
                              std::string_view text, const std::vector<std::string>& overrides,
                              ConfigUse use) {
   std::vector<FieldError> errors = collect_errors(config);
+  // Whether a path is one of `fields` or inside one.
+  const auto in = [](const std::string& path, std::initializer_list<const char*> fields) {
+    for (const char* field : fields) {
+      const std::size_t n = std::strlen(field);
+      if (path.compare(0, n, field) == 0 && (path.size() == n || path[n] == '.')) return true;
+    }
+    return false;
+  };
+  if (use == ConfigUse::kRoundSettings) {
+    std::erase_if(errors, [&in](const FieldError& e) {
+      return !in(e.path, {"local_steps", "outer", "compression", "overlap"});
+    });
+  }
   if (use == ConfigUse::kAttachedTrainer) {
-    std::erase_if(errors, [](const FieldError& e) {
-      for (const char* unused :
-           {"model", "data", "shard", "batch_size", "optimizer", "epochs", "iterations"}) {
-        const std::size_t n = std::strlen(unused);
-        if (e.path.compare(0, n, unused) == 0 && (e.path.size() == n || e.path[n] == '.')) {
-          return true;
-        }
-      }
-      return false;
+    std::erase_if(errors, [&in](const FieldError& e) {
+      return in(e.path,
+                {"model", "data", "shard", "batch_size", "optimizer", "epochs", "iterations"});
     });
     if (config.iterations() == 0) {
       errors.push_back({"iterations",

@@ -37,8 +37,10 @@ void fill_defaults(TrainConfig& config);
 // command line ("command line (optimizer.lr=-1): optimizer.lr: ..."), not on the file.
 // `use`: with kAttachedTrainer (gossipd --attach) the fields of the built-in trainer (model, data,
 // shard, batch_size, optimizer, epochs) are not checked, since an attached trainer brings its own,
-// and `iterations` (the number of gossip rounds) is required.
-enum class ConfigUse { kOwnTrainer, kAttachedTrainer };
+// and `iterations` (the number of gossip rounds) is required. With kRoundSettings only the round
+// fields (local_steps, outer, compression, overlap) are checked: gossip-sim's round flags on a
+// config that holds nothing else.
+enum class ConfigUse { kOwnTrainer, kAttachedTrainer, kRoundSettings };
 Status validate_train_config(const TrainConfig& config, const std::string& name = "config",
                              std::string_view text = {},
                              const std::vector<std::string>& overrides = {},

@@ -166,15 +166,22 @@ void SimClock::advance(std::int64_t iteration, const std::vector<std::vector<int
     messages[static_cast<std::size_t>(i)] += static_cast<int>(in_neighbours[i].size());
     for (int j : in_neighbours[i]) ++messages[static_cast<std::size_t>(j)];
   }
-  double latest = 0;
+  // When each node's compute is done, and when it sends: at its start (the exchange overlaps the
+  // compute) or once its compute is done.
+  std::vector<double> done(static_cast<std::size_t>(num_nodes_), 0.0);
   for (int i = 0; i < num_nodes_; ++i) {
     const double c =
         (in_.compute_s * (slow ? in_.straggler.slowdown(iteration, i) : 1.0) +
          in_.cpu_s_per_byte * messages[static_cast<std::size_t>(i)] * in_.message_bytes) /
         in_.cpu_share;
-    double t = start_s_[i] + c;
+    done[static_cast<std::size_t>(i)] = start_s_[i] + c;
+  }
+  const std::vector<double>& sends = in_.gossip_overlaps_compute ? start_s_ : done;
+  double latest = 0;
+  for (int i = 0; i < num_nodes_; ++i) {
+    double t = done[static_cast<std::size_t>(i)];
     // With no in-neighbours (a lone node) nothing is received and nothing is waited for.
-    for (int j : in_neighbours[i]) t = std::max(t, start_s_[j] + last_comm_s_);
+    for (int j : in_neighbours[i]) t = std::max(t, sends[j] + last_comm_s_);
     t += messages[static_cast<std::size_t>(i)] * in_.message_overhead_s;
     next_s_[i] = t;
     latest = std::max(latest, t);

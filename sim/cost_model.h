@@ -121,6 +121,11 @@ struct CostInputs {
   // message a node sends or receives; 0: none.
   double message_overhead_s = 0.0;
   AllreduceModel allreduce = AllreduceModel::kTable1;
+  // Gossip: whether a node's exchange runs during its compute (D-PSGD's order, sending x^t at the
+  // start of iteration t) or only once its compute is done (local-step gossip without overlap sends
+  // the message of its round's H steps). false: S_i^{t+1} = max(S_i^t + c_i, max_j S_j^t + c_j +
+  // α + ΔM/B) + k_i·o, without stragglers t·(c + α + ΔM/B + k·o).
+  bool gossip_overlaps_compute = true;
 };
 
 // The simulated clock of one run. Feed it the iterations in order.

@@ -2,6 +2,7 @@
 #include "sim/experiment.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -57,6 +58,17 @@ Result<topology::Topology> make_topology(const std::string& name_or_path, int no
   return topo;
 }
 
+Result<CommGraph> comm_graph(const topology::Topology& topology) {
+  CommGraph graph;
+  for (int p = 0; p < topology.period(); ++p) {
+    GOSSIP_ASSIGN_OR_RETURN(auto plan, MixingPlan::from_matrix(topology.mixing_matrix(p)));
+    graph.in_neighbours.push_back(plan.in_neighbours());
+    // Δ as gossip-topo's advisor counts it (topology/comm_cost.h), so both price alike.
+    graph.max_degree.push_back(topology::link_degree(topology.mixing_matrix(p)));
+  }
+  return graph;
+}
+
 std::vector<double> cumulative_times(
     Scheme scheme, int nodes, const CostInputs& inputs,
     const std::vector<std::vector<std::vector<int>>>& in_neighbours,
@@ -80,9 +92,15 @@ std::vector<double> round_times(Scheme scheme, int nodes, const CostInputs& inpu
                                 const sgd::RoundConfig& round,
                                 const std::vector<std::vector<std::vector<int>>>& in_neighbours,
                                 const std::vector<int>& max_degree, std::int64_t rounds) {
+  if (round.per_iteration()) {
+    return cumulative_times(scheme, nodes, inputs, in_neighbours, max_degree, rounds);
+  }
   CostInputs per_round = inputs;
   per_round.compute_s = inputs.compute_s * round.local_steps;
   if (scheme == Scheme::kGossip) {
+    // The round's message leaves after its H steps; with overlap it is combined a round later, so
+    // the exchange runs during the next round's steps.
+    per_round.gossip_overlaps_compute = round.overlap;
     return cumulative_times(scheme, nodes, per_round, in_neighbours, max_degree, rounds);
   }
   per_round.allreduce = AllreduceModel::kTable1;  // one message per ring step
@@ -123,10 +141,13 @@ Result<std::vector<Run>> run_on(const ExperimentConfig& config,
   GOSSIP_RETURN_IF_ERROR(pc.validate());
   GOSSIP_ASSIGN_OR_RETURN(const sgd::Problem problem, sgd::make_problem(pc));
   std::vector<Run> runs;
-  auto one = [&](Algorithm algorithm, const topology::Topology* topo) -> Status {
+  auto one = [&](Algorithm algorithm, const topology::Topology* topo,
+                 const sgd::RoundConfig& round) -> Status {
     RunConfig rc = config.run;
     rc.algorithm = algorithm;
-    const std::string label = algorithm == Algorithm::kCpsgd ? "cpsgd" : "dpsgd " + topo->name();
+    rc.round = round;
+    std::string label = algorithm == Algorithm::kCpsgd ? "cpsgd" : "dpsgd " + topo->name();
+    if (!round.per_iteration()) label += " [" + round_label(round) + "]";
     ProgressFn fn;
     if (progress) fn = [&](std::int64_t done, std::int64_t total) { progress(label, done, total); };
     Run run;
@@ -144,22 +165,25 @@ Result<std::vector<Run>> run_on(const ExperimentConfig& config,
     run.nodes = config.nodes;
     if (topo != nullptr) {
       run.topology = topo->name();
-      for (int p = 0; p < topo->period(); ++p) {
-        GOSSIP_ASSIGN_OR_RETURN(auto plan, MixingPlan::from_matrix(topo->mixing_matrix(p)));
-        run.in_neighbours.push_back(plan.in_neighbours());
-        // Δ as gossip-topo's advisor counts it (topology/comm_cost.h), so both price alike.
-        run.max_degree.push_back(topology::link_degree(topo->mixing_matrix(p)));
-      }
+      GOSSIP_ASSIGN_OR_RETURN(CommGraph graph, comm_graph(*topo));
+      run.in_neighbours = std::move(graph.in_neighbours);
+      run.max_degree = std::move(graph.max_degree);
       auto report = topology::analyze(*topo);
       if (report.is_ok()) run.rho = report->rho_per_iteration;
     }
     runs.push_back(std::move(run));
     return Status::ok();
   };
-  if (config.include_cpsgd) GOSSIP_RETURN_IF_ERROR(one(Algorithm::kCpsgd, nullptr));
-  for (std::size_t k = 0; k < topologies.size(); ++k) {
-    GOSSIP_RETURN_IF_ERROR(
-        one(Algorithm::kDpsgd, &topologies[k]).with_context("topology " + config.topologies[k]));
+  std::vector<sgd::RoundConfig> rounds = {config.run.round};
+  if (config.per_step_baseline && !config.run.round.per_iteration()) {
+    rounds.insert(rounds.begin(), sgd::RoundConfig{});  // the per-step series first
+  }
+  for (const sgd::RoundConfig& round : rounds) {
+    if (config.include_cpsgd) GOSSIP_RETURN_IF_ERROR(one(Algorithm::kCpsgd, nullptr, round));
+    for (std::size_t k = 0; k < topologies.size(); ++k) {
+      GOSSIP_RETURN_IF_ERROR(one(Algorithm::kDpsgd, &topologies[k], round)
+                                 .with_context("topology " + config.topologies[k]));
+    }
   }
   return runs;
 }
@@ -235,13 +259,14 @@ Series price_rounds(const Run& r, const ExperimentConfig& config, const CostInpu
   s.points = r.trace.points;
   s.compute_s = in.compute_s;
   const sgd::RoundConfig& round = r.round;
-  const double d = static_cast<double>(r.final_params.rows());
-  s.message_bytes =
-      static_cast<double>(sgd::compressed_bytes(round.compression, static_cast<std::size_t>(d)));
-  std::ostringstream name;
-  name << "H=" << round.local_steps << " " << sgd::kOuterKinds.name(round.outer.kind) << " "
-       << sgd::kCompressionKinds.name(round.compression.kind) << (round.overlap ? " overlap" : "");
-  s.rounds = name.str();
+  // The message of the priced model (in.message_bytes: 4 × --model-params, else the simulated
+  // model's parameters), compressed; the bytes measured on the simulated model scale with it.
+  const auto priced_params = static_cast<std::size_t>(std::llround(in.message_bytes / 4.0));
+  const auto simulated_params = static_cast<std::size_t>(r.final_params.rows());
+  s.message_bytes = static_cast<double>(sgd::compressed_bytes(round.compression, priced_params));
+  const double simulated_bytes =
+      static_cast<double>(sgd::compressed_bytes(round.compression, simulated_params));
+  s.rounds = round_label(round);
   CostInputs per = in;
   per.message_bytes = s.message_bytes;
   const std::int64_t h = round.local_steps;
@@ -253,12 +278,20 @@ Series price_rounds(const Run& r, const ExperimentConfig& config, const CostInpu
   s.comm_s = gossip ? gossip_comm_s(*std::max_element(r.max_degree.begin(), r.max_degree.end()),
                                     s.message_bytes, in.net)
                     : allreduce_comm_s(AllreduceModel::kTable1, r.nodes, s.message_bytes, in.net);
-  s.bytes_per_node = r.bytes_per_round * static_cast<double>(rounds);
+  s.bytes_per_node =
+      r.bytes_per_round * (s.message_bytes / simulated_bytes) * static_cast<double>(rounds);
   find_target(config, s);
   return s;
 }
 
 }  // namespace
+
+std::string round_label(const sgd::RoundConfig& round) {
+  std::ostringstream name;
+  name << "H=" << round.local_steps << " " << sgd::kOuterKinds.name(round.outer.kind) << " "
+       << sgd::kCompressionKinds.name(round.compression.kind) << (round.overlap ? " overlap" : "");
+  return name.str();
+}
 
 ExperimentResult price(const std::vector<Run>& runs, const ExperimentConfig& config,
                        const CostConfig& cost, double model_params) {
@@ -339,11 +372,22 @@ namespace {
 constexpr EnumName<SweepParam> kSweepParamNames[] = {{SweepParam::kBandwidth, "bandwidth"},
                                                      {SweepParam::kLatency, "latency"},
                                                      {SweepParam::kNodes, "nodes"},
-                                                     {SweepParam::kTopology, "topology"}};
+                                                     {SweepParam::kTopology, "topology"},
+                                                     {SweepParam::kLocalSteps, "local_steps"},
+                                                     {SweepParam::kCompression, "compression"}};
+
+// A compression sweep value as sgd's name ("INT8", as the config spells it, is "int8").
+Result<sgd::CompressionKind> sweep_compression(std::string value) {
+  std::transform(value.begin(), value.end(), value.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  return sgd::kCompressionKinds.parse(value);
+}
 }  // namespace
 
 Result<SweepParam> parse_sweep_param(std::string_view name) {
-  return parse_enum(kSweepParamNames, name, "sweep parameter");
+  std::string spelled(name);
+  std::replace(spelled.begin(), spelled.end(), '-', '_');
+  return parse_enum(kSweepParamNames, spelled, "sweep parameter");
 }
 
 std::string_view sweep_param_name(SweepParam param) { return enum_name(kSweepParamNames, param); }
@@ -362,6 +406,49 @@ std::optional<bool> dpsgd_wins(const Series& d, const Series& c) {
   return d.time_s.back() < c.time_s.back();
 }
 
+// For each D-PSGD series of the first point and each C-PSGD series, where the winner changes.
+std::vector<std::string> crossovers(const std::vector<SweepPoint>& points, SweepParam param) {
+  std::vector<std::string> found;
+  const auto& first = points.front().series;
+  for (const Series& d : first) {
+    if (d.scheme != Scheme::kGossip) continue;
+    for (const Series& c : first) {
+      if (c.scheme == Scheme::kGossip) continue;
+      std::ostringstream msg;
+      std::optional<bool> previous;
+      bool changed = false;
+      for (const SweepPoint& p : points) {
+        const Series* dp = nullptr;
+        const Series* cp = nullptr;
+        for (const Series& s : p.series) {
+          const bool same_topology = s.topology == d.topology || param == SweepParam::kTopology;
+          if (s.scheme == Scheme::kGossip && same_topology) dp = &s;
+          if (s.algorithm == c.algorithm) cp = &s;
+        }
+        if (dp == nullptr || cp == nullptr) continue;
+        const auto win = dpsgd_wins(*dp, *cp);
+        if (!win) continue;
+        if (!previous) {
+          msg << (*win ? "D-PSGD" : "C-PSGD") << " faster at " << p.value;
+        } else if (*win != *previous) {
+          msg << "; " << (*win ? "D-PSGD" : "C-PSGD") << " faster from " << p.value;
+          changed = true;
+        }
+        previous = win;
+      }
+      const std::string who =
+          "dpsgd" + (param == SweepParam::kTopology ? std::string() : " (" + d.topology + ")");
+      if (changed) {
+        found.push_back(who + " vs " + c.algorithm + ": " + msg.str());
+      } else if (previous) {
+        found.push_back(who + " vs " + c.algorithm + ": no crossover, " +
+                        (*previous ? "D-PSGD" : "C-PSGD") + " faster at every value");
+      }
+    }
+  }
+  return found;
+}
+
 }  // namespace
 
 Status check_sweep_values(SweepParam param, const std::vector<std::string>& values) {
@@ -376,6 +463,13 @@ Status check_sweep_values(SweepParam param, const std::vector<std::string>& valu
       if (n < 1 || n != std::floor(n) || n > std::numeric_limits<int>::max()) {
         return invalid_argument("sweep: nodes '" + v + "' is not a positive integer");
       }
+    } else if (param == SweepParam::kLocalSteps) {
+      Result<double> h = parse_count(v);
+      if (!h.is_ok() || *h < 1 || *h != std::floor(*h) || *h > 1e6) {
+        return invalid_argument("sweep: local_steps '" + v + "' is not an integer in [1, 1000000]");
+      }
+    } else if (param == SweepParam::kCompression) {
+      GOSSIP_RETURN_IF_ERROR(sweep_compression(v).status().with_context("sweep"));
     }
   }
   return Status::ok();
@@ -400,9 +494,15 @@ Result<SweepResult> run_sweep(const ExperimentConfig& config, SweepParam param,
     } else if (param == SweepParam::kNodes) {
       GOSSIP_ASSIGN_OR_RETURN(const double n, parse_count(v));  // checked above
       c.nodes = static_cast<int>(n);
+    } else if (param == SweepParam::kLocalSteps) {
+      GOSSIP_ASSIGN_OR_RETURN(const double h, parse_count(v));  // checked above
+      c.run.round.local_steps = static_cast<int>(h);
+    } else if (param == SweepParam::kCompression) {
+      GOSSIP_ASSIGN_OR_RETURN(c.run.round.compression.kind, sweep_compression(v));
     } else {
       c.topologies = {v};
     }
+    GOSSIP_RETURN_IF_ERROR(c.run.validate());
     if (param == SweepParam::kTopology || param == SweepParam::kNodes) {
       GOSSIP_ASSIGN_OR_RETURN(auto built, build_topologies(c));
       point_topologies.push_back(std::move(built));
@@ -411,11 +511,18 @@ Result<SweepResult> run_sweep(const ExperimentConfig& config, SweepParam param,
   }
   SweepResult out;
   out.param = param;
-  // Bandwidth and latency change only the prices: one convergence run serves every point.
+  // Bandwidth and latency change only the prices: one convergence run serves every point. Local
+  // steps and compression change the runs, not the topologies: built once.
   const bool reprice = param == SweepParam::kBandwidth || param == SweepParam::kLatency;
+  const bool same_topologies =
+      param == SweepParam::kLocalSteps || param == SweepParam::kCompression;
   std::vector<Run> shared;
   if (reprice) {
     GOSSIP_ASSIGN_OR_RETURN(shared, run_convergence(config, progress));
+  }
+  std::vector<topology::Topology> topologies;
+  if (same_topologies) {
+    GOSSIP_ASSIGN_OR_RETURN(topologies, build_topologies(config));
   }
   for (std::size_t k = 0; k < values.size(); ++k) {
     const ExperimentConfig& c = point_configs[k];
@@ -425,50 +532,14 @@ Result<SweepResult> run_sweep(const ExperimentConfig& config, SweepParam param,
     if (reprice) {
       r = price_runs(shared, c);
     } else {
-      GOSSIP_ASSIGN_OR_RETURN(const auto runs, run_on(c, point_topologies[k], progress));
+      GOSSIP_ASSIGN_OR_RETURN(
+          const auto runs, run_on(c, same_topologies ? topologies : point_topologies[k], progress));
       r = price_runs(runs, c);
     }
     point.series = std::move(r.series);
     out.points.push_back(std::move(point));
   }
-  // Crossovers: for each D-PSGD topology and each C-PSGD scheme, where the winner changes.
-  const auto& first = out.points.front().series;
-  for (const Series& d : first) {
-    if (d.scheme != Scheme::kGossip) continue;
-    for (const Series& c : first) {
-      if (c.scheme == Scheme::kGossip) continue;
-      std::ostringstream msg;
-      std::optional<bool> previous;
-      bool changed = false;
-      for (const SweepPoint& p : out.points) {
-        const Series* dp = nullptr;
-        const Series* cp = nullptr;
-        for (const Series& s : p.series) {
-          const bool same_topology = s.topology == d.topology || param == SweepParam::kTopology;
-          if (s.scheme == Scheme::kGossip && same_topology) dp = &s;
-          if (s.algorithm == c.algorithm) cp = &s;
-        }
-        if (dp == nullptr || cp == nullptr) continue;
-        const auto win = dpsgd_wins(*dp, *cp);
-        if (!win) continue;
-        if (!previous) {
-          msg << (*win ? "D-PSGD" : "C-PSGD") << " faster at " << p.value;
-        } else if (*win != *previous) {
-          msg << "; " << (*win ? "D-PSGD" : "C-PSGD") << " faster from " << p.value;
-          changed = true;
-        }
-        previous = win;
-      }
-      const std::string who =
-          "dpsgd" + (param == SweepParam::kTopology ? std::string() : " (" + d.topology + ")");
-      if (changed) {
-        out.crossovers.push_back(who + " vs " + c.algorithm + ": " + msg.str());
-      } else if (previous) {
-        out.crossovers.push_back(who + " vs " + c.algorithm + ": no crossover, " +
-                                 (*previous ? "D-PSGD" : "C-PSGD") + " faster at every value");
-      }
-    }
-  }
+  out.crossovers = crossovers(out.points, param);
   return out;
 }
 

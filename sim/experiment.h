@@ -9,6 +9,10 @@
 //                             the two differ only in how the average travels)
 //   series "dpsgd"            one per topology, timed with the overlapped gossip clock
 //
+// With rounds (RunConfig::round: local steps, an outer optimizer, compression, overlap) C-PSGD is
+// DiLoCo, priced as "cpsgd-allreduce", and D-PSGD local-step gossip, priced as "dpsgd", each
+// carrying its round settings (Series::rounds); per_step_baseline adds the per-step series.
+//
 // Because pricing is separate from convergence, a sweep over bandwidth, latency or stragglers
 // reuses the runs; a sweep over nodes or topology reruns them.
 #pragma once
@@ -34,6 +38,14 @@ namespace gossip::sim {
 Result<topology::Topology> make_topology(const std::string& name_or_path, int nodes,
                                          topology::WeightScheme scheme);
 
+// The communication graph the gossip clock takes, over one period of W(t): the in-neighbours of
+// each node in each W(t) and its Δ (topology/comm_cost.h link_degree, as gossip-topo counts it).
+struct CommGraph {
+  std::vector<std::vector<std::vector<int>>> in_neighbours;
+  std::vector<int> max_degree;
+};
+Result<CommGraph> comm_graph(const topology::Topology& topology);
+
 struct CostConfig {
   Network net;
   // Seconds of one local step; nullopt: the mean measured on the real backend during the runs.
@@ -55,6 +67,9 @@ struct ExperimentConfig {
   topology::WeightScheme weights = topology::WeightScheme::kDefault;
   bool include_cpsgd = true;
   bool include_dpsgd = true;
+  // With rounds (run.round not one exchange per iteration): run the per-step algorithms too, so
+  // that local-step gossip and DiLoCo are priced beside per-step D-PSGD and C-PSGD (compare).
+  bool per_step_baseline = false;
   CostConfig cost;
   double target_loss = std::numeric_limits<double>::quiet_NaN();      // train loss of x̄ ≤ this
   double target_accuracy = std::numeric_limits<double>::quiet_NaN();  // test accuracy of x̄ ≥ this
@@ -119,10 +134,13 @@ Result<ExperimentResult> run_experiment(const ExperimentConfig& config,
 // Rounds (sim/round_simulator.h): the cumulative time after each round 0..rounds of a run whose
 // round settings are `round`, one round taking H local steps and one exchange of `message_bytes`
 // (the compressed message):
-//   gossip:    the D-PSGD clock with a step of H × compute (the exchange runs during the inner
-//              steps: a round takes max(H c, α + Δ M_c / B) without stragglers);
+//   gossip:    the D-PSGD clock with a step of H × compute; the message leaves after the round's
+//              steps, so a round takes H c + α + Δ M_c / B without stragglers, or with overlap
+//              (the exchange runs during the next round's steps) max(H c, α + Δ M_c / B);
 //   allreduce: H c + the ring of M_c (2(n−1) steps of α + M_c / (n B), Table 1's ring), or with
 //              overlap max(H c, ring) per round and the last ring at the end.
+// A per-iteration `round` (RoundConfig::per_iteration: the algorithms run as D-PSGD and C-PSGD)
+// is priced by cumulative_times: a round is one iteration.
 std::vector<double> round_times(Scheme scheme, int nodes, const CostInputs& inputs,
                                 const sgd::RoundConfig& round,
                                 const std::vector<std::vector<std::vector<int>>>& in_neighbours,
@@ -136,9 +154,14 @@ std::vector<double> cumulative_times(
     const std::vector<std::vector<std::vector<int>>>& in_neighbours,
     const std::vector<int>& max_degree, std::int64_t iterations);
 
+// "H=50 nesterov int8 overlap": a round config as series and progress labels name it.
+std::string round_label(const sgd::RoundConfig& round);
+
 // ---- sweeps
-enum class SweepParam { kBandwidth, kLatency, kNodes, kTopology };
-Result<SweepParam> parse_sweep_param(std::string_view name);  // bandwidth|latency|nodes|topology
+// local_steps and compression set run.round's H and compression kind (each value a new run).
+enum class SweepParam { kBandwidth, kLatency, kNodes, kTopology, kLocalSteps, kCompression };
+// bandwidth|latency|nodes|topology|local_steps|compression ('-' read as '_').
+Result<SweepParam> parse_sweep_param(std::string_view name);
 std::string_view sweep_param_name(SweepParam param);
 
 struct SweepPoint {
@@ -154,7 +177,8 @@ struct SweepResult {
 };
 
 // InvalidArgument naming the first value of `values` that `param` cannot take (a bandwidth,
-// duration or node count that does not parse; an empty list). Topology values are checked when
+// duration, node count or local step count that does not parse, a compression kind that is not
+// none, bf16 or int8; an empty list). Topology values are checked when
 // they are built: run_sweep calls this and then, for a topology or node sweep, builds every
 // point's topologies, all before the first simulation (run_convergence likewise builds all of
 // its topologies before its first run).

@@ -76,6 +76,10 @@ struct Options {
   double target_accuracy = std::numeric_limits<double>::quiet_NaN();
   std::string csv, dump_params;
 
+  // --local-steps, --outer, --compression, ...: "field=value" in command-line order, applied to a
+  // training config as gossipd applies them (config/sgd_config.h round_config_from_overrides).
+  std::vector<std::string> round_settings;
+
   std::string config;             // gossipd's training config: replaces config/flags.h's rows
   std::vector<std::string> sets;  // its --set overrides
   bool json = false, quiet = false;
@@ -112,6 +116,10 @@ void add_training_flags(CLI::App& app, Options& o) {
   add_training_option(app, "--seed", o.seed)
       ->check(gossip::non_negative_integer())
       ->capture_default_str();
+  for (const char* round : {"--local-steps", "--outer", "--outer-lr", "--outer-momentum",
+                            "--compression", "--block-floats", "--choco-step", "--overlap"}) {
+    config::add_override_flag(app, config::training_flag(round), o.round_settings);
+  }
   config::check_all_offered(app, config::kSim);
 }
 
@@ -601,12 +609,25 @@ struct CommandLine {
     add_common(*sweep, o);
     sweep->add_option("--topology", o.topology, "D-PSGD topology (comma-separated for several)")
         ->capture_default_str();
-    sweep->add_option("--param", sweep_param, "bandwidth, latency, nodes or topology")
+    sweep
+        ->add_option("--param", sweep_param,
+                     "bandwidth, latency, nodes, topology, local_steps or compression")
         ->capture_default_str();
-    sweep->add_option("--values", sweep_values, "Comma-separated values, e.g. 100Mbps,1Gbps,10Gbps")
+    sweep
+        ->add_option("--values", sweep_values,
+                     "Comma-separated values, e.g. 100Mbps,1Gbps,10Gbps or 1,10,50 (local_steps) "
+                     "or none,bf16,int8 (compression)")
         ->required();
   }
 };
+
+// The config algorithm the round flags are checked for: ALLREDUCE when `run` simulates C-PSGD
+// only (a CHOCO step is then an error, as in such a config), else DPSGD (compare's DiLoCo ignores
+// it).
+config::pb::TrainConfig::Algorithm round_algorithm(const CommandLine& cl) {
+  const bool cpsgd_only = cl.run->parsed() && cl.algorithm.rfind("cpsgd", 0) == 0;
+  return cpsgd_only ? config::pb::TrainConfig::ALLREDUCE : config::pb::TrainConfig::DPSGD;
+}
 
 // The training settings come from the flags or from --config (with --set), never from both. An
 // exit code when they cannot be used.
@@ -617,6 +638,9 @@ std::optional<int> apply_training_source(CommandLine& cl, ExperimentConfig& c) {
       return usage(invalid_argument("--set overrides a field of --config; give --config FILE"));
     }
     if (const Status s = check_problem_flags(c.problem, c.nodes); !s.is_ok()) return usage(s);
+    auto round = config::round_config_from_overrides(o.round_settings, round_algorithm(cl));
+    if (!round.is_ok()) return usage(round.status());
+    c.run.round = *round;
     return std::nullopt;
   }
   const CLI::App& sub = cl.given();
@@ -691,6 +715,17 @@ std::optional<int> simulate_sweep(const CommandLine& cl, const ExperimentConfig&
   if (!param.is_ok()) return usage(param.status());
   const auto values = split(cl.sweep_values, "--values");
   if (!values.is_ok()) return usage(values.status());
+  if (*param == SweepParam::kLocalSteps || *param == SweepParam::kCompression) {
+    // Each value checked as its flag's (--local-steps, --compression) with the other round flags.
+    const std::string field =
+        *param == SweepParam::kLocalSteps ? "local_steps=" : "compression.kind=";
+    for (const std::string& v : *values) {
+      std::vector<std::string> settings = cl.o.round_settings;
+      settings.push_back(field + v);
+      const auto round = config::round_config_from_overrides(settings, round_algorithm(cl));
+      if (!round.is_ok()) return usage(round.status().with_context("--values"));
+    }
+  }
   if (const Status s = check_sweep_values(*param, *values); !s.is_ok()) return usage(s);
   ProgressBar bar(!cl.o.quiet);
   auto result = run_sweep(c, *param, *values, progress_to(bar));
@@ -714,6 +749,7 @@ int sim_main(int argc, char** argv) {
   if (!config.is_ok()) return usage(config.status());
   ExperimentConfig& c = *config;
   if (const auto rc = apply_training_source(cl, c)) return *rc;
+  c.per_step_baseline = cl.compare->parsed();
   if (const Status s = check_output_paths(cl.o); !s.is_ok()) return usage(s);
   if (const Status s = check_experiment_memory(c); !s.is_ok()) return usage(s);
   std::ostringstream csv;

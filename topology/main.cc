@@ -1,4 +1,5 @@
-// gossip-topo: generate, validate, analyze, weight, optimize, compare and export topologies.
+// gossip-topo: generate, validate, analyze, weight, optimize, compare and export topologies, and
+// advise what to run on a link (advise_command.h).
 // Every subcommand takes topology files (text format or JSON) or, where it makes sense, a
 // generator given on the command line (--kind ring --nodes 32). Exit codes: 0 success, 1 invalid
 // input (the message names file:line:column or the node/edge), 2 usage error (an unknown or
@@ -16,6 +17,7 @@
 #include "common/json.h"
 #include "common/strings.h"
 #include "common/units.h"
+#include "topology/advise_command.h"
 #include "topology/advisor.h"
 #include "topology/link_flags.h"
 #include "topology/optimize.h"
@@ -615,7 +617,7 @@ int cmd_export(const Source& src, const std::string& file, bool dot, bool json, 
   return 0;
 }
 
-// The command line: seven subcommands and the values they set.
+// The command line: eight subcommands and the values they set.
 struct CommandLine {
   CLI::App app{
       "gossip-topo: topologies for decentralized SGD — who averages with whom, with what weight, "
@@ -627,7 +629,8 @@ struct CommandLine {
       "  gossip-topo analyze --kind torus --rows 1000 --cols 1000 --json\n"
       "  gossip-topo compare --kinds ring,torus,hypercube,exponential --nodes 256\n"
       "  gossip-topo optimize barbell.pbtxt -o barbell-opt.pbtxt\n"
-      "  gossip-topo export ring8.pbtxt --dot | dot -Tpng > ring8.png"};
+      "  gossip-topo export ring8.pbtxt --dot | dot -Tpng > ring8.png\n"
+      "  gossip-topo advise --bandwidth 10Mbit/s --latency 5ms --model mlp --compute-time 0.45ms"};
   std::string file, method = "auto", output, name, format = "triplets";
   bool json = false, explicit_form = false, dot = false, edges = false, pbtxt = false;
   std::vector<std::string> files, kinds;
@@ -638,7 +641,8 @@ struct CommandLine {
   Source src;      // analyze, weights, optimize, compare, export: no addresses unless asked
   Source gen_src;  // generate: files are for deployments, so addresses by default
   Model model;
-  CLI::App *gen, *val, *ana, *wts, *opt, *cmp, *exp;
+  AdviseOptions advise;  // advise
+  CLI::App *gen, *val, *ana, *wts, *opt, *cmp, *exp, *adv;
   CLI::Option *hosts_opt = nullptr, *hostfile_opt = nullptr;
 
   CommandLine() {
@@ -652,6 +656,7 @@ struct CommandLine {
     define_optimize();
     define_compare();
     define_export();
+    adv = add_advise_command(app, advise);
   }
 
  private:
@@ -747,6 +752,7 @@ int run_subcommand(const CommandLine& c) {
                        c.json);
   }
   if (c.exp->parsed()) return cmd_export(c.src, c.file, c.dot, c.json, c.edges, c.pbtxt);
+  if (c.adv->parsed()) return run_advise(c.advise);
   return gossip::kExitUsageError;
 }
 

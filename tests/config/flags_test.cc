@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "config/sgd_config.h"
 #include "config/train_config.h"
 
 namespace gossip::config {
@@ -110,6 +111,99 @@ TEST_CASE("gossip-sim: a flag and its aliases bind one variable, and the spellin
   add_training_option(none, "--lr", lr);
   parse(none, {});
   CHECK(training_flag_given(none, kSim).empty());
+}
+
+// The round rows of both programs.
+constexpr const char* kRoundFlags[] = {"--local-steps",    "--outer",       "--outer-lr",
+                                       "--outer-momentum", "--compression", "--block-floats",
+                                       "--choco-step",     "--overlap"};
+
+TEST_CASE("round flags: the same settings as the config's fields, checked with the same messages") {
+  for (const char* name : kRoundFlags) CHECK(training_flag(name).programs == (kGossipd | kSim));
+  CLI::App app;
+  std::vector<std::string> overrides;
+  for (const char* name : kRoundFlags) add_override_flag(app, training_flag(name), overrides);
+  parse(app, {"--local-steps", "4", "--outer", "nesterov", "--outer-momentum", "0.8",
+              "--compression", "int8", "--block-floats", "64", "--choco-step", "0.5", "--overlap"});
+  CHECK(overrides == std::vector<std::string>{"local_steps=4", "outer.kind=nesterov",
+                                              "outer.momentum=0.8", "compression.kind=int8",
+                                              "compression.block_floats=64",
+                                              "compression.choco_step=0.5", "overlap=true"});
+  // A config file with those fields: the same RoundConfig, field by field.
+  auto file = parse_train_config(
+      "local_steps: 4 outer { kind: NESTEROV momentum: 0.8 } "
+      "compression { kind: INT8 block_floats: 64 choco_step: 0.5 } overlap: true",
+      "t");
+  REQUIRE(file.is_ok());
+  fill_defaults(*file);
+  const sgd::RoundConfig expected = to_round_config(*file);
+  auto r = round_config_from_overrides(overrides, pb::TrainConfig::DPSGD);
+  REQUIRE(r.is_ok());
+  CHECK(r->local_steps == 4);
+  CHECK(r->outer.kind == sgd::OuterKind::kNesterov);
+  CHECK(r->outer.lr == 0.7);  // the config's default for NESTEROV
+  CHECK(r->outer.momentum == 0.8);
+  CHECK(r->compression.kind == sgd::CompressionKind::kInt8);
+  CHECK(r->compression.block_floats == 64);
+  CHECK(r->choco_step == 0.5);
+  CHECK(r->overlap);
+  CHECK(r->local_steps == expected.local_steps);
+  CHECK(r->outer.kind == expected.outer.kind);
+  CHECK(r->outer.lr == expected.outer.lr);
+  CHECK(r->outer.momentum == expected.outer.momentum);
+  CHECK(r->compression.kind == expected.compression.kind);
+  CHECK(r->compression.block_floats == expected.compression.block_floats);
+  CHECK(r->choco_step == expected.choco_step);
+  CHECK(r->overlap == expected.overlap);
+  // No setting: one exchange per iteration.
+  auto none = round_config_from_overrides({}, pb::TrainConfig::DPSGD);
+  REQUIRE(none.is_ok());
+  CHECK(none->per_iteration());
+}
+
+TEST_CASE("round flags: a bad value names the field, as the config file's check does") {
+  const struct {
+    std::vector<std::string> overrides;
+    pb::TrainConfig::Algorithm algorithm;
+    const char* says;
+  } kBad[] = {
+      {{"local_steps=0"},
+       pb::TrainConfig::DPSGD,
+       "command line (local_steps=0): local_steps: must be >= 1"},
+      {{"outer.kind=nesterov", "outer.momentum=1"},
+       pb::TrainConfig::DPSGD,
+       "command line (outer.momentum=1): outer.momentum: must be in (0, 1), got 1"},
+      {{"outer.kind=sgd", "outer.lr=nan"},
+       pb::TrainConfig::DPSGD,
+       "outer.lr: must be finite and > 0, got nan"},
+      {{"outer.lr=0.5"},
+       pb::TrainConfig::DPSGD,
+       "outer.lr: set outer.kind SGD or NESTEROV to use it"},
+      {{"compression.kind=int4"}, pb::TrainConfig::DPSGD, "compression.kind"},
+      {{"compression.block_floats=100"},
+       pb::TrainConfig::DPSGD,
+       "compression.block_floats: must be a power of two in [16, 65536], got 100"},
+      {{"compression.choco_step=1.5"},
+       pb::TrainConfig::DPSGD,
+       "compression.choco_step: must be in (0, 1], got 1.5"},
+      {{"compression.choco_step=0.5"},
+       pb::TrainConfig::ALLREDUCE,
+       "compression.choco_step: CHOCO-SGD is D-PSGD's"},
+      {{"local_steps=many"}, pb::TrainConfig::DPSGD, "local_steps"},
+  };
+  for (const auto& bad : kBad) {
+    CAPTURE(bad.says);
+    auto r = round_config_from_overrides(bad.overrides, bad.algorithm);
+    REQUIRE(!r.is_ok());
+    CHECK(r.status().message().find(bad.says) != std::string::npos);
+  }
+  // The same messages as the config file gives for the same values (there with file:line:col).
+  auto file = parse_train_config("local_steps: 0", "f");
+  REQUIRE(file.is_ok());
+  fill_defaults(*file);
+  const Status s = validate_train_config(*file, "f", "local_steps: 0");
+  CHECK(s.message().find("local_steps: must be >= 1 (1: communicate every iteration)") !=
+        std::string::npos);
 }
 
 }  // namespace

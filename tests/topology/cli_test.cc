@@ -287,6 +287,64 @@ TEST_CASE("generate --hosts errors exit 2 and name the flag and the counts") {
   }
 }
 
+// The part of `json` after `"key": ` (a nested object's fields come first in it).
+std::string after(const std::string& json, const std::string& key) {
+  const auto pos = json.find("\"" + key + "\": ");
+  REQUIRE_MESSAGE(pos != std::string::npos, key, " missing in ", json);
+  return json.substr(pos + key.size() + 4);
+}
+
+TEST_CASE("advise: its rule on a 10 Mbit/s link and on an unshaped 10 Gbit/s one") {
+  // The demo MLP (784-256-128-10: d = 235146) on 8 nodes. At 10 Mbit/s and 5 ms the float32
+  // message takes 0.757 s against 0.45 ms of compute: the link binds, so int8 (d + 4 ceil(d/256)
+  // bytes) with overlap and the smallest H of 1, 5, 10, 25, 50, 100, 250, 500, 1000 with
+  // H c >= 5 ms + M_int8 / B = 196 ms: 500.
+  const double d = 235146;
+  const Run slow =
+      run("advise --bandwidth 10Mbit/s --latency 5ms --model mlp --compute-time "
+          "0.45ms --json");
+  REQUIRE_MESSAGE(slow.code == 0, slow.out);
+  CHECK(json_field(slow.out, "params") == d);
+  CHECK(after(slow.out, "topology").rfind("\"one_peer_exponential\"", 0) == 0);
+  const std::string rec = after(slow.out, "recommendation");
+  const double wire = 5e-3 + (d + 4 * std::ceil(d / 256)) / 1.25e6;
+  CHECK(json_field(rec, "local_steps") == 500);
+  CHECK(250 * 0.45e-3 < wire);
+  CHECK(500 * 0.45e-3 >= wire);
+  CHECK(rec.rfind("{\"local_steps\": 500, \"compression\": \"int8\", \"overlap\": true", 0) == 0);
+  CHECK(json_field(rec, "round_s") == doctest::Approx(500 * 0.45e-3));
+  CHECK(json_field(rec, "wire_fraction") == 0);
+  CHECK(json_field(after(slow.out, "per_step"), "round_s") ==
+        doctest::Approx(5e-3 + 4 * d / 1.25e6));
+  // At 10 Gbit/s and 50 us the float32 message (0.8 ms) hides behind a 10 ms step: per-step D-PSGD.
+  const Run fast =
+      run("advise --bandwidth 10Gbps --latency 50us --params 235146 --compute-time "
+          "10ms --json");
+  REQUIRE_MESSAGE(fast.code == 0, fast.out);
+  const std::string per_step = after(fast.out, "recommendation");
+  CHECK(per_step.rfind("{\"local_steps\": 1, \"compression\": \"none\", \"overlap\": false", 0) ==
+        0);
+  CHECK(json_field(per_step, "round_s") == doctest::Approx(10e-3));
+  CHECK(fast.out.find("\"link_binds\": false") != std::string::npos);
+  // The text report carries the numbers and a config to paste.
+  const Run text =
+      run("advise --bandwidth 10Mbit/s --latency 5ms --model mlp --compute-time 0.45ms");
+  REQUIRE(text.code == 0);
+  CHECK(text.out.find("local_steps: 500\ncompression { kind: INT8 }\noverlap: true") !=
+        std::string::npos);
+  CHECK(text.out.find("gossip-sim compare --nodes 8 --topology one_peer_exponential") !=
+        std::string::npos);
+  for (const char* bad :
+       {"advise --bandwidth fast --model mlp", "advise --model cnn", "advise",
+        "advise --model mlp --params 10", "advise --params 0", "advise --model mlp --nodes 1",
+        "advise --model mlp --compute-time soon", "advise --model mlp --compute-time 0s"}) {
+    CAPTURE(bad);
+    const Run r = run(bad);
+    CHECK_MESSAGE(r.code == 2, r.out);
+    CHECK(r.out.find("gossip-topo:") != std::string::npos);
+  }
+}
+
 }  // namespace
 
 TEST_CASE(
