@@ -11,7 +11,6 @@
 
 #include "common/check.h"
 #include "common/log.h"
-#include "config/sgd_config.h"
 #include "daemon/exit_codes.h"
 
 namespace gossip::algorithms {
@@ -27,67 +26,28 @@ std::size_t Diloco::state_floats(const sgd::RoundConfig& round, std::size_t num_
 
 Diloco::Diloco(int node, const config::TrainConfig& config, std::shared_ptr<gloo::Context> context,
                TransportStore& store, std::size_t num_params, bool attached)
-    : self_(node),
-      round_(config::to_round_config(config)),
-      d_(num_params),
-      per_round_(attached ? 1 : static_cast<std::uint64_t>(round_.local_steps)),
+    : RoundAlgorithm(node, config, num_params, attached),
       store_(store),
       num_nodes_(context->size),
       ring_(std::move(context), round_.compression, num_params,
             std::chrono::milliseconds(config.timeouts().deadline_ms())),
-      anchor_(num_params),
-      start_(num_params),
-      momentum_(round_.outer.state_size(num_params)),
       residual_(round_.compression.kind != sgd::CompressionKind::kNone ? num_params : 0),
       delta_(num_params),
       input_(num_params),
       mean_(num_params),
       bytes_(sgd::compressed_bytes(round_.compression, num_params)),
-      pending_input_(round_.overlap ? num_params : 0) {}
+      pending_input_(round_.overlap ? num_params : 0) {
+  checkpoint_also(residual_);       // empty without compression
+  checkpoint_also(pending_input_);  // empty without overlap
+}
 
 Diloco::~Diloco() {
   if (worker_.joinable()) worker_.join();
 }
 
-std::vector<float> Diloco::state() const {
-  std::vector<float> out(anchor_);
-  out.insert(out.end(), start_.begin(), start_.end());
-  out.insert(out.end(), momentum_.begin(), momentum_.end());
-  out.insert(out.end(), residual_.begin(), residual_.end());
-  if (round_.overlap) {
-    out.insert(out.end(), pending_input_.begin(), pending_input_.end());
-    out.push_back(pending_ ? 1.0f : 0.0f);
-  }
-  return out;
-}
-
-Status Diloco::load_state(std::span<const float> state) {
-  if (state.size() != state_size()) {
-    return failed_precondition("the checkpoint holds " + std::to_string(state.size()) +
-                               " floats of DiLoCo state, this job " + std::to_string(state_size()));
-  }
-  auto take = [&state](std::vector<float>& v) {
-    std::copy(state.begin(), state.begin() + static_cast<std::ptrdiff_t>(v.size()), v.begin());
-    state = state.subspan(v.size());
-  };
-  take(anchor_);
-  take(start_);
-  take(momentum_);
-  take(residual_);
-  start_known_ = true;
-  if (round_.overlap) {
-    take(pending_input_);
-    // The round of a mean in flight is the one before the round the run resumes in (iterate()).
-    if (state[0] != 0.0f) pending_ = ~std::uint64_t{0};
-  }
-  return Status::ok();
-}
-
-Result<std::uint64_t> Diloco::start(std::uint64_t start, bool /*rejoining*/, std::uint64_t total,
-                                    daemon::RunServices& services, int* exit_code) {
-  services_ = &services;
-  total_ = total;
-  GOSSIP_RETURN_IF_ERROR(agree_start(store_, self_, num_nodes_, start, services, exit_code));
+Result<std::uint64_t> Diloco::start_rounds(std::uint64_t start, bool /*rejoining*/,
+                                           int* exit_code) {
+  GOSSIP_RETURN_IF_ERROR(agree_start(store_, self_, num_nodes_, start, *services_, exit_code));
   return start;
 }
 
@@ -158,7 +118,10 @@ daemon::IterationOutcome Diloco::iterate(std::uint64_t t, daemon::LocalStep& ste
                                          daemon::ParameterBuffers& buffers) {
   Clock& clock = services_->clock;
   const std::uint64_t r = t / per_round_;
-  if (pending_ == ~std::uint64_t{0}) start_mean(r - 1);  // resumed with a mean in flight
+  if (resend_in_flight_) {
+    resend_in_flight_ = false;
+    start_mean(r - 1);  // resumed with round r−1's mean in flight (r ≥ 1)
+  }
   IterationStats stats;
   const std::int64_t t0 = clock.monotonic_ns();
   if (!start_known_) {

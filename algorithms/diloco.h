@@ -36,12 +36,11 @@
 
 #include "algorithms/allreduce.h"
 #include "algorithms/gloo_ring.h"
-#include "daemon/algorithm.h"
-#include "sgd/round.h"
+#include "algorithms/round_algorithm.h"
 
 namespace gossip::algorithms {
 
-class Diloco final : public daemon::Algorithm {
+class Diloco final : public RoundAlgorithm {
  public:
   // Node `node`; `context` connected, `store` its rendezvous store (borrowed for the run). For a
   // model of `num_params` floats; `attached`: the local step is an external trainer.
@@ -49,20 +48,17 @@ class Diloco final : public daemon::Algorithm {
          TransportStore& store, std::size_t num_params, bool attached);
   ~Diloco() override;
 
-  // Floats of state a checkpoint holds.
+  // Floats of state a checkpoint holds (round_algorithm.h; its own vectors: the error-feedback
+  // residual, with compression, then, with overlap, the input of the mean in flight).
   static std::size_t state_floats(const sgd::RoundConfig& round, std::size_t num_params);
 
   std::string_view name() const override { return "diloco"; }
-  std::size_t state_size() const override { return state_floats(round_, d_); }
-  std::vector<float> state() const override;
-  Status load_state(std::span<const float> state) override;
-  Result<std::uint64_t> start(std::uint64_t start, bool rejoining, std::uint64_t total,
-                              daemon::RunServices& services, int* exit_code) override;
   daemon::IterationOutcome iterate(std::uint64_t t, daemon::LocalStep& step,
                                    daemon::ParameterBuffers& buffers) override;
 
  private:
-  bool last_of_round(std::uint64_t t) const { return (t + 1) % per_round_ == 0 || t + 1 == total_; }
+  Result<std::uint64_t> start_rounds(std::uint64_t start, bool rejoining, int* exit_code) override;
+  bool exchange_in_flight() const override { return pending_ || resend_in_flight_; }
   // Round r's mean of `input`: at once, or started in the background (overlap).
   Status mean_now(std::uint64_t r, std::span<const float> input, std::span<float> out);
   void start_mean(std::uint64_t r);
@@ -72,19 +68,12 @@ class Diloco final : public daemon::Algorithm {
   // The end of round r with y: Δ, the mean(s), the outer step; the next start in start_.
   Status end_round(std::uint64_t r, std::span<const float> y, bool final_round);
 
-  const int self_;
-  const sgd::RoundConfig round_;
-  const std::size_t d_;
-  const std::uint64_t per_round_;
   TransportStore& store_;
   const int num_nodes_;
   GlooRing ring_;
-  daemon::RunServices* services_ = nullptr;
-  std::uint64_t total_ = 0;
 
-  std::vector<float> anchor_, start_, momentum_, residual_, delta_, input_, mean_;
+  std::vector<float> residual_, delta_, input_, mean_;
   std::vector<std::byte> bytes_;
-  bool start_known_ = false;
   // Overlap: the mean in flight (its round and input), and its worker.
   std::optional<std::uint64_t> pending_;
   std::vector<float> pending_input_;

@@ -14,7 +14,6 @@
 #include "common/check.h"
 #include "common/divergence.h"
 #include "common/log.h"
-#include "config/sgd_config.h"
 #include "daemon/membership.h"
 #include "sgd/choco.h"
 
@@ -23,21 +22,6 @@ namespace gossip::algorithms {
 using daemon::IterationEnd;
 using daemon::IterationStats;
 using sgd::RoundTerm;
-
-namespace {
-
-// Every node `node` sends to at some time of the topology's period.
-std::vector<int> receivers(const topology::Topology& topology, int node) {
-  std::vector<int> out;
-  for (int t = 0; t < topology.period(); ++t) {
-    for (const topology::Neighbor& nb : topology.out_neighbors(node, t)) out.push_back(nb.node);
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
-
-}  // namespace
 
 std::size_t LocalGossip::message_floats(const sgd::RoundConfig& round, std::size_t num_params) {
   if (!round.choco()) return num_params;
@@ -49,7 +33,8 @@ std::size_t LocalGossip::state_floats(const sgd::RoundConfig& round,
                                       std::size_t num_params) {
   std::size_t edges = 0;
   if (round.choco()) {
-    edges = Neighbourhood::senders(topology, node).size() + receivers(topology, node).size();
+    edges = Neighbourhood::senders(topology, node).size() +
+            Neighbourhood::receivers(topology, node).size();
   }
   return num_params * (2 + edges) + round.outer.state_size(num_params) +
          (round.overlap ? num_params + 1 : 0);
@@ -58,17 +43,11 @@ std::size_t LocalGossip::state_floats(const sgd::RoundConfig& round,
 LocalGossip::LocalGossip(int node, const config::TrainConfig& config,
                          const topology::Topology& topology, daemon::ParameterExchange& exchange,
                          std::size_t num_params, bool attached)
-    : self_(node),
+    : RoundAlgorithm(node, config, num_params, attached),
       cfg_(config),
       topology_(topology),
-      round_(config::to_round_config(config)),
-      d_(num_params),
-      per_round_(attached ? 1 : static_cast<std::uint64_t>(round_.local_steps)),
       message_floats_(message_floats(round_, num_params)),
       neighbours_(node, config, topology, exchange, static_cast<int>(per_round_)),
-      anchor_(num_params),
-      start_(num_params),
-      momentum_(round_.outer.state_size(num_params)),
       message_(num_params),
       delta_(num_params),
       z_(num_params),
@@ -81,69 +60,31 @@ LocalGossip::LocalGossip(int node, const config::TrainConfig& config,
     if (round_.choco()) copy_in_[j].assign(num_params, 0.0f);
   }
   if (round_.choco()) {
-    for (int o : receivers(topology, node)) {
+    for (int o : Neighbourhood::receivers(topology, node)) {
       copy_out_[o].assign(num_params, 0.0f);
       outbox_[o].assign(message_floats_, 0.0f);
     }
   }
-}
-
-std::size_t LocalGossip::state_size() const {
-  return d_ * (2 + copy_in_.size() + copy_out_.size()) + momentum_.size() +
-         (round_.overlap ? d_ + 1 : 0);
-}
-
-std::vector<float> LocalGossip::state() const {
-  std::vector<float> out(anchor_);
-  out.insert(out.end(), start_.begin(), start_.end());
-  out.insert(out.end(), momentum_.begin(), momentum_.end());
-  for (const auto& [j, c] : copy_in_) out.insert(out.end(), c.begin(), c.end());
-  for (const auto& [o, c] : copy_out_) out.insert(out.end(), c.begin(), c.end());
-  if (round_.overlap) {
-    out.insert(out.end(), message_.begin(), message_.end());
-    out.push_back(in_flight_ ? 1.0f : 0.0f);
+  // The checkpoint's own vectors (round_algorithm.h): the copies, then the message in flight.
+  for (auto* copies : {&copy_in_, &copy_out_}) {
+    for (auto& [peer, c] : *copies) checkpoint_also(c);
   }
-  return out;
+  if (round_.overlap) checkpoint_also(message_);
 }
 
-Status LocalGossip::load_state(std::span<const float> state) {
-  if (state.size() != state_size()) {
-    return failed_precondition("the checkpoint holds " + std::to_string(state.size()) +
-                               " floats of local-gossip state, this job " +
-                               std::to_string(state_size()));
-  }
-  auto take = [&state](std::vector<float>& v) {
-    std::copy(state.begin(), state.begin() + static_cast<std::ptrdiff_t>(v.size()), v.begin());
-    state = state.subspan(v.size());
-  };
-  take(anchor_);
-  take(start_);
-  start_known_ = true;
-  take(momentum_);
-  for (auto& [j, c] : copy_in_) take(c);
-  for (auto& [o, c] : copy_out_) take(c);
-  if (round_.overlap) {
-    take(message_);
-    repost_ = state[0] != 0.0f;
-  }
-  return Status::ok();
-}
-
-Result<std::uint64_t> LocalGossip::start(std::uint64_t start, bool rejoining, std::uint64_t total,
-                                         daemon::RunServices& services, int* /*exit_code*/) {
-  services_ = &services;
-  total_ = total;
-  neighbours_.start(services);
+Result<std::uint64_t> LocalGossip::start_rounds(std::uint64_t start, bool rejoining,
+                                                int* /*exit_code*/) {
+  neighbours_.start(*services_);
   sent_before_ = neighbours_.bytes_sent();
   received_before_ = neighbours_.bytes_received();
   if (!rejoining) return start;
-  const std::uint64_t rounds = (total + per_round_ - 1) / per_round_;
+  const std::uint64_t rounds = (total_ + per_round_ - 1) / per_round_;
   const std::uint64_t from = start / per_round_;
   const std::uint64_t to = neighbours_.rejoin(from, rounds);
   if (to == from) return start;
   // The agreed round's last iteration: there the node takes its neighbours' messages.
-  repost_ = false;
-  return std::min(total - 1, to * per_round_ + per_round_ - 1);
+  resend_in_flight_ = false;
+  return std::min(total_ - 1, to * per_round_ + per_round_ - 1);
 }
 
 std::span<std::byte> LocalGossip::bytes_of(std::vector<float>& words) {
@@ -337,8 +278,8 @@ daemon::IterationOutcome LocalGossip::iterate(std::uint64_t t, daemon::LocalStep
     anchor_ = start_;
     start_known_ = true;
   }
-  if (repost_) {
-    repost_ = false;
+  if (resend_in_flight_) {
+    resend_in_flight_ = false;
     if (r > 0) post(r - 1);  // resumed with round r−1 in flight: the same bytes again
   }
   IterationStats stats;

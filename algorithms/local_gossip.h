@@ -37,15 +37,14 @@
 #include <vector>
 
 #include "algorithms/neighbourhood.h"
-#include "daemon/algorithm.h"
+#include "algorithms/round_algorithm.h"
 #include "daemon/exchange.h"
 #include "sgd/backend.h"
-#include "sgd/round.h"
 #include "topology/topology.h"
 
 namespace gossip::algorithms {
 
-class LocalGossip final : public daemon::Algorithm {
+class LocalGossip final : public RoundAlgorithm {
  public:
   // Node `node` of `topology` under `config` over `exchange` (borrowed for the run), for a model
   // of `num_params` floats. `attached`: the local step is an external trainer (one round per
@@ -56,16 +55,12 @@ class LocalGossip final : public daemon::Algorithm {
   // The floats (4-byte words) one message of `round` takes: num_params, or the compressed bytes
   // padded to whole words.
   static std::size_t message_floats(const sgd::RoundConfig& round, std::size_t num_params);
-  // Floats of state a checkpoint holds at node `node`.
+  // Floats of state a checkpoint holds at node `node` (round_algorithm.h; its own vectors: every
+  // edge's copies, with CHOCO, then, with overlap, the message in flight).
   static std::size_t state_floats(const sgd::RoundConfig& round, const topology::Topology& topology,
                                   int node, std::size_t num_params);
 
   std::string_view name() const override { return "local-gossip"; }
-  std::size_t state_size() const override;
-  std::vector<float> state() const override;
-  Status load_state(std::span<const float> state) override;
-  Result<std::uint64_t> start(std::uint64_t start, bool rejoining, std::uint64_t total,
-                              daemon::RunServices& services, int* exit_code) override;
   daemon::IterationOutcome iterate(std::uint64_t t, daemon::LocalStep& step,
                                    daemon::ParameterBuffers& buffers) override;
   // Neighbours, lag and rejoins (Neighbourhood::observe); no consensus-distance estimate: the
@@ -73,7 +68,8 @@ class LocalGossip final : public daemon::Algorithm {
   void observe(daemon::MetricsSnapshot& snapshot) const override { neighbours_.observe(snapshot); }
 
  private:
-  bool last_of_round(std::uint64_t t) const { return (t + 1) % per_round_ == 0 || t + 1 == total_; }
+  Result<std::uint64_t> start_rounds(std::uint64_t start, bool rejoining, int* exit_code) override;
+  bool exchange_in_flight() const override { return in_flight_.has_value(); }
   // Round r's end with y (sets x); an IterationEnd when the round failed.
   std::optional<daemon::IterationEnd> end_round(std::uint64_t r, std::span<const float> y,
                                                 daemon::ParameterBuffers& buffers);
@@ -86,23 +82,15 @@ class LocalGossip final : public daemon::Algorithm {
   void reset_changed_edges();
   std::span<std::byte> bytes_of(std::vector<float>& words);
 
-  const int self_;
   const config::TrainConfig& cfg_;
   const topology::Topology& topology_;
-  const sgd::RoundConfig round_;
-  const std::size_t d_;
-  const std::uint64_t per_round_;  // iterations per round: H, or 1 for an attached trainer
   const std::size_t message_floats_;
   Neighbourhood neighbours_;
   std::unique_ptr<sgd::Backend> cpu_;  // the round's arithmetic (sgd/round.h), host memory
-  daemon::RunServices* services_ = nullptr;
-  std::uint64_t total_ = 0;
   std::uint64_t sent_before_ = 0, received_before_ = 0;
 
-  std::vector<float> anchor_, start_, momentum_, message_, delta_, z_, scratch_;
-  bool start_known_ = false;                    // start_ and anchor_ hold the run's
+  std::vector<float> message_, delta_, z_, scratch_;
   std::optional<std::uint64_t> in_flight_;      // the round whose messages are posted, not combined
-  bool repost_ = false;                         // resumed with a round in flight: post it again
   std::map<int, std::vector<float>> copy_in_;   // ĉ_{j→i}, every sender j of the period
   std::map<int, std::vector<float>> copy_out_;  // ĉ_{i→o}, every receiver o of the period
   std::map<int, std::vector<float>> inbox_;     // the round's message from each sender

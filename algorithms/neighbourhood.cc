@@ -23,6 +23,18 @@ daemon::IterationEnd abandon(int code, const std::string& why) {
   return {daemon::IterationEnd::Kind::kAbandon, code, aborted(why)};
 }
 
+// The nodes of `neighbours(t)` over the topology's period, ascending, each once.
+template <typename Neighbours>
+std::vector<int> over_period(const topology::Topology& topology, const Neighbours& neighbours) {
+  std::vector<int> out;
+  for (int t = 0; t < topology.period(); ++t) {
+    for (const topology::Neighbor& nb : neighbours(t)) out.push_back(nb.node);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 }  // namespace
 
 double distance_to_mean_sq(std::span<const float> x, std::span<const std::span<const float>> others,
@@ -60,13 +72,11 @@ Neighbourhood::Neighbourhood(int node, const config::TrainConfig& config,
 }
 
 std::vector<int> Neighbourhood::senders(const topology::Topology& topology, int node) {
-  std::vector<int> senders;
-  for (int t = 0; t < topology.period(); ++t) {
-    for (const topology::Neighbor& nb : topology.in_neighbors(node, t)) senders.push_back(nb.node);
-  }
-  std::sort(senders.begin(), senders.end());
-  senders.erase(std::unique(senders.begin(), senders.end()), senders.end());
-  return senders;
+  return over_period(topology, [&](int t) { return topology.in_neighbors(node, t); });
+}
+
+std::vector<int> Neighbourhood::receivers(const topology::Topology& topology, int node) {
+  return over_period(topology, [&](int t) { return topology.out_neighbors(node, t); });
 }
 
 bool Neighbourhood::carry_on_policy() const {

@@ -50,8 +50,10 @@ class Neighbourhood {
   Neighbourhood(int node, const config::TrainConfig& config, const topology::Topology& topology,
                 daemon::ParameterExchange& exchange, int iterations_per_exchange = 1);
 
-  // Every node that sends to `node` at some time of the topology's period.
+  // Every node that sends to `node` at some time of the topology's period, ascending.
   static std::vector<int> senders(const topology::Topology& topology, int node);
+  // Every node `node` sends to at some time of the topology's period, ascending.
+  static std::vector<int> receivers(const topology::Topology& topology, int node);
 
   // Once, before the first exchange (the membership protocol needs the run's clock).
   void start(daemon::RunServices& services);

@@ -11,7 +11,6 @@
 
 #include "common/check.h"
 #include "common/clock.h"
-#include "common/cpus.h"
 #include "common/divergence.h"
 #include "sgd/choco.h"
 #include "sgd/ring_allreduce.h"
@@ -34,17 +33,9 @@ Result<std::unique_ptr<RoundSimulator>> RoundSimulator::create(const sgd::Proble
   s->round_ = config.round;
   s->n_ = problem.config.num_nodes;
   s->d_ = problem.spec.num_params();
-  if (config.algorithm == Algorithm::kDpsgd) {
-    if (topology == nullptr) return invalid_argument("D-PSGD needs a topology");
-    if (topology->num_nodes() != s->n_) {
-      return invalid_argument("topology '" + topology->name() + "' has " +
-                              std::to_string(topology->num_nodes()) + " nodes but the problem is " +
-                              "sharded over " + std::to_string(s->n_));
-    }
-    s->topology_ = topology;
-  }
-  const int threads = config.threads > 0 ? config.threads : usable_cpus();
-  s->workers_.resize(static_cast<std::size_t>(std::clamp(threads, 1, std::max(1, s->n_))));
+  GOSSIP_RETURN_IF_ERROR(check_topology(topology, config.algorithm, s->n_));
+  if (config.algorithm == Algorithm::kDpsgd) s->topology_ = topology;
+  s->workers_.resize(worker_count(config.threads, s->n_));
   for (Worker& w : s->workers_) {
     GOSSIP_ASSIGN_OR_RETURN(w.backend, sgd::make_backend(sgd::Device::kCpu, 1));
     GOSSIP_ASSIGN_OR_RETURN(w.model, w.backend->make_model(problem.spec));
@@ -52,12 +43,7 @@ Result<std::unique_ptr<RoundSimulator>> RoundSimulator::create(const sgd::Proble
     w.u.assign(s->d_, 0.0f);
   }
   s->optimizer_ = std::make_unique<sgd::Optimizer>(config.optimizer, s->d_);
-  for (int i = 0; i < s->n_; ++i) {
-    if (problem.shards[i].empty()) {
-      return invalid_argument("node " + std::to_string(i) + " has an empty data shard");
-    }
-    s->samplers_.push_back(problem.sampler(i, config.batch_size));
-  }
+  GOSSIP_ASSIGN_OR_RETURN(s->samplers_, node_samplers(problem, config.batch_size));
   s->eval_train_ = sgd::first_examples(problem.train, config.eval_examples);
   s->eval_test_ = sgd::first_examples(problem.test, config.eval_examples);
   return s;

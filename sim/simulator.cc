@@ -94,13 +94,8 @@ Result<std::unique_ptr<Simulator>> Simulator::create(const sgd::Problem& problem
     return invalid_argument("problem has " + std::to_string(problem.shards.size()) +
                             " shards for " + std::to_string(s->num_nodes_) + " nodes");
   }
+  GOSSIP_RETURN_IF_ERROR(check_topology(topology, config.algorithm, s->num_nodes_));
   if (config.algorithm == Algorithm::kDpsgd) {
-    if (topology == nullptr) return invalid_argument("D-PSGD needs a topology");
-    if (topology->num_nodes() != s->num_nodes_) {
-      return invalid_argument("topology '" + topology->name() + "' has " +
-                              std::to_string(topology->num_nodes()) + " nodes but the problem is " +
-                              "sharded over " + std::to_string(s->num_nodes_));
-    }
     s->topology_ = topology;
     for (int p = 0; p < topology->period(); ++p) {
       GOSSIP_ASSIGN_OR_RETURN(auto plan, MixingPlan::from_matrix(topology->mixing_matrix(p)));
@@ -109,19 +104,13 @@ Result<std::unique_ptr<Simulator>> Simulator::create(const sgd::Problem& problem
   }
   // One-thread backends: the simulator's parallelism is across nodes, and a one-thread backend
   // keeps the per-step compute time it measures comparable with one real node's.
-  const int threads = config.threads > 0 ? config.threads : usable_cpus();
-  s->workers_.resize(static_cast<std::size_t>(std::clamp(threads, 1, std::max(1, s->num_nodes_))));
+  s->workers_.resize(worker_count(config.threads, s->num_nodes_));
   for (Worker& w : s->workers_) {
     GOSSIP_ASSIGN_OR_RETURN(w.backend, sgd::make_backend(sgd::Device::kCpu, 1));
     GOSSIP_ASSIGN_OR_RETURN(w.model, w.backend->make_model(problem.spec));
   }
   s->optimizer_ = std::make_unique<sgd::Optimizer>(config.optimizer, s->dim_);
-  for (int i = 0; i < s->num_nodes_; ++i) {
-    if (problem.shards[i].empty()) {
-      return invalid_argument("node " + std::to_string(i) + " has an empty data shard");
-    }
-    s->samplers_.push_back(problem.sampler(i, config.batch_size));
-  }
+  GOSSIP_ASSIGN_OR_RETURN(s->samplers_, node_samplers(problem, config.batch_size));
   if (sgd::cpu::is_linear(problem.spec)) {
     s->train_rows_ = std::make_unique<const sgd::AlignedRows>(*problem.train);
   }
@@ -461,6 +450,33 @@ void Simulator::add_batch_losses() {
   // In iteration and node order, whatever the workers and blocks: the same sum every time.
   for (const double loss : batch_losses_) batch_loss_sum_ += loss;
   batch_loss_count_ += static_cast<std::int64_t>(batch_losses_.size());
+}
+
+Status check_topology(const topology::Topology* topology, Algorithm algorithm, int num_nodes) {
+  if (algorithm != Algorithm::kDpsgd) return Status::ok();
+  if (topology == nullptr) return invalid_argument("D-PSGD needs a topology");
+  if (topology->num_nodes() != num_nodes) {
+    return invalid_argument("topology '" + topology->name() + "' has " +
+                            std::to_string(topology->num_nodes()) + " nodes but the problem is " +
+                            "sharded over " + std::to_string(num_nodes));
+  }
+  return Status::ok();
+}
+
+Result<std::vector<sgd::BatchSampler>> node_samplers(const sgd::Problem& problem, int batch_size) {
+  std::vector<sgd::BatchSampler> samplers;
+  for (int i = 0; i < problem.config.num_nodes; ++i) {
+    if (problem.shards[i].empty()) {
+      return invalid_argument("node " + std::to_string(i) + " has an empty data shard");
+    }
+    samplers.push_back(problem.sampler(i, batch_size));
+  }
+  return samplers;
+}
+
+std::size_t worker_count(int threads, int num_nodes) {
+  const int wanted = threads > 0 ? threads : usable_cpus();
+  return static_cast<std::size_t>(std::clamp(wanted, 1, std::max(1, num_nodes)));
 }
 
 EvalPoint evaluate_models(const StateMatrix& x, sgd::Model& model, const sgd::Dataset& train,

@@ -201,6 +201,14 @@ class Simulator {
   std::int64_t compute_steps_ = 0;
 };
 
+// What the two simulators (this one and sim/round_simulator.h) check and build alike in create().
+// D-PSGD needs a topology of `num_nodes` nodes (an error names both counts); C-PSGD none.
+Status check_topology(const topology::Topology* topology, Algorithm algorithm, int num_nodes);
+// One batch sampler per node of `problem`; an error names the first node with an empty shard.
+Result<std::vector<sgd::BatchSampler>> node_samplers(const sgd::Problem& problem, int batch_size);
+// Worker threads for RunConfig::threads `threads` (0: usable_cpus()): from 1 to `num_nodes`.
+std::size_t worker_count(int threads, int num_nodes);
+
 // An evaluation point of the node models `x` (d × n, column i node i; padding rows allowed): the
 // averaged model's train and test loss and test accuracy (`model` evaluates them), the mean of
 // `local_accuracy` (one per node; NaN when empty) and the consensus distance. `iteration` and
