@@ -32,8 +32,8 @@
 #
 # With --rounds, instead of the grid: time to accuracy and bytes per node of local-step training
 # (docs/cluster.md, "Communicating less") on the demo MLP at 10 Mbit/s and at 100 Mbit/s + 5 ms —
-# per-step ALLREDUCE (Gloo), DiLoCo (ALLREDUCE, H = 50, int8 with error feedback; with and without
-# overlap) and local-step gossip on the one-peer exponential graph (H = 50, int8 CHOCO, overlap).
+# per-step ALLREDUCE (Gloo), DiLoCo (ALLREDUCE, H = 25, int8 with error feedback) and local-step
+# gossip on the one-peer exponential graph (H = 25 and H = 10, int8 CHOCO), 3750 iterations each.
 # Each cluster run is timed without periodic evaluations; the averaged model's accuracy curve is
 # gossip-sim's run of the same job (the same bits as the daemons), so the time to target is the
 # cluster's wall-clock at the iteration where that curve first reaches the target, and the nodes'
@@ -476,9 +476,9 @@ PY
   # name|topology|iterations|settings (gossipd --set, space-separated)
   configs=(
     "allreduce|allreduce|3750|algorithm=ALLREDUCE"
-    "diloco|allreduce|3750|algorithm=ALLREDUCE local_steps=50 compression.kind=INT8"
-    "diloco-overlap|allreduce|3750|algorithm=ALLREDUCE local_steps=50 compression.kind=INT8 overlap=true"
-    "gossip|one_peer_exponential|${GOSSIP_ROUNDS_GOSSIP_ITERATIONS:-7500}|local_steps=50 compression.kind=INT8 overlap=true"
+    "diloco-h25|allreduce|3750|algorithm=ALLREDUCE local_steps=25 compression.kind=INT8"
+    "gossip-h25|one_peer_exponential|3750|local_steps=25 compression.kind=INT8"
+    "gossip-h10|one_peer_exponential|3750|local_steps=10 compression.kind=INT8"
   )
   for link in "10mbit 0" "100mbit 5"; do
     read -r bw delay <<<"$link"
