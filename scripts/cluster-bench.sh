@@ -32,8 +32,9 @@
 #
 # With --rounds, instead of the grid: time to accuracy and bytes per node of local-step training
 # (docs/cluster.md, "Communicating less") on the demo MLP at 10 Mbit/s and at 100 Mbit/s + 5 ms —
-# per-step ALLREDUCE (Gloo), DiLoCo (ALLREDUCE, H = 25, int8 with error feedback) and local-step
-# gossip on the one-peer exponential graph (H = 25 and H = 10, int8 CHOCO), 3750 iterations each.
+# per-step ALLREDUCE (Gloo), DiLoCo (ALLREDUCE, H = 25 and 50, int8 with error feedback) and
+# local-step gossip on the one-peer exponential graph (H = 10, 25 and 50, int8 CHOCO), 3750
+# iterations each.
 # Each cluster run is timed without periodic evaluations; the averaged model's accuracy curve is
 # gossip-sim's run of the same job (the same bits as the daemons), so the time to target is the
 # cluster's wall-clock at the iteration where that curve first reaches the target, and the nodes'
@@ -479,6 +480,8 @@ PY
     "diloco-h25|allreduce|3750|algorithm=ALLREDUCE local_steps=25 compression.kind=INT8"
     "gossip-h25|one_peer_exponential|3750|local_steps=25 compression.kind=INT8"
     "gossip-h10|one_peer_exponential|3750|local_steps=10 compression.kind=INT8"
+    "diloco-h50|allreduce|3750|algorithm=ALLREDUCE local_steps=50 compression.kind=INT8"
+    "gossip-h50|one_peer_exponential|3750|local_steps=50 compression.kind=INT8"
   )
   for link in "10mbit 0" "100mbit 5"; do
     read -r bw delay <<<"$link"

@@ -265,7 +265,6 @@ def main():
         return gossip_trainer(args)
 
     x_test, y_test = load("t10k")
-    rows = []
     # DDP's allreduce of every step's gradients: 2 (n − 1)/n of the model's float32 bytes per node.
     n_params = sum(q.numel() for q in make_model(args.seed).parameters())
     steps = steps_per_epoch(args, 60000) * args.epochs
