@@ -96,24 +96,55 @@ void node_ended(NodeView& v, int status, int* ended) {
   v.exit_order = (*ended)++;
   v.exit_code = wait_status_code(status);
   // A node stopped because its trainer never came ended as a node whose trainer never connects
-  // would (exit 7), only sooner.
-  if (!v.stopped_because.empty()) v.exit_code = kExitTrainerGone;
+  // would (exit 7), only sooner. One stopped with the job ended as a node stopped by a signal
+  // does (exit 4), whether the SIGTERM found its handler installed or not; a node that ended by
+  // itself meanwhile keeps its own code.
+  if (v.stopped_with_job) {
+    if (v.exit_code == 128 + SIGTERM) v.exit_code = kExitStopped;
+    if (v.exit_code != kExitStopped) v.stopped_because.clear();  // its own end: its own cause
+  } else if (!v.stopped_because.empty()) {
+    v.exit_code = kExitTrainerGone;
+  }
   read_new_lines(v);
-  if (v.exit_code != kExitOk) {
+  // Nodes stopped with the job are listed in the summary; the line goes to the node that failed.
+  if (v.exit_code != kExitOk && !(v.stopped_with_job && v.exit_code == kExitStopped)) {
     const std::string cause = cause_of(v);
     std::printf("\nnode %d exited: %s%s%s\n", v.id, describe_exit(v.exit_code).c_str(),
                 cause.empty() ? "" : " — ", log_escape(cause).c_str());
   }
 }
 
+// A usage/config error (exit 2) on one node makes the whole job another job than the one asked
+// for, and its neighbours could only wait timeouts.connect_ms for it: every other node and every
+// trainer still running is stopped at once (SIGTERM), each told why.
+void stop_job(std::vector<NodeView>& nodes, const NodeView& failed) {
+  std::printf("launch: node %d failed with a usage/config error: stopping every node of the job\n",
+              failed.id);
+  for (NodeView& v : nodes) {
+    if (v.trainer_pid > 0 && v.trainer_status < 0 && v.running) ::kill(v.trainer_pid, SIGTERM);
+    if (!v.running) continue;
+    v.stopped_with_job = true;
+    v.stopped_because = "stopped by the launcher: node " + std::to_string(failed.id) +
+                        " failed with a usage/config error";
+    ::kill(v.pid, SIGTERM);
+  }
+}
+
 // Collects the children that ended (nodes, then trainers); returns how many nodes still run.
-std::size_t reap(std::vector<NodeView>& nodes, int* ended) {
+// The first node to end with a usage/config error stops the job (stop_job).
+std::size_t reap(std::vector<NodeView>& nodes, int* ended, bool* job_stopped) {
   for (NodeView& v : nodes) {
     int status = 0;
     if (v.running && v.pending_status >= 0) {
       node_ended(v, v.pending_status, ended);
     } else if (v.running && ::waitpid(v.pid, &status, WNOHANG) == v.pid) {
       node_ended(v, status, ended);
+    } else {
+      continue;
+    }
+    if (v.exit_code == kExitUsage && !*job_stopped) {
+      *job_stopped = true;
+      stop_job(nodes, v);
     }
   }
   std::vector<NodeView*> trainers_ended;
@@ -122,7 +153,9 @@ std::size_t reap(std::vector<NodeView>& nodes, int* ended) {
     if (v.trainer_pid > 0 && v.trainer_status < 0 &&
         ::waitpid(v.trainer_pid, &status, WNOHANG) == v.trainer_pid) {
       v.trainer_status = status;
-      if (v.running) {
+      if (v.stopped_with_job) {
+        continue;  // the launcher stopped it (stop_job)
+      } else if (v.running) {
         trainers_ended.push_back(&v);
       } else if (status != 0) {
         std::printf("trainer of node %d exited: %s (output in %s)\n", v.id,
@@ -315,9 +348,10 @@ void watch_nodes(std::vector<NodeView>& nodes, const WatchOptions& options,
   const auto start = Clock::now();
   auto last_print = start - std::chrono::hours(1);
   int forwarded = 0, ended = 0;
+  bool job_stopped = false;
   for (std::size_t running = nodes.size(); running > 0;) {
     forward_signals(nodes, signals, &forwarded);
-    running = reap(nodes, &ended);
+    running = reap(nodes, &ended, &job_stopped);
     const auto now = Clock::now();
     if (std::chrono::duration<double>(now - last_print).count() >= options.progress_interval_s ||
         running == 0) {
@@ -344,7 +378,7 @@ void reap_trainers(std::vector<NodeView>& nodes) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     v.trainer_status = status;
-    if (status != 0) {
+    if (status != 0 && !v.stopped_with_job) {
       std::printf("trainer of node %d exited: %s (output in %s)\n", v.id,
                   describe_status(status).c_str(), v.trainer_log.c_str());
     }

@@ -31,9 +31,10 @@ struct NodeView {
   // Attach mode with --trainer: the trainer's process, its socket and log.
   pid_t trainer_pid = -1;
   std::string socket, trainer_log;
-  int trainer_status = -1;      // the raw wait status once it ended, -1 while it runs
-  int pending_status = -1;      // the node's wait status, collected early (not yet recorded)
-  std::string stopped_because;  // why the launcher stopped the node ("" when it did not)
+  int trainer_status = -1;        // the raw wait status once it ended, -1 while it runs
+  int pending_status = -1;        // the node's wait status, collected early (not yet recorded)
+  std::string stopped_because;    // why the launcher stopped the node ("" when it did not)
+  bool stopped_with_job = false;  // stopped because another node failed with exit 2
   // The metrics file as read so far.
   long long offset = 0;
   std::string partial;

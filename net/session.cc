@@ -400,8 +400,10 @@ void Session::on_hello() {
 void Session::refuse(const Status& why) {
   t_.count(&TransportStats::handshakes_rejected);
   // check_peer_hello: InvalidArgument is a configuration mismatch (job, algorithm, topology,
-  // model), which no retry can fix.
-  if (why.code() == StatusCode::kInvalidArgument) t_.note_config_mismatch(why);
+  // model), which no retry can fix. Recorded with the peer's name, as the dialer's side is.
+  if (why.code() == StatusCode::kInvalidArgument) {
+    t_.note_config_mismatch(invalid_argument(describe() + ": " + why.message()));
+  }
   GOSSIP_LOG(kWarning) << "net: node " << t_.options().self.node_id << " rejected connection from "
                        << describe() << ": " << why.to_string();
   pb::HelloAck ack;

@@ -206,6 +206,44 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "attach launch: a trainer with another model size ends the whole job within seconds, 5 times "
+    "of 5, the cause with both sizes on the exit line, even when a node attaches late") {
+  // Node 2's trainer builds an MLP with 20 hidden units (262 parameters) where the others build 16
+  // (210): nodes 1, 2 and 3 refuse each other at the handshake and exit 2. Node 0's trainer
+  // attaches after they ended, so node 0 never meets the mismatch: it would wait for neighbours
+  // that are gone for timeouts.connect_ms (120 s) unless the launcher stops the job.
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    CAPTURE(attempt);
+    AttachRun run;
+    const std::string late = "sleep $( [ $GOSSIP_NODE_ID = 0 ] && echo " +
+                             std::to_string(1 + attempt) + " || echo 0 ); ";
+    const auto begin = std::chrono::steady_clock::now();
+    run.launch(
+        late + "exec " + run.trainer(" $( [ $GOSSIP_NODE_ID = 2 ] && echo --set model.hidden=20 )"),
+        "--set timeouts.connect_ms=120000");
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    INFO(run.out);
+    MESSAGE("attempt " << attempt << ": the mismatched job ended after " << took << " s");
+    CHECK(took < 15);
+    CHECK(run.rc == kExitUsage);
+    const std::size_t at = run.out.find("exit code 2 (usage/config error); first failure: node ");
+    REQUIRE(at != std::string::npos);
+    const std::string line = run.out.substr(at, run.out.find('\n', at) - at);
+    CHECK(line.find("a neighbour runs another configuration") != std::string::npos);
+    const bool sizes = line.find("262 parameters, ours 210") != std::string::npos ||
+                       line.find("210 parameters, ours 262") != std::string::npos;
+    CHECK(sizes);
+    // Whichever of nodes 1, 2, 3 failed first, the line names node 2, the odd one.
+    CHECK(line.find("node 2") != std::string::npos);
+    CHECK(run.out.find("node 0: stopped by the launcher: node ") != std::string::npos);
+    const std::string summary = read_file(run.work + "/summary.json");
+    CHECK(summary.find("{\"node\":0,\"exit_code\":4,") != std::string::npos);
+    CHECK(summary.find("\"first_failure\":\"node ") != std::string::npos);
+  }
+}
+
+TEST_CASE(
     "attach: a second gossipd on the same --attach path is refused, and neither its probe nor "
     "nc -U nor garbage takes the first one's trainer slot") {
   TempDir dir;
