@@ -261,7 +261,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "ALLREDUCE --resume-or-start: starts at 0 on an empty directory, then resumes at 40; equals 60 "
+    "ALLREDUCE --resume-or-start: starts at 0 on an empty directory, then resumes at 40, and "
+    "equals 60 "
     "in one go") {
   TempDir one, two;
   const std::string topo_one = write_topology(one.path, "RING", 4);
