@@ -160,15 +160,18 @@ Status AttachClient::post() {
                                ") was sent already: wait_mixed() comes next");
   }
   const std::uint64_t t = next_iteration_;
-  const std::string post = attach::encode_iteration(MessageType::kPost, t);
-  Status sent = attach::send_message(fd_, post, -1, Clock::now() + kSendTimeout);
-  // A daemon that closed may have said why first (BYE, ERROR): wait_mixed() reads that rather
-  // than report a broken pipe here.
+  return send_checked(attach::encode_iteration(MessageType::kPost, t),
+                      "POST(" + std::to_string(t) + ")", &posted_);
+}
+
+Status AttachClient::send_checked(const std::string& message, const std::string& what,
+                                  bool* sent_flag) {
+  Status sent = attach::send_message(fd_, message, -1, Clock::now() + kSendTimeout);
   if (!sent.is_ok() && sent.code() != StatusCode::kUnavailable) {
     close_connection();
-    return sent.with_context("sending POST(" + std::to_string(t) + ")");
+    return sent.with_context("sending " + what);
   }
-  posted_ = true;
+  *sent_flag = true;
   return Status::ok();
 }
 
@@ -201,14 +204,8 @@ Status AttachClient::send_update(float gamma) {
   if (update_.empty()) return failed_precondition("send_update() outside an update session");
   if (!posted_ || updated_) return failed_precondition("send_update() needs one post() before it");
   const std::uint64_t t = next_iteration_;
-  Status sent =
-      attach::send_message(fd_, attach::encode_update({t, gamma}), -1, Clock::now() + kSendTimeout);
-  if (!sent.is_ok() && sent.code() != StatusCode::kUnavailable) {
-    close_connection();
-    return sent.with_context("sending UPDATE(" + std::to_string(t) + ")");
-  }
-  updated_ = true;
-  return Status::ok();
+  return send_checked(attach::encode_update({t, gamma}), "UPDATE(" + std::to_string(t) + ")",
+                      &updated_);
 }
 
 Status AttachClient::post_and_get(Clock::time_point deadline) {

@@ -85,6 +85,10 @@ class AttachClient {
   Status read_answer(std::chrono::steady_clock::time_point deadline, std::string_view waiting_for,
                      attach::Message* message);
   void close_connection();
+  // Sends `message` (`what`, e.g. "POST(7)"); on success sets *sent_flag. A daemon that closed
+  // may have said why first (BYE, ERROR): wait_mixed() reads that rather than this reporting a
+  // broken pipe; any other failure closes the connection and is returned.
+  Status send_checked(const std::string& message, const std::string& what, bool* sent_flag);
 
   std::string socket_path_;
   int fd_ = -1;

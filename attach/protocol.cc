@@ -4,41 +4,34 @@
 #include "attach/protocol.h"
 
 #include <algorithm>
+#include <string_view>
+
+#include "common/enum_names.h"
 
 namespace gossip::attach {
 
+namespace {
+
+constexpr EnumName<Dtype> kDtypeNames[] = {{Dtype::kFloat32, "float32"},
+                                           {Dtype::kFloat64, "float64"},
+                                           {Dtype::kFloat16, "float16"},
+                                           {Dtype::kBfloat16, "bfloat16"}};
+constexpr EnumName<MessageType> kMessageTypeNames[] = {
+    {MessageType::kHello, "HELLO"},  {MessageType::kWelcome, "WELCOME"},
+    {MessageType::kPost, "POST"},    {MessageType::kMixed, "MIXED"},
+    {MessageType::kError, "ERROR"},  {MessageType::kBye, "BYE"},
+    {MessageType::kUpdate, "UPDATE"}};
+
+}  // namespace
+
 std::string dtype_name(std::uint32_t dtype) {
-  switch (static_cast<Dtype>(dtype)) {
-    case Dtype::kFloat32:
-      return "float32";
-    case Dtype::kFloat64:
-      return "float64";
-    case Dtype::kFloat16:
-      return "float16";
-    case Dtype::kBfloat16:
-      return "bfloat16";
-  }
-  return "unknown dtype " + std::to_string(dtype);
+  const std::string_view name = enum_name(kDtypeNames, static_cast<Dtype>(dtype), "");
+  return name.empty() ? "unknown dtype " + std::to_string(dtype) : std::string(name);
 }
 
 std::string message_type_name(std::uint16_t type) {
-  switch (static_cast<MessageType>(type)) {
-    case MessageType::kHello:
-      return "HELLO";
-    case MessageType::kWelcome:
-      return "WELCOME";
-    case MessageType::kPost:
-      return "POST";
-    case MessageType::kMixed:
-      return "MIXED";
-    case MessageType::kError:
-      return "ERROR";
-    case MessageType::kBye:
-      return "BYE";
-    case MessageType::kUpdate:
-      return "UPDATE";
-  }
-  return "unknown type " + std::to_string(type);
+  const std::string_view name = enum_name(kMessageTypeNames, static_cast<MessageType>(type), "");
+  return name.empty() ? "unknown type " + std::to_string(type) : std::string(name);
 }
 
 namespace {

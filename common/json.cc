@@ -86,40 +86,36 @@ void JsonWriter::append_value(std::string_view text) {
   if (scopes_.empty()) done_ = true;
 }
 
-JsonWriter& JsonWriter::begin_object() {
+JsonWriter& JsonWriter::open(char bracket, Scope scope) {
   before_value();
-  out_ += '{';
-  scopes_.push_back(Scope::kObject);
+  out_ += bracket;
+  scopes_.push_back(scope);
   first_.push_back(true);
   return *this;
 }
+
+JsonWriter& JsonWriter::close(char bracket) {
+  out_ += bracket;
+  scopes_.pop_back();
+  first_.pop_back();
+  if (scopes_.empty()) done_ = true;
+  return *this;
+}
+
+JsonWriter& JsonWriter::begin_object() { return open('{', Scope::kObject); }
 
 JsonWriter& JsonWriter::end_object() {
   GOSSIP_CHECK(!scopes_.empty() && scopes_.back() == Scope::kObject && !key_pending_)
       << "end_object without an open object (or after a key without its value)";
-  out_ += '}';
-  scopes_.pop_back();
-  first_.pop_back();
-  if (scopes_.empty()) done_ = true;
-  return *this;
+  return close('}');
 }
 
-JsonWriter& JsonWriter::begin_array() {
-  before_value();
-  out_ += '[';
-  scopes_.push_back(Scope::kArray);
-  first_.push_back(true);
-  return *this;
-}
+JsonWriter& JsonWriter::begin_array() { return open('[', Scope::kArray); }
 
 JsonWriter& JsonWriter::end_array() {
   GOSSIP_CHECK(!scopes_.empty() && scopes_.back() == Scope::kArray)
       << "end_array without an open array";
-  out_ += ']';
-  scopes_.pop_back();
-  first_.pop_back();
-  if (scopes_.empty()) done_ = true;
-  return *this;
+  return close(']');
 }
 
 JsonWriter& JsonWriter::key(std::string_view name) {

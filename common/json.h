@@ -58,6 +58,9 @@ class JsonWriter {
   enum class Scope { kObject, kArray };
   void before_value();
   void append_value(std::string_view text);
+  // Opens an object or array (`bracket` '{' or '['); close() ends the innermost one, checked.
+  JsonWriter& open(char bracket, Scope scope);
+  JsonWriter& close(char bracket);
 
   std::string out_;
   std::vector<Scope> scopes_;

@@ -330,15 +330,6 @@ int resume_cut(Launch& l) {
   return kExitOk;
 }
 
-// SIGINT/SIGTERM are counted here and forwarded to the children by watch_nodes.
-void install_signal_forwarding() {
-  struct sigaction sa = {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
-
 // The `gossipd run` command line of node i.
 std::vector<std::string> node_argv(const Launch& l, int i, const NodeView& v) {
   const LaunchOptions& o = l.o;
@@ -492,7 +483,8 @@ int launch_command(const LaunchOptions& o) {
        {load_inputs, place_nodes, own_workdir_and_check_outputs, make_certificates, resume_cut}) {
     if (const int rc = phase(l); rc != kExitOk) return rc;
   }
-  install_signal_forwarding();
+  // SIGINT/SIGTERM are counted by on_signal and forwarded to the children by watch_nodes.
+  install_signal_handler(on_signal);
   std::vector<NodeView> views;
   if (const int rc = start_nodes(l, &views); rc != kExitOk) return rc;
   const auto start = std::chrono::steady_clock::now();

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <type_traits>
 
 #include "common/check.h"
 
@@ -26,11 +27,14 @@ bool valid_name(std::string_view name, bool colon) {
   return true;
 }
 
-std::string escape_help(std::string_view help) {
+// `text` with backslash and line feed escaped, and '"' too when `quote` (a label value; a HELP
+// text escapes no quotes).
+std::string escape(std::string_view text, bool quote) {
   std::string out;
-  for (char c : help) {
-    if (c == '\\') {
-      out += "\\\\";
+  for (char c : text) {
+    if (c == '\\' || (quote && c == '"')) {
+      out += '\\';
+      out += c;
     } else if (c == '\n') {
       out += "\\n";
     } else {
@@ -42,30 +46,44 @@ std::string escape_help(std::string_view help) {
 
 using Labels = std::vector<std::pair<std::string, std::string>>;
 
-Labels neighbour(int peer) { return {{"neighbour", std::to_string(peer)}}; }
+// One family of per-neighbour samples: field `value` of every neighbour (a flag as 1 or 0),
+// labelled with the neighbour's id.
+template <typename V>
+void neighbour_family(ExpositionWriter& w, const MetricsSnapshot& s, std::string_view name,
+                      ExpositionWriter::Type type, std::string_view help,
+                      V NeighbourSample::*value) {
+  w.family(name, type, help);
+  for (const NeighbourSample& n : s.neighbours) {
+    const Labels labels = {{"neighbour", std::to_string(n.peer)}};
+    if constexpr (std::is_same_v<V, bool>) {
+      w.sample(std::uint64_t{n.*value ? 1u : 0u}, labels);
+    } else {
+      w.sample(n.*value, labels);
+    }
+  }
+}
 
 void write_neighbours(ExpositionWriter& w, const MetricsSnapshot& s) {
   using T = ExpositionWriter::Type;
-  w.family("gossip_neighbour_bytes_sent_total", T::kCounter,
-           "Payload bytes sent to the neighbour since the process started.");
-  for (const NeighbourSample& n : s.neighbours) w.sample(n.bytes_sent, neighbour(n.peer));
-  w.family("gossip_neighbour_bytes_received_total", T::kCounter,
-           "Payload bytes received from the neighbour since the process started.");
-  for (const NeighbourSample& n : s.neighbours) w.sample(n.bytes_received, neighbour(n.peer));
-  w.family("gossip_neighbour_wait_seconds_total", T::kCounter,
-           "Seconds this node waited for the neighbour's messages after its own work was done.");
-  for (const NeighbourSample& n : s.neighbours) w.sample(n.wait_s, neighbour(n.peer));
-  w.family("gossip_neighbour_drops_total", T::kCounter,
-           "Times the edge to the neighbour was dropped (fault.policy CARRY_ON).");
-  for (const NeighbourSample& n : s.neighbours) w.sample(n.drops, neighbour(n.peer));
-  w.family("gossip_neighbour_admissions_total", T::kCounter,
-           "Times the dropped edge to the neighbour was re-admitted.");
-  for (const NeighbourSample& n : s.neighbours) w.sample(n.admissions, neighbour(n.peer));
-  w.family("gossip_neighbour_in_use", T::kGauge,
-           "1 when the edge to the neighbour was used in the last exchange, else 0.");
-  for (const NeighbourSample& n : s.neighbours) {
-    w.sample(std::uint64_t{n.in_use ? 1u : 0u}, neighbour(n.peer));
-  }
+  using N = NeighbourSample;
+  neighbour_family(w, s, "gossip_neighbour_bytes_sent_total", T::kCounter,
+                   "Payload bytes sent to the neighbour since the process started.",
+                   &N::bytes_sent);
+  neighbour_family(w, s, "gossip_neighbour_bytes_received_total", T::kCounter,
+                   "Payload bytes received from the neighbour since the process started.",
+                   &N::bytes_received);
+  neighbour_family(
+      w, s, "gossip_neighbour_wait_seconds_total", T::kCounter,
+      "Seconds this node waited for the neighbour's messages after its own work was done.",
+      &N::wait_s);
+  neighbour_family(w, s, "gossip_neighbour_drops_total", T::kCounter,
+                   "Times the edge to the neighbour was dropped (fault.policy CARRY_ON).",
+                   &N::drops);
+  neighbour_family(w, s, "gossip_neighbour_admissions_total", T::kCounter,
+                   "Times the dropped edge to the neighbour was re-admitted.", &N::admissions);
+  neighbour_family(w, s, "gossip_neighbour_in_use", T::kGauge,
+                   "1 when the edge to the neighbour was used in the last exchange, else 0.",
+                   &N::in_use);
 }
 
 }  // namespace
@@ -78,26 +96,12 @@ std::string prometheus_number(double v) {
   return buf;
 }
 
-std::string prometheus_label_value(std::string_view v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+std::string prometheus_label_value(std::string_view v) { return escape(v, true); }
 
 void ExpositionWriter::family(std::string_view name, Type type, std::string_view help) {
   GOSSIP_CHECK(valid_name(name, true)) << "metric name " << name;
   name_ = std::string(name);
-  text_ += "# HELP " + name_ + " " + escape_help(help) + "\n";
+  text_ += "# HELP " + name_ + " " + escape(help, false) + "\n";
   text_ += "# TYPE " + name_ + (type == Type::kCounter ? " counter\n" : " gauge\n");
 }
 
@@ -127,45 +131,43 @@ void ExpositionWriter::line(const std::string& value, const Labels& labels) {
 std::string format_exposition(const MetricsSnapshot& s) {
   using T = ExpositionWriter::Type;
   ExpositionWriter w;
+  // A family of one sample without labels.
+  const auto single = [&w](std::string_view name, T type, std::string_view help, auto value) {
+    w.family(name, type, help);
+    w.sample(value);
+  };
   w.family("gossip_node_info", T::kGauge, "Constant 1, labelled with the node id and algorithm.");
   w.sample(std::uint64_t{1}, {{"node", std::to_string(s.node)}, {"algorithm", s.algorithm}});
-  w.family("gossip_iteration", T::kGauge, "Completed training iterations.");
-  w.sample(s.iteration);
-  w.family("gossip_loss", T::kGauge, "Training loss of the last iteration (NaN when none).");
-  w.sample(s.loss);
-  w.family("gossip_learning_rate", T::kGauge, "Learning rate of the last iteration.");
-  w.sample(s.lr);
-  w.family("gossip_iteration_seconds", T::kGauge, "Duration of the last iteration.");
-  w.sample(s.iteration_s);
-  w.family("gossip_iterations_total", T::kCounter, "Iterations this process completed.");
-  w.sample(s.iterations_run);
-  w.family("gossip_iteration_seconds_total", T::kCounter, "Seconds of the completed iterations.");
-  w.sample(s.iteration_s_total);
-  w.family("gossip_compute_seconds_total", T::kCounter, "Seconds of loss and gradient.");
-  w.sample(s.compute_s_total);
-  w.family("gossip_wait_seconds_total", T::kCounter,
-           "Seconds idle after the gradient was ready, waiting for neighbours.");
-  w.sample(s.wait_s_total);
-  w.family("gossip_bytes_sent_total", T::kCounter, "Payload bytes sent.");
-  w.sample(s.bytes_sent_total);
-  w.family("gossip_bytes_received_total", T::kCounter, "Payload bytes received.");
-  w.sample(s.bytes_received_total);
-  w.family("gossip_rejoins_total", T::kCounter,
-           "Times this node rejoined its neighbours after resuming behind them.");
-  w.sample(s.rejoins_total);
+  single("gossip_iteration", T::kGauge, "Completed training iterations.", s.iteration);
+  single("gossip_loss", T::kGauge, "Training loss of the last iteration (NaN when none).", s.loss);
+  single("gossip_learning_rate", T::kGauge, "Learning rate of the last iteration.", s.lr);
+  single("gossip_iteration_seconds", T::kGauge, "Duration of the last iteration.", s.iteration_s);
+  single("gossip_iterations_total", T::kCounter, "Iterations this process completed.",
+         s.iterations_run);
+  single("gossip_iteration_seconds_total", T::kCounter, "Seconds of the completed iterations.",
+         s.iteration_s_total);
+  single("gossip_compute_seconds_total", T::kCounter, "Seconds of loss and gradient.",
+         s.compute_s_total);
+  single("gossip_wait_seconds_total", T::kCounter,
+         "Seconds idle after the gradient was ready, waiting for neighbours.", s.wait_s_total);
+  single("gossip_bytes_sent_total", T::kCounter, "Payload bytes sent.", s.bytes_sent_total);
+  single("gossip_bytes_received_total", T::kCounter, "Payload bytes received.",
+         s.bytes_received_total);
+  single("gossip_rejoins_total", T::kCounter,
+         "Times this node rejoined its neighbours after resuming behind them.", s.rejoins_total);
   if (s.lag_iterations) {
-    w.family("gossip_iteration_lag", T::kGauge,
-             "Iterations the most advanced neighbour is ahead of this node (0: not behind).");
-    w.sample(*s.lag_iterations);
+    single("gossip_iteration_lag", T::kGauge,
+           "Iterations the most advanced neighbour is ahead of this node (0: not behind).",
+           *s.lag_iterations);
   }
   if (s.consensus_distance_sq) {
-    w.family("gossip_consensus_distance_squared", T::kGauge,
-             "||x_i - mean of the neighbours' x_j||^2 at gossip_consensus_iteration "
-             "(docs/daemon.md).");
-    w.sample(*s.consensus_distance_sq);
-    w.family("gossip_consensus_iteration", T::kGauge,
-             "The iteration gossip_consensus_distance_squared was computed at.");
-    w.sample(s.consensus_iteration);
+    single("gossip_consensus_distance_squared", T::kGauge,
+           "||x_i - mean of the neighbours' x_j||^2 at gossip_consensus_iteration "
+           "(docs/daemon.md).",
+           *s.consensus_distance_sq);
+    single("gossip_consensus_iteration", T::kGauge,
+           "The iteration gossip_consensus_distance_squared was computed at.",
+           s.consensus_iteration);
   }
   write_neighbours(w, s);
   return w.text();

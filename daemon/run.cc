@@ -357,13 +357,15 @@ Result<std::unique_ptr<MetricsServer>> serve_metrics(const RunOptions& o,
 
 }  // namespace
 
-void install_stop_handlers() {
+void install_signal_handler(void (*handler)(int)) {
   struct sigaction sa = {};
-  sa.sa_handler = on_signal;
+  sa.sa_handler = handler;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
 }
+
+void install_stop_handlers() { install_signal_handler(on_signal); }
 
 std::string job_id_for(const config::TrainConfig& config, const topology::Topology& topology) {
   std::string job = !config.job_id().empty()

@@ -47,6 +47,8 @@ std::string job_id_for(const config::TrainConfig& config, const topology::Topolo
 // Returns the process exit code (daemon/exit_codes.h).
 int run_command(const RunOptions& options);
 
+// Installs `handler` for SIGTERM and SIGINT, the signals that stop a run or a launch.
+void install_signal_handler(void (*handler)(int));
 // Installs SIGTERM/SIGINT handlers that stop run_command: it checkpoints and returns kExitStopped.
 void install_stop_handlers();
 

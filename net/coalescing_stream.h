@@ -366,6 +366,15 @@ class CoalescingStream {
     void fire(const asio::error_code& ec) override { self(ec, 0); }
   };
 
+  // Parks the operation `self` (which owns `s` through its state pointer) until the writer has
+  // sent `target` bytes or failed: the writer fires it then.
+  template <typename Self>
+  static void wait_for_sent(State& s, Self self, std::uint64_t target) {
+    auto w = std::make_unique<WaiterFor<Self>>(std::move(self));
+    w->target = target;
+    s.current.lock()->waiter = std::move(w);  // `self` took its state pointer along
+  }
+
   template <typename Buffers>
   struct WriteOp {
     std::shared_ptr<State> st;
@@ -395,9 +404,7 @@ class CoalescingStream {
           }
           if (wait) {  // a flush is in progress now: the waiter goes with it
             phase = 2;
-            auto w = std::make_unique<WaiterFor<Self>>(std::move(self));
-            w->target = target;
-            s.current.lock()->waiter = std::move(w);  // `st` moved along with `self`
+            wait_for_sent(s, std::move(self), target);
             return;
           }
         }
@@ -450,9 +457,7 @@ class CoalescingStream {
         started = true;
         if (!s.write_error && s.sent < target) {
           if (!s.flushing) start_flush(st);
-          auto w = std::make_unique<WaiterFor<Self>>(std::move(self));
-          w->target = target;
-          s.current.lock()->waiter = std::move(w);  // `st` moved along with `self`
+          wait_for_sent(s, std::move(self), target);
           return;
         }
         asio::post(s.sock.get_executor(), std::move(self));

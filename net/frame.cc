@@ -6,6 +6,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "common/enum_names.h"
 #include "common/little_endian.h"
 
 namespace gossip::net {
@@ -20,19 +21,12 @@ bool known_type(std::uint8_t t) { return t >= 1 && t <= 5; }
 }  // namespace
 
 const char* frame_type_name(FrameType type) {
-  switch (type) {
-    case FrameType::kHello:
-      return "Hello";
-    case FrameType::kHelloAck:
-      return "HelloAck";
-    case FrameType::kParams:
-      return "Params";
-    case FrameType::kHeartbeat:
-      return "Heartbeat";
-    case FrameType::kGoodbye:
-      return "Goodbye";
-  }
-  return "unknown";
+  static constexpr EnumName<FrameType> kNames[] = {{FrameType::kHello, "Hello"},
+                                                   {FrameType::kHelloAck, "HelloAck"},
+                                                   {FrameType::kParams, "Params"},
+                                                   {FrameType::kHeartbeat, "Heartbeat"},
+                                                   {FrameType::kGoodbye, "Goodbye"}};
+  return enum_name(kNames, type, "unknown").data();  // the names are string literals
 }
 
 FrameLimits handshake_limits() { return {kMaxHandshakeMessageBytes, 0, true}; }

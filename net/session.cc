@@ -271,13 +271,18 @@ void Session::on_read_error(const asio::error_code& ec) {
   }
 }
 
-void Session::on_header(const asio::error_code& ec) {
-  if (phase_ == Phase::kClosed) return;
+bool Session::read_arrived(const asio::error_code& ec) {
+  if (phase_ == Phase::kClosed) return false;
   if (ec) {
     on_read_error(ec);
-    return;
+    return false;
   }
   last_rx_ms_ = now_ms();
+  return true;
+}
+
+void Session::on_header(const asio::error_code& ec) {
+  if (!read_arrived(ec)) return;
   const FrameLimits limits =
       phase_ == Phase::kEstablished ? session_limits(t_.model_bytes()) : handshake_limits();
   Result<FrameHeader> h = decode_frame_header(hdr_, limits);
@@ -304,12 +309,7 @@ void Session::on_header(const asio::error_code& ec) {
 }
 
 void Session::on_message(const asio::error_code& ec) {
-  if (phase_ == Phase::kClosed) return;
-  if (ec) {
-    on_read_error(ec);
-    return;
-  }
-  last_rx_ms_ = now_ms();
+  if (!read_arrived(ec)) return;
   switch (header_.type) {
     case FrameType::kHello:
       on_hello();
@@ -363,18 +363,18 @@ void Session::on_message(const asio::error_code& ec) {
   }
 }
 
+template <typename Message>
+bool Session::read_handshake(bool expected, const char* unexpected, Message* message) {
+  const Status s = expected ? parse_message(msg_, message) : corruption(unexpected);
+  if (!s.is_ok()) reject(s);
+  return s.is_ok();
+}
+
 void Session::on_hello() {
-  if (dialer_) {
-    reject(corruption("unexpected Hello from the node we dialed"));
-    return;
-  }
   pb::Hello hello;
-  Status s = parse_message(msg_, &hello);
-  if (!s.is_ok()) {
-    reject(s);
-    return;
-  }
+  if (!read_handshake(!dialer_, "unexpected Hello from the node we dialed", &hello)) return;
   int expected = cert_peer_;
+  Status s;
   if (!tls_) {  // --insecure: the Hello is the only identity there is
     expected = static_cast<int>(std::min<std::uint32_t>(hello.node_id(), 1u << 30));
     s = check_acceptable(expected);
@@ -416,16 +416,8 @@ void Session::refuse(const Status& why) {
 }
 
 void Session::on_hello_ack() {
-  if (!dialer_) {
-    reject(corruption("unexpected HelloAck from a node that dialed us"));
-    return;
-  }
   pb::HelloAck ack;
-  Status s = parse_message(msg_, &ack);
-  if (!s.is_ok()) {
-    reject(s);
-    return;
-  }
+  if (!read_handshake(dialer_, "unexpected HelloAck from a node that dialed us", &ack)) return;
   if (!ack.accepted()) {
     // When its own Hello (sent with the refusal) shows a configuration mismatch, that is the
     // reason, seen from our side: recorded like one we refused (config_mismatch()).
@@ -436,7 +428,7 @@ void Session::on_hello_ack() {
             : permission_denied(describe() + " refused our Hello: " + ack.reason().substr(0, 300)));
     return;
   }
-  s = check_peer_hello(ack.hello(), t_.options().self, peer_);
+  const Status s = check_peer_hello(ack.hello(), t_.options().self, peer_);
   if (!s.is_ok()) {
     reject(s);
     return;
@@ -555,12 +547,7 @@ void Session::discard() {
   with_stream([&](auto& s) {
     asio::async_read(s, asio::buffer(scratch_.data(), n),
                      [self = shared_from_this(), n](const asio::error_code& ec, std::size_t) {
-                       if (self->phase_ == Phase::kClosed) return;
-                       if (ec) {
-                         self->on_read_error(ec);
-                         return;
-                       }
-                       self->last_rx_ms_ = now_ms();
+                       if (!self->read_arrived(ec)) return;
                        self->discard_left_ -= n;
                        self->discard();
                      });
@@ -575,12 +562,7 @@ void Session::on_payload(const asio::error_code& ec) {
   const bool crc_ok =
       payload_done_ == len && (params_.crc32c_omitted() || payload_crc_ == params_.crc32c());
   if (slot->ex) slot->ex->busy(-1);  // after the checksum: it reads the caller's buffer
-  if (phase_ == Phase::kClosed) return;
-  if (ec) {
-    on_read_error(ec);
-    return;
-  }
-  last_rx_ms_ = now_ms();
+  if (!read_arrived(ec)) return;
   if (slot->resolved) {  // abandoned meanwhile (the link is reset in that case; be safe)
     read_header();
     return;

@@ -73,8 +73,15 @@ class Session : public std::enable_shared_from_this<Session> {
   void start_hello();
   void read_header();
   void on_read_error(const asio::error_code& ec);
+  // After a read completed: false when the session is closed or the read failed (handed to
+  // on_read_error); else notes the time of the arrival and returns true.
+  bool read_arrived(const asio::error_code& ec);
   void on_header(const asio::error_code& ec);
   void on_message(const asio::error_code& ec);
+  // Parses msg_ into `message`, a handshake message this end expects only when `expected`
+  // (`unexpected` says why otherwise); rejects the session and returns false when it cannot.
+  template <typename Message>
+  bool read_handshake(bool expected, const char* unexpected, Message* message);
   void on_hello();
   void refuse(const Status& why);
   void on_hello_ack();

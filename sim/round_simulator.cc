@@ -8,10 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <span>
 
 #include "common/check.h"
-#include "common/clock.h"
-#include "common/divergence.h"
 #include "sgd/choco.h"
 #include "sgd/ring_allreduce.h"
 
@@ -220,38 +219,29 @@ Result<RunTrace> RoundSimulator::run(const ProgressFn& progress) {
   pending_ = false;
   bytes_sent_ = 0;
   rounds_ = 0;
-  RunTrace trace;
-  trace.algorithm = config_.algorithm;
-  Stopwatch wall;
-  trace.points.push_back(evaluate(0));
-  const std::int64_t total = config_.iterations, h = round_.local_steps;
-  for (std::int64_t r = 0; r * h < total; ++r) {
-    const std::int64_t t0 = r * h, t1 = std::min(total, t0 + h);
-    if (config_.algorithm == Algorithm::kDpsgd) {
-      gossip_round(r, t0, t1, t1 == total);
-    } else {
-      diloco_round(r, t0, t1, t1 == total);
-    }
-    ++rounds_;
-    for (std::size_t k = 0; k < d_; k += 61) {
-      if (!std::isfinite(nodes_[0].x[k])) {
-        return diverged(t1, "the parameters are not finite (NaN or Inf)");
-      }
-    }
-    // Evaluation points at round ends: those of the Simulator that fall in this round.
-    if (t1 / config_.eval_every != t0 / config_.eval_every || t1 == total) {
-      trace.points.push_back(evaluate(t1));
-    }
-    if (progress) progress(t1, total);
-  }
+  const std::int64_t h = round_.local_steps;
+  Result<RunTrace> trace = run_loop(
+      config_,
+      [&](std::int64_t t0) {
+        const std::int64_t total = config_.iterations, t1 = std::min(total, t0 + h), r = t0 / h;
+        if (config_.algorithm == Algorithm::kDpsgd) {
+          gossip_round(r, t0, t1, t1 == total);
+        } else {
+          diloco_round(r, t0, t1, t1 == total);
+        }
+        ++rounds_;
+        return t1;
+      },
+      [&] { return std::span<const float>(nodes_[0].x.data(), d_); },
+      [&](std::int64_t t) { return evaluate(t); }, progress);
+  if (!trace.is_ok()) return trace;
   double compute_s = 0;
   std::int64_t steps = 0;
   for (const Worker& w : workers_) {
     compute_s += w.compute_s;
     steps += w.compute_steps;
   }
-  trace.compute_s_per_step = steps > 0 ? compute_s / static_cast<double>(steps) : 0;
-  trace.wall_s = wall.elapsed_seconds();
+  trace->compute_s_per_step = steps > 0 ? compute_s / static_cast<double>(steps) : 0;
   return trace;
 }
 

@@ -193,33 +193,23 @@ Result<RunTrace> Simulator::run(const ProgressFn& progress) {
   compute_s_ = 0;
   compute_steps_ = 0;
 
-  RunTrace trace;
-  trace.algorithm = config_.algorithm;
-  Stopwatch wall;
-  trace.points.push_back(evaluate(0));
-  for (std::int64_t t = 0; t < config_.iterations;) {
-    // A block of levels never crosses an evaluation point.
-    const std::int64_t next_eval =
-        std::min(config_.iterations, (t / config_.eval_every + 1) * config_.eval_every);
-    const int levels = static_cast<int>(std::min<std::int64_t>(block_levels_, next_eval - t));
-    if (levels > 1) {
-      step_block(t, levels);
-    } else {
-      step(t);
-    }
-    t += levels;
-    // A sparse probe: a divergence spreads to every entry within a few iterations (and a
-    // non-finite value stays non-finite, so a block's end sees one that arose inside it).
-    for (Eigen::Index i = 0; i < x_.size(); i += 61) {
-      if (!std::isfinite(x_.data()[i])) {
-        return diverged(t, "the parameters are not finite (NaN or Inf)");
-      }
-    }
-    if (t % config_.eval_every == 0 || t == config_.iterations) {
-      trace.points.push_back(evaluate(t));
-    }
-    if (progress) progress(t, config_.iterations);
-  }
+  Result<RunTrace> trace = run_loop(
+      config_,
+      [&](std::int64_t t) {
+        // A block of levels never crosses an evaluation point.
+        const std::int64_t next_eval =
+            std::min(config_.iterations, (t / config_.eval_every + 1) * config_.eval_every);
+        const int levels = static_cast<int>(std::min<std::int64_t>(block_levels_, next_eval - t));
+        if (levels > 1) {
+          step_block(t, levels);
+        } else {
+          step(t);
+        }
+        return t + levels;
+      },
+      [&] { return std::span<const float>(x_.data(), static_cast<std::size_t>(x_.size())); },
+      [&](std::int64_t t) { return evaluate(t); }, progress);
+  if (!trace.is_ok()) return trace;
   if (cpsgd) {
     // Every node holds the one model: make params() read like D-PSGD's.
     const StateMatrix one = x_;
@@ -229,7 +219,32 @@ Result<RunTrace> Simulator::run(const ProgressFn& progress) {
     compute_s_ += w.compute_s;
     compute_steps_ += w.compute_steps;
   }
-  trace.compute_s_per_step = compute_steps_ > 0 ? compute_s_ / compute_steps_ : 0;
+  trace->compute_s_per_step = compute_steps_ > 0 ? compute_s_ / compute_steps_ : 0;
+  return trace;
+}
+
+Result<RunTrace> run_loop(const RunConfig& config,
+                          const std::function<std::int64_t(std::int64_t)>& advance,
+                          const std::function<std::span<const float>()>& probe,
+                          const std::function<EvalPoint(std::int64_t)>& evaluate,
+                          const ProgressFn& progress) {
+  RunTrace trace;
+  trace.algorithm = config.algorithm;
+  Stopwatch wall;
+  trace.points.push_back(evaluate(0));
+  const std::int64_t total = config.iterations;
+  for (std::int64_t t0 = 0; t0 < total;) {
+    const std::int64_t t1 = advance(t0);
+    const std::span<const float> x = probe();
+    for (std::size_t i = 0; i < x.size(); i += 61) {
+      if (!std::isfinite(x[i])) return diverged(t1, "the parameters are not finite (NaN or Inf)");
+    }
+    if (t1 / config.eval_every != t0 / config.eval_every || t1 == total) {
+      trace.points.push_back(evaluate(t1));
+    }
+    if (progress) progress(t1, total);
+    t0 = t1;
+  }
   trace.wall_s = wall.elapsed_seconds();
   return trace;
 }

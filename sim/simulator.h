@@ -209,6 +209,19 @@ Result<std::vector<sgd::BatchSampler>> node_samplers(const sgd::Problem& problem
 // Worker threads for RunConfig::threads `threads` (0: usable_cpus()): from 1 to `num_nodes`.
 std::size_t worker_count(int threads, int num_nodes);
 
+// The run loop both simulators share. Evaluates at iteration 0, then, until config.iterations:
+// `advance(t)` runs the iterations from t and returns the iteration it reached (> t, at most
+// config.iterations); a sparse divergence probe of `probe()` (every 61st entry: a divergence
+// spreads to every entry within a few iterations and stays non-finite, so an advance's end sees
+// one that arose inside it) stops the run with the divergence error; an evaluation where the
+// advance reached or passed a multiple of config.eval_every, or the last iteration; `progress`.
+// Returns the trace with its algorithm, points and wall_s (compute_s_per_step is the caller's).
+Result<RunTrace> run_loop(const RunConfig& config,
+                          const std::function<std::int64_t(std::int64_t)>& advance,
+                          const std::function<std::span<const float>()>& probe,
+                          const std::function<EvalPoint(std::int64_t)>& evaluate,
+                          const ProgressFn& progress);
+
 // An evaluation point of the node models `x` (d × n, column i node i; padding rows allowed): the
 // averaged model's train and test loss and test accuracy (`model` evaluates them), the mean of
 // `local_accuracy` (one per node; NaN when empty) and the consensus distance. `iteration` and

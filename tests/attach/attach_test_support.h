@@ -25,4 +25,10 @@ inline std::unique_ptr<AttachServer> listen_or_fail(const std::string& path) {
   return std::move(server).value();
 }
 
+// A doctest fixture: an AttachServer listening on a socket in a scratch directory.
+struct Listening {
+  SocketDir dir;
+  std::unique_ptr<AttachServer> server = listen_or_fail(dir.socket());
+};
+
 }  // namespace gossip::attach

@@ -20,9 +20,8 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-TEST_CASE("AttachClient: values round trip, then BYE ends training with OutOfRange") {
-  SocketDir dir;
-  auto server = listen_or_fail(dir.socket());
+TEST_CASE_FIXTURE(Listening,
+                  "AttachClient: values round trip, then BYE ends training with OutOfRange") {
   const std::uint64_t n = 3000;
   Status end;
   int wrong = 0;
@@ -60,9 +59,7 @@ TEST_CASE("AttachClient: values round trip, then BYE ends training with OutOfRan
   CHECK(end.message().find("MIXED(44)") != std::string::npos);
 }
 
-TEST_CASE("AttachClient: post() and wait_mixed() in halves, in order only") {
-  SocketDir dir;
-  auto server = listen_or_fail(dir.socket());
+TEST_CASE_FIXTURE(Listening, "AttachClient: post() and wait_mixed() in halves, in order only") {
   const std::uint64_t n = 100;
   Status out_of_order, twice, first, second, mixed;
   float seen = 0;
@@ -94,9 +91,7 @@ TEST_CASE("AttachClient: post() and wait_mixed() in halves, in order only") {
   CHECK(second.is_ok());
 }
 
-TEST_CASE("AttachClient: an update session sends u_t and gamma, in order only") {
-  SocketDir dir;
-  auto server = listen_or_fail(dir.socket());
+TEST_CASE_FIXTURE(Listening, "AttachClient: an update session sends u_t and gamma, in order only") {
   const std::uint64_t n = 64;
   Status no_update, early, update, twice, mixed;
   float seen = 0;
@@ -138,9 +133,8 @@ TEST_CASE("AttachClient: an update session sends u_t and gamma, in order only") 
   CHECK(seen == 2.0f);  // 3 - 0.5 * 2
 }
 
-TEST_CASE("AttachClient: a refused count is InvalidArgument with the daemon's text") {
-  SocketDir dir;
-  auto server = listen_or_fail(dir.socket());
+TEST_CASE_FIXTURE(Listening,
+                  "AttachClient: a refused count is InvalidArgument with the daemon's text") {
   Status got;
   std::thread trainer(
       [&] { got = AttachClient::connect(dir.socket(), 7, Clock::now() + 10s).status(); });

@@ -147,6 +147,12 @@ void handshake(AttachServer& server, TestTrainer& trainer, const std::string& so
   t.join();
 }
 
+// A server listening in a scratch directory with a trainer attached by handshake().
+struct Attached : Listening {
+  TestTrainer trainer;
+  Attached() { handshake(*server, trainer, dir.socket()); }
+};
+
 TEST_CASE("the HELLO bytes are the documented layout (docs/attach.md)") {
   const std::string hello = attach::encode_hello({0x0102030405ULL, 1, attach::kHelloUpdate});
   const unsigned char expected[] = {'G',  'S',  'A',  'T', 3, 0, 1, 0, 16, 0, 0, 0, 0x05, 0x04,
@@ -155,9 +161,8 @@ TEST_CASE("the HELLO bytes are the documented layout (docs/attach.md)") {
   CHECK(std::memcmp(hello.data(), expected, sizeof(expected)) == 0);
 }
 
-TEST_CASE("handshake: WELCOME carries the agreed fields and a memfd shared with the server") {
-  SocketDir dir;
-  auto server = listen_or_fail(dir.socket());
+TEST_CASE_FIXTURE(
+    Listening, "handshake: WELCOME carries the agreed fields and a memfd shared with the server") {
   struct stat st {};
   REQUIRE(::lstat(dir.socket().c_str(), &st) == 0);
   CHECK(S_ISSOCK(st.st_mode));
@@ -204,9 +209,8 @@ TEST_CASE("handshake: WELCOME carries the agreed fields and a memfd shared with 
   CHECK(trainer.params()[7] == 42.0f);
 }
 
-TEST_CASE("POST/MIXED round trip: the server reads x_t and the trainer reads what it wrote") {
-  SocketDir dir;
-  auto server = listen_or_fail(dir.socket());
+TEST_CASE_FIXTURE(
+    Listening, "POST/MIXED round trip: the server reads x_t and the trainer reads what it wrote") {
   const std::uint64_t n = 4097;
   const std::uint64_t start = 5;
   const int iterations = 6;
@@ -256,11 +260,10 @@ TEST_CASE("POST/MIXED round trip: the server reads x_t and the trainer reads wha
   CHECK_FALSE(server->connected());
 }
 
-TEST_CASE(
+TEST_CASE_FIXTURE(
+    Listening,
     "update session: a second page-aligned region carries u_t, UPDATE carries gamma, and the "
     "server's mix lands in the trainer's parameters") {
-  SocketDir dir;
-  auto server = listen_or_fail(dir.socket());
   const std::uint64_t n = 1500;  // 6000 bytes: each region is rounded up to whole pages
   const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
   attach::Welcome info;
@@ -315,11 +318,8 @@ TEST_CASE(
   CHECK_FALSE(server->connected());
 }
 
-TEST_CASE("a plain session has no update region, and wait_update is refused there") {
-  SocketDir dir;
-  auto server = listen_or_fail(dir.socket());
-  TestTrainer trainer;
-  handshake(*server, trainer, dir.socket());
+TEST_CASE_FIXTURE(Attached,
+                  "a plain session has no update region, and wait_update is refused there") {
   CHECK_FALSE(server->with_update());
   CHECK(trainer.info().update_offset == 0);
   CHECK(server->update().empty());
@@ -401,9 +401,7 @@ TEST_CASE("a dtype other than float32 is refused by name, as are 0 parameters") 
   CHECK(zero.status.code() == StatusCode::kInvalidArgument);
 }
 
-TEST_CASE("initial parameters are copied into the buffer and flagged") {
-  SocketDir dir;
-  auto server = listen_or_fail(dir.socket());
+TEST_CASE_FIXTURE(Listening, "initial parameters are copied into the buffer and flagged") {
   std::vector<float> initial = {1, 2, 3, 4, 5};
   TestTrainer trainer;
   bool welcomed = false;
@@ -441,9 +439,9 @@ pid_t fork_trainer(const std::string& path, int posts) {
   return pid;
 }
 
-TEST_CASE("a trainer killed mid-iteration is reported as Unavailable, long before the deadline") {
-  SocketDir dir;
-  auto server = listen_or_fail(dir.socket());
+TEST_CASE_FIXTURE(
+    Listening,
+    "a trainer killed mid-iteration is reported as Unavailable, long before the deadline") {
   const pid_t pid = fork_trainer(dir.socket(), 2);
   REQUIRE(server->accept(Clock::now() + 10s, {}).is_ok());
   for (std::uint64_t it = 0; it < 2; ++it) {
@@ -463,9 +461,8 @@ TEST_CASE("a trainer killed mid-iteration is reported as Unavailable, long befor
         StatusCode::kFailedPrecondition);
 }
 
-TEST_CASE("a trainer killed while the server waits for its POST ends the wait at once") {
-  SocketDir dir;
-  auto server = listen_or_fail(dir.socket());
+TEST_CASE_FIXTURE(Listening,
+                  "a trainer killed while the server waits for its POST ends the wait at once") {
   const pid_t pid = fork_trainer(dir.socket(), 1);
   REQUIRE(server->accept(Clock::now() + 10s, {}).is_ok());
   REQUIRE(server->wait_post(0, Clock::now() + 10s).is_ok());
@@ -485,9 +482,7 @@ TEST_CASE("a trainer killed while the server waits for its POST ends the wait at
   CHECK(Clock::now() - begin < 30s);
 }
 
-TEST_CASE("a silent trainer: wait_post and accept return at their deadline") {
-  SocketDir dir;
-  auto server = listen_or_fail(dir.socket());
+TEST_CASE_FIXTURE(Listening, "a silent trainer: wait_post and accept return at their deadline") {
   auto early = server->accept(Clock::now() + 100ms, {});
   CHECK(early.status().code() == StatusCode::kDeadlineExceeded);
   // Nobody connected, so the server still listens and accept may be called again.
@@ -531,11 +526,7 @@ TEST_CASE("protocol violations after the handshake: wrong iteration, BYE, ERROR"
   }
 }
 
-TEST_CASE("fail() tells the trainer why with an ERROR") {
-  SocketDir dir;
-  auto server = listen_or_fail(dir.socket());
-  TestTrainer trainer;
-  handshake(*server, trainer, dir.socket());
+TEST_CASE_FIXTURE(Attached, "fail() tells the trainer why with an ERROR") {
   server->fail("neighbour 2 missed its deadline; leaving the group");
   std::string text;
   std::uint32_t code = 0;
@@ -581,11 +572,10 @@ Reply read_reply(int fd) {
   return r;
 }
 
-TEST_CASE(
+TEST_CASE_FIXTURE(
+    Listening,
     "probes, health checks and garbage do not take the trainer's place: the wait goes on and the "
     "connection that says HELLO is the trainer") {
-  SocketDir dir;
-  auto server = listen_or_fail(dir.socket());
   Reply garbage, wrong_type, silent;
   bool second_server_refused = false, trained = false;
   std::thread others([&] {
@@ -642,9 +632,8 @@ TEST_CASE(
   CHECK(Clock::now() - begin < 15s);
 }
 
-TEST_CASE("connections that never say HELLO end the wait only at its deadline, saying so") {
-  SocketDir dir;
-  auto server = listen_or_fail(dir.socket());
+TEST_CASE_FIXTURE(Listening,
+                  "connections that never say HELLO end the wait only at its deadline, saying so") {
   ::close(raw_connect(dir.socket()));
   const int g = raw_connect(dir.socket());
   REQUIRE(::send(g, "xxxxxxxxxxxxxxxx", 16, MSG_NOSIGNAL) == 16);
@@ -661,13 +650,10 @@ TEST_CASE("connections that never say HELLO end the wait only at its deadline, s
   handshake(*server, trainer, dir.socket());
 }
 
-TEST_CASE(
+TEST_CASE_FIXTURE(
+    Attached,
     "after the HELLO every further connection gets an ERROR and is closed, the session goes on "
     "undisturbed and another gossipd is refused the path") {
-  SocketDir dir;
-  auto server = listen_or_fail(dir.socket());
-  TestTrainer trainer;
-  handshake(*server, trainer, dir.socket());
   for (int k = 0; k < 3; ++k) {
     // A second trainer (its HELLO may be cut short by the refusal: the ERROR is sent at once).
     const int second = raw_connect(dir.socket());

@@ -31,7 +31,7 @@ using gossip::testing::TempDir;
 using Row = std::vector<std::pair<int, double>>;
 
 TrainConfig config_with(std::uint64_t iterations, double lr) {
-  auto c = config::parse_train_config(R"(
+  return testing::valid_train_config(R"(
     seed: 5
     model { kind: LOGISTIC }
     data { dataset: SYNTHETIC_LOGISTIC num_examples: 512 dim: 6 test_examples: 64 noise: 1 }
@@ -40,13 +40,7 @@ TrainConfig config_with(std::uint64_t iterations, double lr) {
     checkpoint { every: 0 keep: 2 }
     timeouts { deadline_ms: 400 heartbeat_ms: 100 }
   )",
-                                      "test");
-  REQUIRE(c.is_ok());
-  c->set_iterations(iterations);
-  c->mutable_optimizer()->set_lr(lr);
-  config::fill_defaults(*c);
-  REQUIRE(config::validate_train_config(*c).is_ok());
-  return *c;
+                                     iterations, lr);
 }
 
 Row topology_row(const topology::Topology& topo, int i, std::int64_t t = 0) {

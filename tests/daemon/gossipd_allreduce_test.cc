@@ -238,6 +238,20 @@ std::string resumable_config(int iterations) {
   return text.replace(text.find(every), every.size(), "checkpoint { every: 20 keep: 5 }");
 }
 
+// The 4 nodes run in `two`/run restarted from their checkpoint at iteration 40 and ended where the
+// straight 60 iterations in `one`/run did, bit for bit; they appended to their metrics, up to 60.
+void check_resumed_like_straight(const TempDir& one, const TempDir& two) {
+  CHECK(read_file(two.path + "/launch.out").find("restarts from its checkpoint at iteration 40") !=
+        std::string::npos);
+  for (int i = 0; i < 4; ++i) {
+    const std::string name = "/run/final/node_" + std::to_string(i) + ".f32";
+    const std::vector<float> straight = read_f32(one.path + name);
+    REQUIRE(!straight.empty());
+    CHECK_MESSAGE(read_f32(two.path + name) == straight, "node " << i);
+  }
+  CHECK(metrics_iteration(two.path + "/run/node-1/metrics.jsonl") == 60);
+}
+
 TEST_CASE(
     "ALLREDUCE resumes: 40 iterations, then --resume to 60, equals 60 in one go bit for bit") {
   TempDir one, two;
@@ -248,16 +262,7 @@ TEST_CASE(
   INFO(read_file(two.path + "/launch.out"));
   REQUIRE(allreduce_launch(two, topo_two, resumable_config(60), two.path + "/run", "--resume") ==
           kExitOk);
-  CHECK(read_file(two.path + "/launch.out").find("restarts from its checkpoint at iteration 40") !=
-        std::string::npos);
-  for (int i = 0; i < 4; ++i) {
-    const std::string name = "/run/final/node_" + std::to_string(i) + ".f32";
-    const std::vector<float> straight = read_f32(one.path + name);
-    REQUIRE(!straight.empty());
-    CHECK_MESSAGE(read_f32(two.path + name) == straight, "node " << i);
-  }
-  // The resumed nodes appended to their metrics: iterations up to 60.
-  CHECK(metrics_iteration(two.path + "/run/node-1/metrics.jsonl") == 60);
+  check_resumed_like_straight(one, two);
 }
 
 TEST_CASE(
@@ -275,15 +280,7 @@ TEST_CASE(
         std::string::npos);
   REQUIRE(allreduce_launch(two, topo_two, resumable_config(60), two.path + "/run",
                            "--resume-or-start") == kExitOk);
-  CHECK(read_file(two.path + "/launch.out").find("restarts from its checkpoint at iteration 40") !=
-        std::string::npos);
-  for (int i = 0; i < 4; ++i) {
-    const std::string name = "/run/final/node_" + std::to_string(i) + ".f32";
-    const std::vector<float> straight = read_f32(one.path + name);
-    REQUIRE(!straight.empty());
-    CHECK_MESSAGE(read_f32(two.path + name) == straight, "node " << i);
-  }
-  CHECK(metrics_iteration(two.path + "/run/node-1/metrics.jsonl") == 60);
+  check_resumed_like_straight(one, two);
 }
 
 TEST_CASE(

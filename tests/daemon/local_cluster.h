@@ -6,11 +6,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "algorithms/dpsgd.h"
+#include "config/train_config.h"
 #include "daemon/driver.h"
 #include "daemon/exit_codes.h"
 #include "daemon/node.h"
@@ -19,6 +23,20 @@
 #include "tests/daemon/local_exchange_hub.h"
 
 namespace gossip::testing {
+
+// `text` parsed as a training config of `iterations` iterations (and learning rate `lr` when
+// given), its defaults filled in and validated; the test fails when any of that fails.
+inline config::TrainConfig valid_train_config(std::string_view text, std::uint64_t iterations,
+                                              std::optional<double> lr = std::nullopt) {
+  auto c = config::parse_train_config(text, "test");
+  REQUIRE_MESSAGE(c.is_ok(), c.status().to_string());
+  c->set_iterations(iterations);
+  if (lr) c->mutable_optimizer()->set_lr(*lr);
+  config::fill_defaults(*c);
+  const Status valid = config::validate_train_config(*c);
+  REQUIRE_MESSAGE(valid.is_ok(), valid.to_string());
+  return *c;
+}
 
 // One D-PSGD node of `topo` training `problem` over `exchange`, as gossipd runs it: gossip_sgd's
 // step, the start rules, the driver with algorithms::Dpsgd.

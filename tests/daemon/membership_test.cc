@@ -294,11 +294,16 @@ TEST_CASE(
   check_admitted_at(c, 0, 1, Times{19});
 }
 
-TEST_CASE(
+// A doctest fixture: nodes 0 and 1, neighbours (margin 4), whose edge was dropped at iteration 5.
+struct DroppedPair {
+  Cluster c{2, {{0, 1}}, 4};
+  DroppedPair() { c.drop_edge_at(0, 1, 5); }
+};
+
+TEST_CASE_FIXTURE(
+    DroppedPair,
     "a refused proposal (the neighbour already passed t_a) is proposed again past the iteration it "
     "reported, with twice the margin, and then both ends agree") {
-  Cluster c(2, {{0, 1}}, 4);
-  c.drop_edge_at(0, 1, 5);
   c.announce(1, 15);  // what 0 last heard; node 1 is really at 30 by the time the Admit arrives
   const MembershipActions p = c.start(0, 15);
   REQUIRE(p.send.size() == 1);
@@ -319,11 +324,10 @@ TEST_CASE(
   check_admitted_at(c, 0, 1, Times{38});
 }
 
-TEST_CASE(
+TEST_CASE_FIXTURE(
+    DroppedPair,
     "a proposal unanswered for a deadline is withdrawn and made again further ahead, not before "
     "the deadline has passed on the clock") {
-  Cluster c(2, {{0, 1}}, 4);
-  c.drop_edge_at(0, 1, 5);
   c.announce(1, 6);
   CHECK(c.start(0, 10).send.size() == 1);  // Admit{14}
   c.lose_inbox(1);                         // it never arrives
@@ -381,9 +385,7 @@ TEST_CASE(
   check_admitted_at(c, 1, 0, Times{16});
 }
 
-TEST_CASE("crossing proposals: the later t_a wins at both ends") {
-  Cluster c(2, {{0, 1}}, 4);
-  c.drop_edge_at(0, 1, 5);
+TEST_CASE_FIXTURE(DroppedPair, "crossing proposals: the later t_a wins at both ends") {
   // 0 proposes 19 at its boundary while 1 (rejoining) proposes 25; both messages cross.
   c.announce(1, 15);
   c.start(0, 15);

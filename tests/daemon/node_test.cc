@@ -29,7 +29,7 @@ using testing::generated_topology;
 using gossip::testing::TempDir;
 
 TrainConfig small_config(std::uint64_t iterations) {
-  auto c = config::parse_train_config(R"(
+  return testing::valid_train_config(R"(
     seed: 9
     model { kind: MLP hidden: 8 }
     data { dataset: SYNTHETIC_LOGISTIC num_examples: 512 dim: 6 test_examples: 128 noise: 3 }
@@ -39,12 +39,7 @@ TrainConfig small_config(std::uint64_t iterations) {
     checkpoint { every: 10 keep: 5 }
     timeouts { deadline_ms: 2000 heartbeat_ms: 100 }
   )",
-                                      "test");
-  REQUIRE(c.is_ok());
-  c->set_iterations(iterations);
-  config::fill_defaults(*c);
-  REQUIRE(config::validate_train_config(*c).is_ok());
-  return *c;
+                                     iterations);
 }
 
 TEST_CASE("config fingerprint: an lr of 0 reads as it did before lr had presence") {

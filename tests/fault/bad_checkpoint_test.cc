@@ -306,11 +306,16 @@ std::vector<std::uint64_t> iterations_in(const std::string& dir) {
   return out;
 }
 
-TEST_CASE(
-    "an earlier run's checkpoints, even at higher iterations, are never deleted or replaced") {
+// A node's checkpoint directory, `dir`, not created yet, in a scratch directory.
+struct NodeDir {
   TempDir tmp;
   const std::string dir = tmp.path + "/node-3";
   Env& env = Env::system();
+};
+
+TEST_CASE_FIXTURE(
+    NodeDir,
+    "an earlier run's checkpoints, even at higher iterations, are never deleted or replaced") {
   // Run A got to iteration 500, keeping 3.
   for (std::uint64_t it : {100, 200, 300, 400, 500}) {
     REQUIRE(daemon::write_checkpoint(env, dir, make(it, 100, "run-a"), 3).is_ok());
@@ -355,12 +360,10 @@ TEST_CASE(
   CHECK(iterations_in(dir) == std::vector<std::uint64_t>{300, 400, 500, 650, 800});
 }
 
-TEST_CASE(
+TEST_CASE_FIXTURE(
+    NodeDir,
     "resuming at k sets aside every file after k, whatever it is, byte for byte, saying why, "
     "files at or below k stay") {
-  TempDir tmp;
-  const std::string dir = tmp.path + "/node-3";
-  Env& env = Env::system();
   for (std::uint64_t it : {10, 20, 30, 40}) {
     REQUIRE(daemon::write_checkpoint(env, dir, make(it, 100, "run-a"), 9).is_ok());
   }
@@ -402,12 +405,10 @@ TEST_CASE(
         before[daemon::checkpoint_file_name(40)]);
 }
 
-TEST_CASE(
+TEST_CASE_FIXTURE(
+    NodeDir,
     "the owner of a directory moves a stranger's file of the same name aside before writing, "
     "anybody else is refused") {
-  TempDir tmp;
-  const std::string dir = tmp.path + "/node-3";
-  Env& env = Env::system();
   const std::string name = daemon::checkpoint_file_name(40);
   for (const std::string& stranger :
        {std::string("garbage"), daemon::encode_checkpoint(make(40, 100, "run-x"))}) {

@@ -32,6 +32,17 @@ void check_bounded(const ProcessResult& r) {
   CHECK(r.max_rss_kb < kMaxRssKb);
 }
 
+// `second` was refused at once (exit 2, within 5 s) because `in_use` ("checkpoint.dir: ...",
+// "--workdir: ...") is held by `first`, whose pid the refusal names.
+void check_refused_in_use(const ProcessResult& second, const std::string& in_use,
+                          const BackgroundCli& first) {
+  check_bounded(second);
+  CHECK(second.code == 2);
+  CHECK(second.seconds < 5);
+  CHECK(contains(second.err, in_use + " is in use"));
+  CHECK(contains(second.err, "(pid " + std::to_string(first.pid()) + " on host "));
+}
+
 bool has_control_bytes(const std::string& s) {
   for (char c : s) {
     const unsigned char u = static_cast<unsigned char>(c);
@@ -229,11 +240,7 @@ TEST_CASE(
   // working directory.
   const ProcessResult second = gossipd(
       d, {}, "node { id: 0 address: \"127.0.0.1:" + std::to_string(base_port() + 1) + "\" }\n");
-  check_bounded(second);
-  CHECK(second.code == 2);
-  CHECK(second.seconds < 5);
-  CHECK(contains(second.err, "checkpoint.dir: ck/node-0 (" + d.path + "/ck/node-0) is in use"));
-  CHECK(contains(second.err, "(pid " + std::to_string(first.pid()) + " on host "));
+  check_refused_in_use(second, "checkpoint.dir: ck/node-0 (" + d.path + "/ck/node-0)", first);
   CHECK(contains(second.err, " since 20"));
   CHECK(contains(second.err, "gossipd node 0, run "));
   CHECK(contains(second.err, "give this run its own checkpoint.dir"));
@@ -345,11 +352,7 @@ TEST_CASE(
       run_process({gossipd_bin(), "launch", topo, "--config", cfg, "--insecure", "--workdir", "w",
                    "--set", "checkpoint.dir=other"},
                   30, d.path);
-  check_bounded(second);
-  CHECK(second.code == 2);
-  CHECK(second.seconds < 5);
-  CHECK(contains(second.err, "--workdir: w (" + d.path + "/w) is in use"));
-  CHECK(contains(second.err, "(pid " + std::to_string(first.pid()) + " on host "));
+  check_refused_in_use(second, "--workdir: w (" + d.path + "/w)", first);
   CHECK(contains(second.err, "gossipd launch"));
   CHECK(read_file(d.path + "/w/node-0/pid") == pid_file);
   CHECK(read_file(d.path + "/w/node-0/log.txt").rfind(log, 0) == 0);

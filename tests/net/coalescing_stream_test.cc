@@ -30,6 +30,13 @@ void small_buffers(tcp::socket& s) {
   s.set_option(asio::socket_base::receive_buffer_size(16 * 1024));
 }
 
+// connect_pair, then small_buffers on both ends.
+void connect_small(asio::io_context& io, tcp::socket& a, tcp::socket& b) {
+  connect_pair(io, a, b);
+  small_buffers(a);
+  small_buffers(b);
+}
+
 // Reads `r` to EOF in pieces of random size (1 byte .. 200 KiB) into `out`.
 template <typename Stream>
 void read_to_eof(Stream& r, std::vector<std::uint8_t>& out, std::mt19937& rng,
@@ -53,9 +60,7 @@ TEST_CASE("coalescing stream: interleaved small and large writes arrive byte-exa
     asio::io_context io;
     CoalescingStream w(io, CoalescingStream::kDefaultReadChunk, cap);
     tcp::socket r(io);
-    connect_pair(io, w.socket(), r);
-    small_buffers(w.socket());
-    small_buffers(r);
+    connect_small(io, w.socket(), r);
     // Sizes around the full-record threshold, tiny frames and large blocks.
     const std::size_t sizes[] = {1,
                                  7,
@@ -150,9 +155,7 @@ TEST_CASE("coalescing stream: a short write after bulk completes only when all i
   asio::io_context io;
   CoalescingStream w(io, CoalescingStream::kDefaultReadChunk, 256 * 1024);
   tcp::socket r(io);
-  connect_pair(io, w.socket(), r);
-  small_buffers(w.socket());
-  small_buffers(r);
+  connect_small(io, w.socket(), r);
   const std::size_t rec = CoalescingStream::kFullRecord;
   const std::size_t records = 200;  // ~3.3 MB
   const auto data = pattern(records * rec + 10, 4);
@@ -263,9 +266,7 @@ TEST_CASE("coalescing stream: closing the socket fails the pending read and writ
   asio::io_context io;
   CoalescingStream s(io, CoalescingStream::kDefaultReadChunk, 64 * 1024);
   tcp::socket peer(io);
-  connect_pair(io, s.socket(), peer);
-  small_buffers(s.socket());
-  small_buffers(peer);
+  connect_small(io, s.socket(), peer);
   asio::error_code read_ec, write_ec;
   bool read_done = false, write_done = false;
   std::vector<std::uint8_t> in(1000);
@@ -299,9 +300,7 @@ TEST_CASE("coalescing stream: destroyed with a flush in flight, nothing leaks or
   bool completed = false;
   {
     auto s = std::make_unique<CoalescingStream>(io);
-    connect_pair(io, s->socket(), peer);
-    small_buffers(s->socket());
-    small_buffers(peer);
+    connect_small(io, s->socket(), peer);
     const auto block = pattern(CoalescingStream::kFullRecord, 11);
     // Full records complete at once while the peer reads nothing; the flush stays pending.
     for (int i = 0; i < 20; ++i) {
@@ -449,9 +448,7 @@ TEST_CASE("coalescing stream: async_wait_sent completes only when the kernel has
   asio::io_context io;
   CoalescingStream a(io);
   tcp::socket b(io);
-  connect_pair(io, a.socket(), b);
-  small_buffers(a.socket());
-  small_buffers(b);
+  connect_small(io, a.socket(), b);
   const auto data = pattern(4u << 20, 7);
   asio::error_code ec;
   for (std::size_t at = 0; at < data.size(); at += 64 * 1024) {

@@ -50,11 +50,16 @@ void handshake_pair(asio::io_context& io, TlsStream& a, TlsStream& b) {
   REQUIRE(handshakes == 2);
 }
 
-TEST_CASE("TLS over the coalescing stream: 16 MiB both ways at once arrive byte-exact") {
-  const auto ctx = node_contexts();
+// Nodes 1 (`a`, the client) and 2 (`b`) connected over loopback by handshake_pair.
+struct TlsPair {
+  const std::array<std::shared_ptr<asio::ssl::context>, 2> ctx = node_contexts();
   asio::io_context io;
-  TlsStream a(io, *ctx[0]), b(io, *ctx[1]);
-  handshake_pair(io, a, b);
+  TlsStream a{io, *ctx[0]}, b{io, *ctx[1]};
+  TlsPair() { handshake_pair(io, a, b); }
+};
+
+TEST_CASE_FIXTURE(TlsPair,
+                  "TLS over the coalescing stream: 16 MiB both ways at once arrive byte-exact") {
   // A frame-like mix: a short header, then a large payload as two buffers; repeated.
   const auto ab = pattern(16u << 20, 12), ba = pattern(16u << 20, 13);
   std::vector<std::uint8_t> at_b(ab.size()), at_a(ba.size());
@@ -173,11 +178,7 @@ void send_records(TlsStream& s, const std::vector<std::uint8_t>& data, std::size
   });
 }
 
-TEST_CASE("TLS direct records: 16 MiB both ways at once arrive byte-exact") {
-  const auto ctx = node_contexts();
-  asio::io_context io;
-  TlsStream a(io, *ctx[0]), b(io, *ctx[1]);
-  handshake_pair(io, a, b);
+TEST_CASE_FIXTURE(TlsPair, "TLS direct records: 16 MiB both ways at once arrive byte-exact") {
   REQUIRE(direct_records(a).is_ok());
   REQUIRE(direct_records(b).is_ok());
   TlsRecordReader ra(a), rb(b);
@@ -200,11 +201,9 @@ TEST_CASE("TLS direct records: 16 MiB both ways at once arrive byte-exact") {
   CHECK(got_a == ba);
 }
 
-TEST_CASE("TLS direct records: bytes asio had already taken past the handshake are carried over") {
-  const auto ctx = node_contexts();
-  asio::io_context io;
-  TlsStream a(io, *ctx[0]), b(io, *ctx[1]);
-  handshake_pair(io, a, b);
+TEST_CASE_FIXTURE(
+    TlsPair,
+    "TLS direct records: bytes asio had already taken past the handshake are carried over") {
   // `b` sends three records at once; `a` reads one byte of them through asio::ssl::stream, so
   // asio feeds its BIO pair with everything that has arrived and OpenSSL holds the rest of the
   // first record: the switch must lose neither.

@@ -171,6 +171,15 @@ struct HonestPair {
     const bool ok = e5->wait(deadline_in_ms(5000)).ok() && e6->wait(deadline_in_ms(5000)).ok();
     return ok && r5 == x6 && r6 == x5;
   }
+  // Starts `o`, a node that dials 6, which 6 must reject at the handshake: 6 counts a rejected
+  // handshake and the intruder connects to nobody. Returns the intruder.
+  std::unique_ptr<Transport> start_rejected(const TransportOptions& o) {
+    auto bad = Transport::start(o);
+    REQUIRE_MESSAGE(bad.is_ok(), bad.status().to_string());
+    CHECK(eventually([&] { return n6->stats().handshakes_rejected >= 1; }));
+    CHECK((*bad)->connected_peers().empty());
+    return std::move(*bad);
+  }
 };
 
 }  // namespace
@@ -275,20 +284,15 @@ TEST_CASE("iteration tags: early frames are buffered, stale ones dropped, far-ah
 TEST_CASE("TLS: a certificate from another CA is rejected, honest peers carry on") {
   HonestPair p(false);
   const std::string other = testing::cert_dir("ca2");
-  auto bad =
-      Transport::start(node_options(4, HonestPair::kParams, false, {{6, p.n6->port()}}, other));
-  REQUIRE(bad.is_ok());
-  CHECK(eventually([&] { return p.n6->stats().handshakes_rejected >= 1; }));
-  CHECK((*bad)->connected_peers().empty());
+  const std::unique_ptr<Transport> bad =
+      p.start_rejected(node_options(4, HonestPair::kParams, false, {{6, p.n6->port()}}, other));
   CHECK(p.exchange_ok(0));
 }
 
 TEST_CASE("TLS: a valid certificate for a node that is not a neighbour is rejected") {
   HonestPair p(false);
-  auto bad = Transport::start(node_options(3, HonestPair::kParams, false, {{6, p.n6->port()}}));
-  REQUIRE(bad.is_ok());
-  CHECK(eventually([&] { return p.n6->stats().handshakes_rejected >= 1; }));
-  CHECK((*bad)->connected_peers().empty());
+  const std::unique_ptr<Transport> bad =
+      p.start_rejected(node_options(3, HonestPair::kParams, false, {{6, p.n6->port()}}));
   CHECK(p.n6->connected_peers() == std::vector<int>{5});
   CHECK(p.exchange_ok(0));
 }
@@ -297,12 +301,9 @@ TEST_CASE("TLS: a neighbour with another topology fingerprint is refused at Hell
   HonestPair p(false);
   auto o = node_options(4, HonestPair::kParams, false, {{6, p.n6->port()}});
   o.self.topology_fingerprint ^= 1;
-  auto bad = Transport::start(o);
-  REQUIRE(bad.is_ok());
-  CHECK(eventually([&] { return p.n6->stats().handshakes_rejected >= 1; }));
+  const std::unique_ptr<Transport> bad = p.start_rejected(o);
   // The dialer learns why from the HelloAck and counts it as well.
-  CHECK(eventually([&] { return (*bad)->stats().handshakes_rejected >= 1; }));
-  CHECK((*bad)->connected_peers().empty());
+  CHECK(eventually([&] { return bad->stats().handshakes_rejected >= 1; }));
   CHECK(p.exchange_ok(0));
 }
 
@@ -310,10 +311,7 @@ TEST_CASE("insecure: a neighbour with another job id is refused at Hello") {
   HonestPair p(true);
   auto o = node_options(4, HonestPair::kParams, true, {{6, p.n6->port()}});
   o.self.job_id = "another-job";
-  auto bad = Transport::start(o);
-  REQUIRE(bad.is_ok());
-  CHECK(eventually([&] { return p.n6->stats().handshakes_rejected >= 1; }));
-  CHECK((*bad)->connected_peers().empty());
+  const std::unique_ptr<Transport> bad = p.start_rejected(o);
   CHECK(p.exchange_ok(0));
 }
 
@@ -355,10 +353,8 @@ TEST_CASE("insecure: a hostile Hello's strings reach the log escaped, on one lin
 
 TEST_CASE("plaintext against a TLS node is rejected") {
   HonestPair p(false);
-  auto bad = Transport::start(node_options(4, HonestPair::kParams, true, {{6, p.n6->port()}}));
-  REQUIRE(bad.is_ok());
-  CHECK(eventually([&] { return p.n6->stats().handshakes_rejected >= 1; }));
-  CHECK((*bad)->connected_peers().empty());
+  const std::unique_ptr<Transport> bad =
+      p.start_rejected(node_options(4, HonestPair::kParams, true, {{6, p.n6->port()}}));
   testing::RawClient raw;  // and a hand-written plaintext Hello
   REQUIRE(raw.connect(p.n6->port()));
   CHECK(!raw.handshake({testing::kJob, 4, testing::kTopology, HonestPair::kParams}));
@@ -388,22 +384,33 @@ TEST_CASE("insecure: frame violations are rejected and the honest exchange carri
     CHECK(r5 == x6);
     return r6;
   };
-  auto params_frame = [&](std::uint64_t it, std::uint32_t crc, std::uint64_t len) {
+  // Node 4's Params of iteration `it`, its first chunk, without a checksum field.
+  auto params_of_4 = [&](std::uint64_t it) {
     pb::Params pm;
     pm.set_sender(4);
     pm.set_iteration(it);
     pm.set_chunk_index(0);
     pm.set_chunk_count(static_cast<std::uint32_t>((n * 4 + 4095) / 4096));
     pm.set_byte_offset(0);
+    return pm;
+  };
+  auto params_frame = [&](std::uint64_t it, std::uint32_t crc, std::uint64_t len) {
+    pb::Params pm = params_of_4(it);
     pm.set_crc32c(crc);
     return encode_frame(FrameType::kParams, pm, len);
   };
-
-  SUBCASE("oversized header") {
+  // run_iteration(0) with a raw client that connects to 6 and handshakes as 4, then `attack(raw)`.
+  auto attack_as_4 = [&](auto&& attack) {
     testing::RawClient raw;
-    ExchangeResult r = run_iteration(0, [&] {
+    return run_iteration(0, [&] {
       REQUIRE(raw.connect(p.n6->port()));
       REQUIRE(raw.handshake(four));
+      attack(raw);
+    });
+  };
+
+  SUBCASE("oversized header") {
+    ExchangeResult r = attack_as_4([&](testing::RawClient& raw) {
       const auto h = encode_frame_header({FrameType::kParams, 1u << 30, 4096});
       raw.write(h.data(), h.size());
       CHECK(raw.closed_by_peer(2000));
@@ -413,10 +420,7 @@ TEST_CASE("insecure: frame violations are rejected and the honest exchange carri
     CHECK(r.failures[0].peer == 4);
   }
   SUBCASE("oversized payload") {
-    testing::RawClient raw;
-    ExchangeResult r = run_iteration(0, [&] {
-      REQUIRE(raw.connect(p.n6->port()));
-      REQUIRE(raw.handshake(four));
+    ExchangeResult r = attack_as_4([&](testing::RawClient& raw) {
       raw.write(params_frame(0, 0, n * 4 + 4));
       CHECK(raw.closed_by_peer(2000));
     });
@@ -424,10 +428,7 @@ TEST_CASE("insecure: frame violations are rejected and the honest exchange carri
     REQUIRE(r.failures.size() == 1);
   }
   SUBCASE("truncated frame: half a payload, then the connection closes") {
-    testing::RawClient raw;
-    ExchangeResult r = run_iteration(0, [&] {
-      REQUIRE(raw.connect(p.n6->port()));
-      REQUIRE(raw.handshake(four));
+    ExchangeResult r = attack_as_4([&](testing::RawClient& raw) {
       raw.write(params_frame(0, crc32c(x4.data(), 4096), 4096));
       raw.write(x4.data(), 2000);
       raw.close();
@@ -437,10 +438,7 @@ TEST_CASE("insecure: frame violations are rejected and the honest exchange carri
     CHECK(r.failures[0].status.code() == StatusCode::kUnavailable);
   }
   SUBCASE("truncated message: header_len covers bytes that are not a Params") {
-    testing::RawClient raw;
-    ExchangeResult r = run_iteration(0, [&] {
-      REQUIRE(raw.connect(p.n6->port()));
-      REQUIRE(raw.handshake(four));
+    ExchangeResult r = attack_as_4([&](testing::RawClient& raw) {
       std::string f = params_frame(0, 0, 4096);
       f.resize(f.size() - 1);  // last byte of the message missing ...
       const auto h = encode_frame_header(
@@ -453,10 +451,7 @@ TEST_CASE("insecure: frame violations are rejected and the honest exchange carri
     REQUIRE(r.failures.size() == 1);
   }
   SUBCASE("corrupted payload is caught by the checksum") {
-    testing::RawClient raw;
-    ExchangeResult r = run_iteration(0, [&] {
-      REQUIRE(raw.connect(p.n6->port()));
-      REQUIRE(raw.handshake(four));
+    ExchangeResult r = attack_as_4([&](testing::RawClient& raw) {
       std::vector<float> corrupt(x4.begin(), x4.begin() + 1024);
       raw.write(params_frame(0, crc32c(corrupt.data(), 4096), 4096));
       reinterpret_cast<std::uint8_t*>(corrupt.data())[77] ^= 0x04;
@@ -470,16 +465,8 @@ TEST_CASE("insecure: frame violations are rejected and the honest exchange carri
     CHECK(r.failures[0].status.message().find("checksum") != std::string::npos);
   }
   SUBCASE("a Params frame without a checksum on a plaintext link") {
-    testing::RawClient raw;
-    ExchangeResult r = run_iteration(0, [&] {
-      REQUIRE(raw.connect(p.n6->port()));
-      REQUIRE(raw.handshake(four));
-      pb::Params pm;
-      pm.set_sender(4);
-      pm.set_iteration(0);
-      pm.set_chunk_index(0);
-      pm.set_chunk_count(static_cast<std::uint32_t>((n * 4 + 4095) / 4096));
-      pm.set_byte_offset(0);
+    ExchangeResult r = attack_as_4([&](testing::RawClient& raw) {
+      pb::Params pm = params_of_4(0);
       pm.set_crc32c_omitted(true);
       raw.write(encode_frame(FrameType::kParams, pm, 4096));
       raw.write(x4.data(), 4096);

@@ -17,12 +17,7 @@ from gossip_sgd import (Client, DaemonGone, DaemonUnavailable, GossipError, Goss
 from gossip_sgd import protocol as p
 
 
-class ClientTest(unittest.TestCase):
-    def peer(self, *args):
-        peer = h.Peer(*args)
-        self.addCleanup(peer.close)
-        return peer
-
+class ClientTest(h.PeerTestCase):
     def test_mixed_values_equal_a_numpy_replay_of_the_ring(self):
         nodes, n, lr, iterations, start = 5, 1500, 0.1, 8, 3
         peer = self.peer("--nodes", nodes, "--lr", lr, "--iterations", iterations,

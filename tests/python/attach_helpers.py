@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import unittest
 
 import numpy as np
 
@@ -39,6 +40,15 @@ class Peer:
             self.proc.kill()
         self.proc.communicate()
         self.dir.cleanup()
+
+
+class PeerTestCase(unittest.TestCase):
+    """A test case whose peer() starts a Peer that is closed when the test ends."""
+
+    def peer(self, *args):
+        peer = Peer(*args)
+        self.addCleanup(peer.close)
+        return peer
 
 
 def targets(nodes, num_params):

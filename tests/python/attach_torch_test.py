@@ -28,12 +28,7 @@ class Model(torch.nn.Module):
         return torch.cat([q.reshape(-1) for q in self.parameters()])
 
 
-class TorchTest(unittest.TestCase):
-    def peer(self, *args):
-        peer = h.Peer(*args)
-        self.addCleanup(peer.close)
-        return peer
-
+class TorchTest(h.PeerTestCase):
     def test_step_is_the_local_step_then_the_ring_average(self):
         nodes, lr, iterations = 4, 0.1, 6
         torch.manual_seed(3)

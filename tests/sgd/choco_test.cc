@@ -27,6 +27,21 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
+// One round from a zero copy: x ~ N(0, 1) of `n` entries from Rng(seed), its copy after one
+// choco_encode of `kind`, and the message.
+struct FirstRound {
+  std::vector<float> x, copy;
+  std::vector<std::byte> msg;
+};
+FirstRound first_round(CompressionKind kind, std::size_t n, std::uint64_t seed) {
+  const CompressionSpec spec = spec_of(kind);
+  Rng rng(seed);
+  FirstRound r{randn(n, rng), std::vector<float>(n, 0.0f),
+               std::vector<std::byte>(compressed_bytes(spec, n))};
+  choco_encode(spec, r.x, r.copy, r.msg);
+  return r;
+}
+
 TEST_CASE("sender and receiver copies stay bit-identical over 200 rounds of a moving x") {
   for (CompressionKind kind :
        {CompressionKind::kNone, CompressionKind::kBf16, CompressionKind::kInt8}) {
@@ -49,14 +64,9 @@ TEST_CASE("sender and receiver copies stay bit-identical over 200 rounds of a mo
 }
 
 TEST_CASE("none: the copy is x after one round from zero, and the message is x") {
-  const CompressionSpec spec = spec_of(CompressionKind::kNone);
-  Rng rng(2);
-  const std::vector<float> x = randn(100, rng);
-  std::vector<float> copy(100, 0.0f);
-  std::vector<std::byte> msg(compressed_bytes(spec, 100));
-  choco_encode(spec, x, copy, msg);
-  CHECK(std::memcmp(copy.data(), x.data(), 100 * sizeof(float)) == 0);
-  CHECK(std::memcmp(msg.data(), x.data(), 100 * sizeof(float)) == 0);
+  const FirstRound r = first_round(CompressionKind::kNone, 100, 2);
+  CHECK(std::memcmp(r.copy.data(), r.x.data(), 100 * sizeof(float)) == 0);
+  CHECK(std::memcmp(r.msg.data(), r.x.data(), 100 * sizeof(float)) == 0);
 }
 
 TEST_CASE("int8: one encode leaves |x − ĉ| ≤ s/2, a fixed x is approached ~254× per round") {
@@ -89,17 +99,14 @@ TEST_CASE("int8: one encode leaves |x − ĉ| ≤ s/2, a fixed x is approached ~
 }
 
 TEST_CASE("bf16: the copy is within 2^-8 relative of the difference per round") {
-  const CompressionSpec spec = spec_of(CompressionKind::kBf16);
-  Rng rng(4);
-  const std::vector<float> x = randn(200, rng);
-  std::vector<float> copy(200, 0.0f);
-  std::vector<std::byte> msg(compressed_bytes(spec, 200));
-  choco_encode(spec, x, copy, msg);
+  FirstRound r = first_round(CompressionKind::kBf16, 200, 4);
+  const std::vector<float>& x = r.x;
+  std::vector<float>& copy = r.copy;
   for (std::size_t k = 0; k < 200; ++k) {
     CHECK(std::fabs(double{x[k]} - copy[k]) <= std::ldexp(std::fabs(x[k]), -8));  // half a bf16 ulp
   }
   const double first = max_abs_diff(x, copy);
-  choco_encode(spec, x, copy, msg);
+  choco_encode(spec_of(CompressionKind::kBf16), x, copy, r.msg);
   CHECK(max_abs_diff(x, copy) <= first / 100);
 }
 

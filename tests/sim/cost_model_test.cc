@@ -7,14 +7,10 @@
 #include <cmath>
 #include <vector>
 
+#include "tests/sim/test_configs.h"
+
 namespace gossip::sim {
 namespace {
-
-std::vector<std::vector<int>> ring_in_neighbours(int n) {
-  std::vector<std::vector<int>> in(n);
-  for (int i = 0; i < n; ++i) in[i] = {(i + n - 1) % n, (i + 1) % n};
-  return in;
-}
 
 TEST_CASE("communication closed forms") {
   const Network net{8e9, 1e-3};  // 1 GB/s, 1 ms

@@ -9,24 +9,14 @@
 #include <sstream>
 
 #include "sim/report.h"
+#include "tests/sim/test_configs.h"
 
 namespace gossip::sim {
 namespace {
 
 ExperimentConfig small_config() {
-  ExperimentConfig c;
-  c.problem.model = sgd::ModelKind::kLeastSquares;
-  c.problem.data = sgd::DataKind::kLeastSquares;
-  c.problem.synthetic_train = 2048;
-  c.problem.synthetic_test = 512;
-  c.problem.synthetic_dim = 10;
+  ExperimentConfig c = least_squares_experiment(8, 2048, 512, 10, 200);
   c.problem.seed = 3;
-  c.nodes = 8;
-  c.topologies = {"ring"};
-  c.run.iterations = 200;
-  c.run.eval_every = 20;
-  c.run.batch_size = 8;
-  c.run.optimizer.schedule.lr = 0.05;
   c.cost.net = {1e9, 1e-3};
   c.cost.compute_s = 0.01;
   c.cost.model_params = 25e6;

@@ -8,15 +8,10 @@
 
 #include "sgd/compress.h"
 #include "sim/experiment.h"
+#include "tests/sim/test_configs.h"
 
 namespace gossip::sim {
 namespace {
-
-std::vector<std::vector<int>> ring_in_neighbours(int n) {
-  std::vector<std::vector<int>> in(n);
-  for (int i = 0; i < n; ++i) in[i] = {(i + n - 1) % n, (i + 1) % n};
-  return in;
-}
 
 TEST_CASE("round_times: a round's closed forms on a ring of 8 without stragglers") {
   CostInputs in;
@@ -62,18 +57,7 @@ TEST_CASE("round_times: a round's closed forms on a ring of 8 without stragglers
 }
 
 TEST_CASE("a round series is priced as the model of --model-params") {
-  ExperimentConfig c;
-  c.problem.model = sgd::ModelKind::kLeastSquares;
-  c.problem.data = sgd::DataKind::kLeastSquares;
-  c.problem.synthetic_train = 1024;
-  c.problem.synthetic_test = 256;
-  c.problem.synthetic_dim = 8;
-  c.nodes = 4;
-  c.topologies = {"ring"};
-  c.run.iterations = 40;
-  c.run.eval_every = 20;
-  c.run.batch_size = 8;
-  c.run.optimizer.schedule.lr = 0.05;
+  ExperimentConfig c = least_squares_experiment(4, 1024, 256, 8, 40);
   c.run.round.local_steps = 10;
   c.run.round.compression.kind = sgd::CompressionKind::kInt8;
   c.cost.net = {1e7, 5e-3};
