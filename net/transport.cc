@@ -56,6 +56,26 @@ Status check_congestion_control(const std::string& name) {
                           first_line_of("/proc/sys/net/ipv4/tcp_allowed_congestion_control"));
 }
 
+Result<CongestionChoice> choose_congestion_control(const std::string& configured) {
+  const std::string host = first_line_of("/proc/sys/net/ipv4/tcp_congestion_control");
+  if (configured == "host" || configured.empty()) return CongestionChoice{"", "the host's default (" + host + ")"};
+  if (configured != "auto") {
+    GOSSIP_RETURN_IF_ERROR(check_congestion_control(configured));
+    return CongestionChoice{configured, configured + " (configured)"};
+  }
+  if (host.rfind("bbr", 0) != 0) {
+    return CongestionChoice{"", "auto: the host's default (" + host + ")"};
+  }
+  for (const char* name : {"cubic", "reno"}) {
+    if (check_congestion_control(name).is_ok()) {
+      return CongestionChoice{name, std::string("auto: ") + name + " in place of the host's " +
+                                        host + " (idle links of a time-varying topology)"};
+    }
+  }
+  return CongestionChoice{"", "auto: the host's default (" + host +
+                                  "); neither cubic nor reno may be set by this process"};
+}
+
 Transport::Impl::Impl(TransportOptions options) : opts_(std::move(options)) {
   model_bytes_ = opts_.self.param_count * sizeof(float);
   degree_ = opts_.degree;

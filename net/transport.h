@@ -52,6 +52,21 @@ Status check_congestion_control(const std::string& name);
 // setsockopt(TCP_CONGESTION) on `fd`.
 Status set_congestion_control(int fd, const std::string& name);
 
+// What the links use for a configured congestion control (the training config's
+// link.congestion_control, docs/daemon.md):
+//   "auto" (the default): where the host's default is BBR, CUBIC or else Reno, whichever this
+//     process may set first; any other host default is kept. BBR sends each message of a
+//     time-varying topology (a link idle between uses) below the link rate (docs/cluster.md).
+//   "host" or "": the host's default (net.ipv4.tcp_congestion_control), whatever it is.
+//   a name: that one, refused as check_congestion_control says.
+// `name` is what TransportOptions::congestion_control takes ("" = the host's default) and
+// `reason` one line for the log.
+struct CongestionChoice {
+  std::string name;
+  std::string reason;
+};
+Result<CongestionChoice> choose_congestion_control(const std::string& configured);
+
 struct PeerAddress {
   int node_id = -1;
   std::string host;  // IPv4/IPv6 literal or host name

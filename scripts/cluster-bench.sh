@@ -272,7 +272,7 @@ bps_of() {
   esac
 }
 
-echo "id,model,params,bandwidth,delay_ms,topology,algorithm,warmup,measured,measured_s_per_it,predicted_s_per_it,rel_error,compute_s,exchange_s,wait_s,mix_s,sim_compute_s,bytes_sent_per_it,tcp_retrans,tcp_timeouts,tbf_drops,load1" >"$csv"
+echo "id,model,params,bandwidth,delay_ms,topology,algorithm,warmup,measured,measured_s_per_it,predicted_s_per_it,rel_error,compute_s,exchange_s,wait_s,mix_s,sim_compute_s,bytes_sent_per_it,tcp_retrans,tcp_timeouts,tbf_drops,load1,congestion_control" >"$csv"
 
 # TCP retransmitted segments, TCP retransmission timeouts and tbf drops summed over the hosts.
 counters() {
@@ -389,9 +389,19 @@ run_point() {  # MODEL BW DELAY TOPO [ITERS_OVERRIDE "W M"] [EVAL_EVERY]
   read -r pred params < <(predict "$model" "$bw" "$delay" "$dir" "$algo" "${overhead_of[$algo]}")
   local err
   err=$("$py" -c "print('%+.3f' % (($pred - $meas_s) / $meas_s))")
-  printf '%-34s measured %8.4f s/it  predicted %8.4f s/it  error %s  (compute %.4f exchange %.4f wait %.4f mix %.4f; retrans %d rto %d tbf drops %d; load %s)\n' \
-    "$id" "$meas_s" "$pred" "$err" "$compute" "$exchange" "$wait_s" "$mix" "$retrans" "$rto" "$drops" "$load1"
-  [[ $eval_every != 0 ]] || echo "$id,$model,$params,$bw,$delay,$topo,$algo,$warm,$meas,$meas_s,$pred,$err,$compute,$exchange,$wait_s,$mix,$c,$sent,$retrans,$rto,$drops,$load1" >>"$csv"
+  # The congestion control the point's TCP used: Gloo's sockets keep the host's default; gossipd's
+  # links log theirs (link.congestion_control, "auto" unless --set).
+  local cc
+  cc=$("$netns" exec 0 sysctl -n net.ipv4.tcp_congestion_control)
+  if [[ $algo == DPSGD ]]; then
+    local line
+    line=$(grep -m1 -o 'links: TCP congestion control .*' "$dir/log-0.txt" || true)
+    [[ $line =~ ^'links: TCP congestion control '(auto:\ )?([a-z0-9_]+)' in place of' ]] && cc=${BASH_REMATCH[2]}
+    [[ $line =~ ^'links: TCP congestion control '([a-z0-9_]+)' (configured)' ]] && cc=${BASH_REMATCH[1]}
+  fi
+  printf '%-34s measured %8.4f s/it  predicted %8.4f s/it  error %s  (compute %.4f exchange %.4f wait %.4f mix %.4f; retrans %d rto %d tbf drops %d; load %s; %s)\n' \
+    "$id" "$meas_s" "$pred" "$err" "$compute" "$exchange" "$wait_s" "$mix" "$retrans" "$rto" "$drops" "$load1" "$cc"
+  [[ $eval_every != 0 ]] || echo "$id,$model,$params,$bw,$delay,$topo,$algo,$warm,$meas,$meas_s,$pred,$err,$compute,$exchange,$wait_s,$mix,$c,$sent,$retrans,$rto,$drops,$load1,$cc" >>"$csv"
 }
 
 # run_cluster with a config and settings of its own (the rounds runs): MODEL is the config's name in
@@ -559,6 +569,8 @@ for r in rows:
         v = float(r[k])
         if not (math.isfinite(v) and v > 0):
             bad.append(f"{r['id']}: {k} = {r[k]}")
+    if not r["congestion_control"]:
+        bad.append(f"{r['id']}: no congestion control recorded")
     if int(r["bytes_sent_per_it"]) != want:
         bad.append(f"{r['id']}: {r['bytes_sent_per_it']} bytes sent per iteration, expected {want}")
 # The delay line adds what it was asked to: one way, d ms more than the direct path (+10% for the

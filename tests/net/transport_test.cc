@@ -578,6 +578,35 @@ TEST_CASE(
   CHECK(check_congestion_control(cc).is_ok());
 }
 
+TEST_CASE("link.congestion_control auto replaces a BBR host default by CUBIC or Reno, else keeps it") {
+  std::string host_default;
+  std::getline(std::ifstream("/proc/sys/net/ipv4/tcp_congestion_control"), host_default);
+  CAPTURE(host_default);
+  const auto automatic = choose_congestion_control("auto");
+  REQUIRE(automatic.is_ok());
+  if (host_default.rfind("bbr", 0) == 0) {
+    // The first of cubic, reno that this process may set; reno is always allowed.
+    const std::string expected = check_congestion_control("cubic").is_ok() ? "cubic" : "reno";
+    CHECK(automatic->name == expected);
+    CHECK(automatic->reason.find(expected + " in place of the host's " + host_default) !=
+          std::string::npos);
+  } else {
+    CHECK(automatic->name.empty());  // the host's default, kept
+    CHECK(automatic->reason.find("(" + host_default + ")") != std::string::npos);
+  }
+  for (const char* host : {"host", ""}) {
+    const auto kept = choose_congestion_control(host);
+    REQUIRE(kept.is_ok());
+    CHECK(kept->name.empty());
+  }
+  const auto named = choose_congestion_control("reno");
+  REQUIRE(named.is_ok());
+  CHECK(named->name == "reno");
+  const auto refused = choose_congestion_control("no_such_cc");
+  REQUIRE_FALSE(refused.is_ok());
+  CHECK(refused.status().message().find("'no_such_cc'") != std::string::npos);
+}
+
 TEST_CASE("TLS links carry Params without a CRC32C, plaintext links keep it") {
   for (const bool insecure : {false, true}) {
     CAPTURE(insecure);
