@@ -2,7 +2,8 @@
 """A small CNN on Fashion-MNIST trained two ways on one machine, printed side by side:
 
   D-PSGD  8 PyTorch trainers, each attached to its own gossipd (`gossipd launch --attach-dir`),
-          gossiping through a topology file (default: the one-peer exponential graph);
+          gossiping through a topology file (default: the one-peer exponential graph), or with
+          --topology allreduce averaging through gossipd's Gloo ring (DiLoCo with --local-steps);
   DDP     8 PyTorch processes with DistributedDataParallel on the gloo backend.
 
 Same model, initialisation, data shards, batch order, optimizer and epochs on both sides; the
@@ -20,10 +21,15 @@ step's gradients moves per node.
 Data: Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist). The trainer side is
 the pure-Python gossip_sgd package (python/), imported from the source tree.
 """
+import os
+
+# One BLAS thread per process on both sides (8 trainers or 8 DDP ranks share the machine):
+# OpenBLAS's own threads, unbounded by torch.set_num_threads, spin against each other otherwise.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import argparse
 import gzip
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -153,7 +159,7 @@ def gossip_trainer(args):
 
 def write_topology(path, args):
     kinds = {"ring": "RING", "exponential": "EXPONENTIAL",
-             "one_peer_exponential": "ONE_PEER_EXPONENTIAL"}
+             "one_peer_exponential": "ONE_PEER_EXPONENTIAL", "allreduce": "RING"}
     with open(path, "w") as f:
         f.write(f'name: "fmnist-cnn"\ngenerator {{ kind: {kinds[args.topology]} '
                 f'nodes: {args.nodes} host: "127.0.0.1" base_port: {args.port} }}\n')
@@ -172,6 +178,8 @@ def run_gossip(args, x_test, y_test):
         f.write(f"seed: {args.seed}\niterations: {per_epoch * args.epochs // args.local_steps}\n"
                 f"checkpoint {{ every: 0 dir: \"{work}/checkpoints\" }}\nmetrics_every: 100\n"
                 "timeouts { connect_ms: 300000 deadline_ms: 120000 heartbeat_ms: 500 }\n")
+        if args.topology == "allreduce":
+            f.write("algorithm: ALLREDUCE\n")
         if args.local_steps > 1 or args.compression != "none" or args.outer != "none":
             f.write(f"local_steps: {args.local_steps}\n"
                     f"compression {{ kind: {args.compression.upper()} }}\n"
@@ -247,7 +255,9 @@ def main():
     ap.add_argument("--wd", type=float, default=1e-4)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--topology", default="one_peer_exponential",
-                    choices=["ring", "exponential", "one_peer_exponential"])
+                    choices=["ring", "exponential", "one_peer_exponential", "allreduce"],
+                    help="the gossip graph, or allreduce: gossipd's Gloo ring allreduce "
+                         "(algorithm ALLREDUCE; with --local-steps, DiLoCo)")
     ap.add_argument("--port", type=int, default=29400, help="first loopback port")
     ap.add_argument("--gossipd", default=os.path.join(ROOT, "build/daemon/gossipd"))
     ap.add_argument("--local-steps", type=int, default=1,
@@ -273,7 +283,8 @@ def main():
     if args.only != "ddp":
         acc, lo, hi, s = run_gossip(args, x_test, y_test)
         rounds = "" if args.local_steps == 1 else f", H={args.local_steps} {args.compression}"
-        rows.append((f"D-PSGD ({args.topology}{rounds}, gossipd --attach)", acc,
+        kind = "DiLoCo" if args.topology == "allreduce" and args.local_steps > 1 else "D-PSGD"
+        rows.append((f"{kind} ({args.topology}{rounds}, gossipd --attach)", acc,
                      f"nodes {lo:.4f}..{hi:.4f}", s, args.sent_per_node))
     if args.only != "gossip":
         acc, s = run_ddp(args, x_test, y_test)
