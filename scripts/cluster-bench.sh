@@ -9,8 +9,9 @@
 #   scripts/cluster-bench.sh [--quick] [--rounds] [--build DIR] [--out DIR] [--no-curves] [--only REGEX]
 #                            [--delays "0 5"]          (added one-way delays in ms, every host's egress)
 #                            [--sysctl KEY=VALUE]...   (set in every host, e.g. net.ipv4.tcp_congestion_control=reno)
-#                            (the README's and docs/cluster.md's figures use that one: with the
-#                            kernel's BBR the one-peer graph loses 21-25% on shaped links)
+#                            (the grid in docs/cluster.md uses that one, for Gloo and gossipd alike;
+#                            without it each side keeps its default: gossipd's link.congestion_control
+#                            "auto" replaces a BBR host default by CUBIC, Gloo keeps the host's)
 #                            [--set FIELD=VALUE]...    (gossipd training config override, e.g. fault.policy=FAIL_STOP)
 #
 # Grid: per-host bandwidth {10mbit, 100mbit, 1gbit, unshaped} x added delay {0, 5 ms} x model {mlp: the demo's MLP
