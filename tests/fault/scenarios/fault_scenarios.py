@@ -74,6 +74,9 @@ def main():
                     help="Fashion-MNIST subset and undisturbed-run results")
     ap.add_argument("--rejoin-limit-ms", type=int, default=8000,
                     help="rejoin: restart -> back in the neighbours' rows, at most (default 8000)")
+    ap.add_argument("--config-extra", default="",
+                    help="training-config text appended to every run's config, e.g. local steps and "
+                         "compression: 'local_steps: 5 compression { kind: INT8 }'")
     ap.add_argument("--summary-json", help="append the run's summary as one JSON line to this file")
     args = ap.parse_args()
     args.build = os.path.abspath(args.build)

@@ -29,7 +29,7 @@ def require_carry_on(args):
 def sgd_config(args, iterations=600, deadline_ms=2000):
     data = fmnist_subset(args.cache_dir, 12000, 10000)
     return config_text("fmnist", data, iterations, args.train_seed, policy_block(args, "CARRY_ON"),
-                       deadline_ms, 200)
+                       deadline_ms, 200) + getattr(args, "config_extra", "") + "\n"
 
 
 def kill_plan(rng, iterations, count):
