@@ -78,8 +78,10 @@ constexpr EnumName<Scheme> kSchemeNames[] = {{Scheme::kParameterServer, "paramet
 std::string_view scheme_name(Scheme scheme) { return enum_name(kSchemeNames, scheme); }
 
 namespace {
-constexpr EnumName<AllreduceModel> kAllreduceModelNames[] = {{AllreduceModel::kTable1, "table1"},
-                                                             {AllreduceModel::kGloo, "gloo"}};
+constexpr EnumName<AllreduceModel> kAllreduceModelNames[] = {
+    {AllreduceModel::kTable1, "table1"},
+    {AllreduceModel::kGloo, "gloo"},
+    {AllreduceModel::kGlooHops, "gloo-hops"}};
 // gloo/allreduce.h: AllreduceOptions::kMaxSegmentSize; the ring keeps two segments in flight.
 constexpr double kGlooMaxSegmentBytes = 1024.0 * 1024.0;
 constexpr double kGlooSegmentsInFlight = 2.0;
@@ -113,10 +115,23 @@ double gloo_ring_allreduce_comm_s(int num_nodes, double message_bytes, const Net
   return 2.0 * (num_nodes - 1) * g.per_rank * hop;
 }
 
+double gloo_hops_allreduce_comm_s(int num_nodes, double message_bytes, const Network& net) {
+  if (num_nodes <= 1) return 0.0;
+  const double chunk = std::ceil(message_bytes / num_nodes);
+  return 2.0 * (num_nodes - 1) * (2.0 * net.latency_s + chunk / net.bytes_per_second());
+}
+
 double allreduce_comm_s(AllreduceModel model, int num_nodes, double message_bytes,
                         const Network& net) {
-  return model == AllreduceModel::kGloo ? gloo_ring_allreduce_comm_s(num_nodes, message_bytes, net)
-                                        : ring_allreduce_comm_s(num_nodes, message_bytes, net);
+  switch (model) {
+    case AllreduceModel::kGloo:
+      return gloo_ring_allreduce_comm_s(num_nodes, message_bytes, net);
+    case AllreduceModel::kGlooHops:
+      return gloo_hops_allreduce_comm_s(num_nodes, message_bytes, net);
+    case AllreduceModel::kTable1:
+      break;
+  }
+  return ring_allreduce_comm_s(num_nodes, message_bytes, net);
 }
 
 SimClock::SimClock(Scheme scheme, int num_nodes, CostInputs inputs)

@@ -26,6 +26,11 @@
 // latency-bound it is 2(n−1)·m·α = 4(n−1)α for m = 2, twice Table 1's. Its k = 2(n−1)·m messages
 // per node (4(n−1) for m = 2) pay o.
 //
+// `allreduce: kGlooHops` prices the ring of rounds (DiLoCo: algorithms/gloo_ring.h), which sends
+// one chunk of ⌈M/n⌉ bytes per step over Gloo's unbound buffers: a step's send waits for the
+// receiver's ready message, posted when the receiver starts the step, and the next step needs
+// this step's chunk, so nothing overlaps. Each of its 2(n−1) steps takes 2α + ⌈M/n⌉/B.
+//
 // M is the message (model) size in bytes, B the link bandwidth in bytes/s (flags take bits/s), α
 // the one-way latency in seconds, Δ the largest in- or out-degree of the iteration's graph (a node
 // sends to all its out-neighbours and receives from all its in-neighbours over one full-duplex
@@ -91,9 +96,10 @@ enum class Scheme { kParameterServer, kRingAllreduce, kGossip };
 std::string_view scheme_name(Scheme scheme);
 
 // How a ring allreduce is priced (see the top of this file).
-enum class AllreduceModel { kTable1, kGloo };
+enum class AllreduceModel { kTable1, kGloo, kGlooHops };
 std::string_view allreduce_model_name(AllreduceModel model);
-Result<AllreduceModel> parse_allreduce_model(std::string_view name);  // "table1" | "gloo"
+// "table1" | "gloo" | "gloo-hops"
+Result<AllreduceModel> parse_allreduce_model(std::string_view name);
 
 // Gloo's ring allreduce: segments per rank m and bytes per segment S for n nodes and M bytes.
 struct GlooSegments {
@@ -103,7 +109,10 @@ struct GlooSegments {
 GlooSegments gloo_segments(int num_nodes, double message_bytes);
 // Seconds of one Gloo ring allreduce of M bytes over n nodes (no compute, no per-message cost).
 double gloo_ring_allreduce_comm_s(int num_nodes, double message_bytes, const Network& net);
-// Seconds of one ring allreduce as `model` prices it (Table 1's ring_allreduce_comm_s or Gloo's).
+// Seconds of the ring of rounds: 2(n−1)·(2α + ⌈M/n⌉/B) (no compute, no per-message cost).
+double gloo_hops_allreduce_comm_s(int num_nodes, double message_bytes, const Network& net);
+// Seconds of one ring allreduce as `model` prices it (Table 1's ring_allreduce_comm_s, Gloo's, or
+// the ring of rounds).
 double allreduce_comm_s(AllreduceModel model, int num_nodes, double message_bytes,
                         const Network& net);
 

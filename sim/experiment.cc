@@ -103,12 +103,12 @@ std::vector<double> round_times(Scheme scheme, int nodes, const CostInputs& inpu
     per_round.gossip_overlaps_compute = round.overlap;
     return cumulative_times(scheme, nodes, per_round, in_neighbours, max_degree, rounds);
   }
-  per_round.allreduce = AllreduceModel::kTable1;  // one message per ring step
+  per_round.allreduce = AllreduceModel::kGlooHops;  // one chunk per ring step, each a rendezvous
   if (!round.overlap) {
     return cumulative_times(Scheme::kRingAllreduce, nodes, per_round, {}, {}, rounds);
   }
   const double ring =
-      allreduce_comm_s(AllreduceModel::kTable1, nodes, inputs.message_bytes, inputs.net);
+      allreduce_comm_s(AllreduceModel::kGlooHops, nodes, inputs.message_bytes, inputs.net);
   std::vector<double> times(static_cast<std::size_t>(rounds) + 1, 0.0);
   for (std::int64_t r = 1; r <= rounds; ++r) {
     times[r] = times[r - 1] + std::max(per_round.compute_s / inputs.cpu_share, ring);
@@ -277,7 +277,7 @@ Series price_rounds(const Run& r, const ExperimentConfig& config, const CostInpu
   for (const EvalPoint& p : s.points) s.time_s.push_back(times[(p.iteration + h - 1) / h]);
   s.comm_s = gossip ? gossip_comm_s(*std::max_element(r.max_degree.begin(), r.max_degree.end()),
                                     s.message_bytes, in.net)
-                    : allreduce_comm_s(AllreduceModel::kTable1, r.nodes, s.message_bytes, in.net);
+                    : allreduce_comm_s(AllreduceModel::kGlooHops, r.nodes, s.message_bytes, in.net);
   s.bytes_per_node =
       r.bytes_per_round * (s.message_bytes / simulated_bytes) * static_cast<double>(rounds);
   find_target(config, s);

@@ -171,7 +171,9 @@ void add_cost_flags(CLI::App& app, Options& o) {
   app.add_option("--allreduce-model", o.allreduce_model,
                  "How C-PSGD's ring allreduce is priced: table1 (2(n-1) latencies + "
                  "2(n-1)/n M/B) or gloo (Gloo's ring: 1 MiB segments, two in flight, each send "
-                 "waiting for the receiver's ready message; what gossipd's ALLREDUCE runs)")
+                 "waiting for the receiver's ready message; what gossipd's ALLREDUCE runs) or "
+                 "gloo-hops (one chunk of M/n per step, each a rendezvous: 2(n-1)(2 latencies + "
+                 "M/nB); how rounds of local steps are always priced)")
       ->capture_default_str();
   app.add_option("--model-params", o.model_params,
                  "Price messages as a model of this many parameters (e.g. 25M) instead of the "

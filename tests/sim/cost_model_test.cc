@@ -73,9 +73,16 @@ TEST_CASE("Gloo's ring allreduce: segments, and the rendezvous between bandwidth
   busy.advance(0, {}, 0);
   CHECK(busy.now_s() == doctest::Approx(0.01 + 4.2));
 
+  // The ring of rounds (algorithms/gloo_ring.h): 2(n − 1) rendezvous steps of one ⌈M/n⌉ chunk.
+  CHECK(gloo_hops_allreduce_comm_s(8, 940584, mid) ==
+        doctest::Approx(14 * (2 * 5e-3 + 117573 / mid.bytes_per_second())));
+  CHECK(gloo_hops_allreduce_comm_s(1, 940584, mid) == 0.0);
+  CHECK(allreduce_comm_s(AllreduceModel::kGlooHops, 8, 940584, mid) ==
+        gloo_hops_allreduce_comm_s(8, 940584, mid));
+  CHECK(parse_allreduce_model("gloo-hops").value() == AllreduceModel::kGlooHops);
   CHECK(parse_allreduce_model("gloo").value() == AllreduceModel::kGloo);
   CHECK(parse_allreduce_model("table1").value() == AllreduceModel::kTable1);
-  CHECK(parse_allreduce_model("nccl").status().message().find("table1 or gloo") !=
+  CHECK(parse_allreduce_model("nccl").status().message().find("table1, gloo or gloo-hops") !=
         std::string::npos);
 }
 
