@@ -254,10 +254,12 @@ Result<net::TransportOptions> transport_options(const RunOptions& o, const Input
   if (config.link().has_notsent_lowat_bytes()) {
     t.notsent_lowat_bytes = config.link().notsent_lowat_bytes();
   }
-  const std::string& cc = config.link().has_congestion_control() ? config.link().congestion_control()
-                                                                  : std::string("auto");
+  const std::string& cc = config.link().has_congestion_control()
+                              ? config.link().congestion_control()
+                              : std::string("auto");
   Result<net::CongestionChoice> choice = net::choose_congestion_control(cc);
-  if (!choice.is_ok()) return choice.status().with_context("training config: link.congestion_control");
+  if (!choice.is_ok())
+    return choice.status().with_context("training config: link.congestion_control");
   t.congestion_control = choice->name;
   GOSSIP_LOG(kInfo) << "links: TCP congestion control " << choice->reason;
   return t;

@@ -58,7 +58,8 @@ Status check_congestion_control(const std::string& name) {
 
 Result<CongestionChoice> choose_congestion_control(const std::string& configured) {
   const std::string host = first_line_of("/proc/sys/net/ipv4/tcp_congestion_control");
-  if (configured == "host" || configured.empty()) return CongestionChoice{"", "the host's default (" + host + ")"};
+  if (configured == "host" || configured.empty())
+    return CongestionChoice{"", "the host's default (" + host + ")"};
   if (configured != "auto") {
     GOSSIP_RETURN_IF_ERROR(check_congestion_control(configured));
     return CongestionChoice{configured, configured + " (configured)"};

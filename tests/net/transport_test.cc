@@ -578,7 +578,8 @@ TEST_CASE(
   CHECK(check_congestion_control(cc).is_ok());
 }
 
-TEST_CASE("link.congestion_control auto replaces a BBR host default by CUBIC or Reno, else keeps it") {
+TEST_CASE(
+    "link.congestion_control auto replaces a BBR host default by CUBIC or Reno, else keeps it") {
   std::string host_default;
   std::getline(std::ifstream("/proc/sys/net/ipv4/tcp_congestion_control"), host_default);
   CAPTURE(host_default);

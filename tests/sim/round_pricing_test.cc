@@ -53,7 +53,8 @@ TEST_CASE("round_times: a round's closed forms on a ring of 8 without stragglers
     const auto g = round_times(Scheme::kGossip, 8, in, per_step, graph, degree, kRounds);
     CHECK(g[kRounds] == doctest::Approx(kRounds * std::max(compute, wire)));
     const auto a = round_times(Scheme::kRingAllreduce, 8, in, per_step, {}, {}, kRounds);
-    CHECK(a[kRounds] == doctest::Approx(kRounds * (compute + ring_allreduce_comm_s(8, 1e6, in.net))));
+    CHECK(a[kRounds] ==
+          doctest::Approx(kRounds * (compute + ring_allreduce_comm_s(8, 1e6, in.net))));
   }
 }
 
