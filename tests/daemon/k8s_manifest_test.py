@@ -8,7 +8,7 @@ Checks, with the manifest parsed by PyYAML:
   - the ConfigMap's training config has a topology block whose base_port is the gossip port of
     the container and the Service, and the probes GET /healthz on the --metrics-listen port;
   - the container's arguments run: for each pod gossip-<j> (a UTS namespace of its own gives the
-    process that host name; root only), `gossipd <args>` with the manifest's environment, the
+    process that host name, a network namespace its own ports; root only), `gossipd <args>` with the manifest's environment, the
     ConfigMap and a Secret made by scripts/gen-certs.sh mounted at temporary paths, says it is
     node j of the set, names the peers' DNS names and generates the topology before it looks for
     them (then it is stopped). A flag gossipd does not accept would end it with exit 2 first.
@@ -127,20 +127,38 @@ def run_pod(sts, container, config, ordinal, root):
     accepted = subprocess.run([GOSSIPD, "run", "--help"], capture_output=True, text=True).stdout
     args = without_pending(mounted_args(container, root), accepted)
     pod = f"{name}-{ordinal}"
-    cmd = ["unshare", "--uts", "sh", "-c", f'hostname "$0" && exec "$@"', pod, GOSSIPD] + args
+    # A network namespace of its own too, as a pod has: the manifest's fixed ports (gossip and
+    # metrics) cannot then meet another test's on this machine.
+    cmd = ["unshare", "--uts", "--net", "sh", "-c", f'hostname "$0" && exec "$@"', pod,
+           GOSSIPD] + args
     proc = subprocess.Popen(cmd, env=env, cwd=root, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stderr=subprocess.STDOUT, start_new_session=True)
     want = f"StatefulSet pod {pod} of {replicas}, peers <{name}-j>.{env['GOSSIP_SERVICE']}"
     output = ""
     deadline = time.time() + 30
-    os.set_blocking(proc.stdout.fileno(), False)
+    fd = proc.stdout.fileno()
+    os.set_blocking(fd, False)
+
+    def drain():
+        # What the pipe holds now (a non-blocking text read raises when it holds nothing).
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks).decode(errors="replace")
+
     while time.time() < deadline and "fingerprint" not in output and proc.poll() is None:
         time.sleep(0.1)
-        output += proc.stdout.read() or ""
+        output += drain()
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGTERM)
     proc.wait(timeout=30)
-    output += proc.stdout.read() or ""
+    output += drain()
     check(want in output and ".ml-test.svc.cluster.local" in output and "fingerprint" in output,
           f"pod {pod} starts as node {ordinal} and generates the topology:\n{output}")
     check(f"node {ordinal}" in output, f"pod {pod} logs as node {ordinal}")
