@@ -46,6 +46,7 @@ class DpsgdFactory final : public daemon::AlgorithmFactory {
     return Neighbourhood::senders(topology_, node_);
   }
   std::size_t state_size() const override {
+    if (push_sum_) return PushSum::kStateFloats;
     if (round_.per_iteration()) return 0;
     return LocalGossip::state_floats(round_, topology_, node_, options_.num_params);
   }

@@ -41,7 +41,9 @@ class PushSum final : public daemon::Algorithm {
   static std::uint64_t message_floats(std::uint64_t num_params) { return num_params + 1; }
 
   std::string_view name() const override { return "push_sum"; }
-  std::size_t state_size() const override { return 1; }
+  // The checkpoint's algorithm state: w_i.
+  static constexpr std::size_t kStateFloats = 1;
+  std::size_t state_size() const override { return kStateFloats; }
   std::vector<float> state() const override { return {weight_}; }
   // InvalidArgument unless the one float is a finite weight > 0.
   Status load_state(std::span<const float> state) override;
