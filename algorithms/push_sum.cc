@@ -25,7 +25,8 @@ PushSum::PushSum(int node, const config::TrainConfig& config, const topology::To
 
 Status PushSum::load_state(std::span<const float> state) {
   if (state.size() != 1 || !std::isfinite(state[0]) || state[0] <= 0.0f) {
-    return invalid_argument("the checkpoint's push-sum weight is missing or not a finite value > 0");
+    return invalid_argument(
+        "the checkpoint's push-sum weight is missing or not a finite value > 0");
   }
   weight_ = state[0];
   return Status::ok();

@@ -64,7 +64,7 @@ class PushSum final : public daemon::Algorithm {
   const topology::Topology& topology_;
   Neighbourhood neighbours_;
   daemon::RunServices* services_ = nullptr;
-  float weight_ = 1.0f;  // w_i^t
+  float weight_ = 1.0f;         // w_i^t
   std::vector<float> message_;  // (z_i^t, w_i^t) as sent
   std::vector<daemon::Inbox> from_;
   std::uint64_t sent_before_ = 0, received_before_ = 0;

@@ -183,9 +183,9 @@ Result<std::vector<Run>> run_on(const ExperimentConfig& config,
   for (const sgd::RoundConfig& round : rounds) {
     if (config.include_cpsgd) GOSSIP_RETURN_IF_ERROR(one(Algorithm::kCpsgd, nullptr, round));
     for (std::size_t k = 0; k < topologies.size(); ++k) {
-      GOSSIP_RETURN_IF_ERROR(one(config.push_sum ? Algorithm::kPushSum : Algorithm::kDpsgd,
-                                 &topologies[k], round)
-                                 .with_context("topology " + config.topologies[k]));
+      GOSSIP_RETURN_IF_ERROR(
+          one(config.push_sum ? Algorithm::kPushSum : Algorithm::kDpsgd, &topologies[k], round)
+              .with_context("topology " + config.topologies[k]));
     }
   }
   return runs;

@@ -589,9 +589,10 @@ struct CommandLine {
     run = app.add_subcommand(
         "run", "One algorithm on one topology: the convergence, priced with the cost model");
     add_common(*run, o);
-    run->add_option("--algorithm", algorithm,
-                    "dpsgd, push_sum (Stochastic Gradient Push), cpsgd (priced as parameter server and as "
-                    "ring allreduce), cpsgd-ps or cpsgd-allreduce")
+    run->add_option(
+           "--algorithm", algorithm,
+           "dpsgd, push_sum (Stochastic Gradient Push), cpsgd (priced as parameter server and as "
+           "ring allreduce), cpsgd-ps or cpsgd-allreduce")
         ->capture_default_str();
     run->add_option("--topology", o.topology,
                     "Generator (ring, torus, exponential, "

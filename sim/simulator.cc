@@ -27,9 +27,8 @@
 namespace gossip::sim {
 
 namespace {
-constexpr EnumName<Algorithm> kAlgorithmNames[] = {{Algorithm::kCpsgd, "cpsgd"},
-                                                   {Algorithm::kDpsgd, "dpsgd"},
-                                                   {Algorithm::kPushSum, "push_sum"}};
+constexpr EnumName<Algorithm> kAlgorithmNames[] = {
+    {Algorithm::kCpsgd, "cpsgd"}, {Algorithm::kDpsgd, "dpsgd"}, {Algorithm::kPushSum, "push_sum"}};
 constexpr EnumName<MixOrder> kMixOrderNames[] = {
     {MixOrder::kCombineThenAdapt, "cta"},
     {MixOrder::kAdaptThenCombine, "atc"},

@@ -13,9 +13,10 @@
 //           W may vary with t (one-peer exponential graph).
 //   push-sum (Stochastic Gradient Push, Assran et al. 2019; topology/push_sum.h) every node i keeps
 //           its de-biased z_i (the column of X) and its weight w_i (w^0 = 1): g_i and u_i at z_i^t,
-//           then w_i^{t+1} = Σ_j p_ij w_j^t and z_i^{t+1} = Σ_j c_ij z_j^t − (γ_t / w_i^{t+1}) u_i^t
-//           with P(t) column-stochastic and c_ij = p_ij w_j^t / w_i^{t+1} — gossipd's PUSH_SUM
-//           (algorithms/push_sum.h), the same arithmetic (topology::push_sum_mix) and rounding.
+//           then w_i^{t+1} = Σ_j p_ij w_j^t and z_i^{t+1} = Σ_j c_ij z_j^t − (γ_t / w_i^{t+1})
+//           u_i^t with P(t) column-stochastic and c_ij = p_ij w_j^t / w_i^{t+1} — gossipd's
+//           PUSH_SUM (algorithms/push_sum.h), the same arithmetic (topology::push_sum_mix) and
+//           rounding.
 //   D-PSGD, adapt-then-combine (Sayed 2014, "diffusion"): x_i^{t+1} = Σ_j W_ij (x_j^t − γ_t u_j^t).
 //           Not overlappable, offered for comparison; with W = J and identical starts it is exactly
 //           C-PSGD (the test holds them together), whereas combine-then-adapt with W = J evaluates

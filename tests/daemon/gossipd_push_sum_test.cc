@@ -62,9 +62,9 @@ void exact(const std::string& kind, int n, bool regular) {
   REQUIRE(dpsgd.code == 0);
   for (int i = 0; i < n; ++i) {
     const std::string name = "/node_" + std::to_string(i) + ".f32";
-    CHECK_MESSAGE((read_f32(dir.path + "/dsim" + name) == read_f32(work + "/final" + name)) ==
-                      regular,
-                  "node " << i);
+    CHECK_MESSAGE(
+        (read_f32(dir.path + "/dsim" + name) == read_f32(work + "/final" + name)) == regular,
+        "node " << i);
   }
 }
 
@@ -80,7 +80,8 @@ TEST_CASE("exactness: PUSH_SUM on the one-peer exponential graph of 4 (time-vary
   exact("ONE_PEER_EXPONENTIAL", 4, /*regular=*/true);
 }
 
-TEST_CASE("resume: PUSH_SUM on the star resumed from a checkpoint ends bit for bit where it would") {
+TEST_CASE(
+    "resume: PUSH_SUM on the star resumed from a checkpoint ends bit for bit where it would") {
   // The star's weights are far from 1 by iteration 18; a checkpoint without w (or a resume that
   // restarted it at 1) would end elsewhere.
   TempDir dir;

@@ -89,7 +89,8 @@ double slem(const SparseMatrix& p) {
   const Eigen::MatrixXd dense(p);
   Eigen::EigenSolver<Eigen::MatrixXd> es(dense);
   std::vector<double> mod;
-  for (Eigen::Index k = 0; k < es.eigenvalues().size(); ++k) mod.push_back(std::abs(es.eigenvalues()(k)));
+  for (Eigen::Index k = 0; k < es.eigenvalues().size(); ++k)
+    mod.push_back(std::abs(es.eigenvalues()(k)));
   std::sort(mod.rbegin(), mod.rend());
   CHECK(mod[0] == doctest::Approx(1.0).epsilon(1e-12));  // column-stochastic: 1 is an eigenvalue
   return mod[1];
@@ -123,7 +124,8 @@ Topology directed_ring(int n) {
   return directed(n, arcs);
 }
 
-TEST_CASE("P(t) is column-stochastic on undirected, directed, non-regular and time-varying graphs") {
+TEST_CASE(
+    "P(t) is column-stochastic on undirected, directed, non-regular and time-varying graphs") {
   for (const Topology& topo :
        {generated(GeneratorKind::kRing, 7), generated(GeneratorKind::kStar, 6),
         generated(GeneratorKind::kExponential, 8), generated(GeneratorKind::kOnePeerExponential, 8),
@@ -214,7 +216,8 @@ TEST_CASE("non-regular digraph: the weights move, z reaches the average, x does 
   const auto [lo, hi] = std::minmax_element(s.w.begin(), s.w.end());
   CHECK(*hi - *lo > 0.2);  // the weights carry the bias
   for (int i = 0; i < n; ++i) {
-    for (int k = 0; k < 3; ++k) CHECK(s.z[i][k] == doctest::Approx(mean[k]).epsilon(1e-5).scale(1.0));
+    for (int k = 0; k < 3; ++k)
+      CHECK(s.z[i][k] == doctest::Approx(mean[k]).epsilon(1e-5).scale(1.0));
   }
   // Without de-biasing the numerators sit at n π_i z̄, away from the average.
   double x_off = 0;
@@ -231,10 +234,11 @@ TEST_CASE("EXPLICIT weights that are not column-stochastic are refused naming `w
   // ... column 0 sums to 1.5.
   Graph g = Graph::directed(3, {{0, 1}, {0, 2}, {1, 2}, {2, 0}}).value();
   SparseMatrix w(3, 3);
-  std::vector<Eigen::Triplet<double>> e = {{0, 0, 0.5}, {0, 2, 0.5}, {1, 1, 0.5}, {1, 0, 0.5},
+  std::vector<Eigen::Triplet<double>> e = {{0, 0, 0.5}, {0, 2, 0.5},  {1, 1, 0.5}, {1, 0, 0.5},
                                            {2, 2, 0.5}, {2, 0, 0.25}, {2, 1, 0.25}};
   w.setFromTriplets(e.begin(), e.end());
-  const Topology bad = must(Topology::from_parts("bad", std::move(g), {}, w, WeightScheme::kExplicit));
+  const Topology bad =
+      must(Topology::from_parts("bad", std::move(g), {}, w, WeightScheme::kExplicit));
   const Status s = check_push_sum(bad);
   REQUIRE(!s.is_ok());
   CHECK(s.message().find("weights") != std::string::npos);
