@@ -676,6 +676,11 @@ Status select_algorithm(const std::string& algorithm, ExperimentConfig& c) {
     c.include_cpsgd = false;
     c.push_sum = algorithm == "push_sum";
     if (c.topologies.size() != 1) return invalid_argument("run takes one --topology");
+    if (c.push_sum && !c.run.round.per_iteration()) {
+      return invalid_argument(
+          "--algorithm push_sum communicates every iteration, uncompressed: leave out "
+          "--local-steps, --outer and --compression");
+    }
   } else if (algorithm == "cpsgd" || algorithm == "cpsgd-ps" || algorithm == "cpsgd-allreduce") {
     c.include_dpsgd = false;
   } else {
