@@ -7,11 +7,13 @@
 
 #include "algorithms/dpsgd.h"
 #include "algorithms/local_gossip.h"
+#include "algorithms/push_sum.h"
 #include "common/log.h"
 #include "config/sgd_config.h"
 #include "daemon/algorithm.h"
 #include "daemon/exchange.h"
 #include "daemon/node.h"
+#include "topology/push_sum.h"
 #if GOSSIP_HAVE_GLOO
 #include "algorithms/allreduce.h"
 #include "algorithms/diloco.h"
@@ -20,7 +22,7 @@
 namespace gossip::algorithms {
 namespace {
 
-// D-PSGD, per iteration (Dpsgd) or in rounds (LocalGossip).
+// D-PSGD, per iteration (Dpsgd) or in rounds (LocalGossip); PUSH_SUM (PushSum) on the same links.
 class DpsgdFactory final : public daemon::AlgorithmFactory {
  public:
   DpsgdFactory(const config::TrainConfig& config, const topology::Topology& topology,
@@ -29,7 +31,8 @@ class DpsgdFactory final : public daemon::AlgorithmFactory {
         topology_(topology),
         node_(options.node),
         options_(options),
-        round_(config::to_round_config(config)) {}
+        round_(config::to_round_config(config)),
+        push_sum_(config.algorithm() == config::pb::TrainConfig::PUSH_SUM) {}
 
   std::vector<int> link_peers() const override { return daemon::all_neighbours(topology_, node_); }
   std::string hello_name() const override {
@@ -43,16 +46,22 @@ class DpsgdFactory final : public daemon::AlgorithmFactory {
     return Neighbourhood::senders(topology_, node_);
   }
   std::size_t state_size() const override {
+    if (push_sum_) return PushSum::kStateFloats;
     if (round_.per_iteration()) return 0;
     return LocalGossip::state_floats(round_, topology_, node_, options_.num_params);
   }
   std::uint64_t message_floats(std::uint64_t num_params) const override {
+    if (push_sum_) return PushSum::message_floats(num_params);
     return LocalGossip::message_floats(round_, num_params);
   }
   void on_transport(net::Transport& transport) override {
     exchange_ = daemon::make_transport_exchange(transport);
   }
   Result<std::unique_ptr<daemon::Algorithm>> connect(const std::atomic<bool>&) override {
+    if (push_sum_) {
+      return std::unique_ptr<daemon::Algorithm>(
+          std::make_unique<PushSum>(node_, config_, topology_, *exchange_));
+    }
     if (round_.per_iteration()) {
       return std::unique_ptr<daemon::Algorithm>(
           std::make_unique<Dpsgd>(node_, config_, topology_, *exchange_));
@@ -67,6 +76,7 @@ class DpsgdFactory final : public daemon::AlgorithmFactory {
   const int node_;
   const FactoryOptions options_;
   const sgd::RoundConfig round_;
+  const bool push_sum_;
   std::unique_ptr<daemon::ParameterExchange> exchange_;
 };
 
@@ -138,6 +148,9 @@ Result<std::unique_ptr<daemon::AlgorithmFactory>> make_algorithm_factory(
         "the attached trainer opened an update session, which hands gossipd its update at every "
         "step; with local_steps, outer or compression set the trainer takes its own steps between "
         "rounds: attach in a plain session (python: update=False)");
+  }
+  if (config.algorithm() == config::pb::TrainConfig::PUSH_SUM) {
+    GOSSIP_RETURN_IF_ERROR(topology::check_push_sum(topology));
   }
   if (config.algorithm() != config::pb::TrainConfig::ALLREDUCE) {
     return std::unique_ptr<daemon::AlgorithmFactory>(

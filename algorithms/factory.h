@@ -4,6 +4,8 @@
 //
 //   DPSGD      algorithms/dpsgd.h: gossip with the topology's neighbours, every iteration; with
 //              local steps, an outer optimizer or compression: algorithms/local_gossip.h
+//   PUSH_SUM   algorithms/push_sum.h: Stochastic Gradient Push, every iteration (a topology with
+//              EXPLICIT weights that are not column-stochastic is refused, naming `weights`)
 //   ALLREDUCE  algorithms/allreduce.h: C-PSGD over Gloo (a build with -DGOSSIP_GLOO=OFF refuses it)
 #pragma once
 

@@ -142,6 +142,7 @@ Result<sgd::RoundConfig> round_config_from_overrides(const std::vector<std::stri
 
 std::string hello_algorithm(const TrainConfig& c, std::uint64_t num_params) {
   const bool allreduce = c.algorithm() == pb::TrainConfig::ALLREDUCE;
+  if (c.algorithm() == pb::TrainConfig::PUSH_SUM) return "push_sum";  // per iteration only
   const sgd::RoundConfig r = to_round_config(c);
   if (r.per_iteration()) return allreduce ? "allreduce" : "";
   auto number = [](double v) {

@@ -133,6 +133,30 @@ void collect_round_errors(const TrainConfig& c, std::vector<FieldError>& e) {
   }
 }
 
+// PUSH_SUM (Stochastic Gradient Push) runs per iteration, uncompressed, under fail-stop: the
+// combinations it supports (docs/daemon.md, "Push-sum").
+void collect_push_sum_errors(const TrainConfig& c, std::vector<FieldError>& e) {
+  if (c.algorithm() != pb::TrainConfig::PUSH_SUM) return;
+  const char* why = "PUSH_SUM communicates every iteration, uncompressed; ";
+  if (c.local_steps() > 1) {
+    e.push_back({"local_steps", std::string(why) + "leave local_steps unset or 1 (got " +
+                                    std::to_string(c.local_steps()) + ")"});
+  }
+  if (c.outer().kind() != pb::Outer::NONE && c.outer().kind() != pb::Outer::KIND_UNSPECIFIED) {
+    e.push_back({"outer.kind", std::string(why) + "no outer optimizer"});
+  }
+  if (c.compression().kind() != pb::Compression::NONE &&
+      c.compression().kind() != pb::Compression::KIND_UNSPECIFIED) {
+    e.push_back({"compression.kind", std::string(why) + "no compression"});
+  }
+  if (c.overlap()) e.push_back({"overlap", std::string(why) + "overlap is for local-step rounds"});
+  if (c.fault().policy() == pb::Fault::CARRY_ON) {
+    e.push_back({"fault.policy",
+                 "PUSH_SUM supports FAIL_STOP only (dropping an out-edge on a fault is not "
+                 "implemented); set fault { policy: FAIL_STOP } or leave it unset"});
+  }
+}
+
 // The `topology` block (gossipd run --from-env). Which generator names exist and what their
 // parameters must be is gossip_topology's to say (generators.h); the daemon checks that when it
 // builds the topology. Here: what any generator needs.
@@ -266,6 +290,7 @@ std::vector<FieldError> collect_errors(const TrainConfig& c) {
     e.push_back({"fault.admit_margin", "must be at most 1000000 iterations"});
   }
   collect_round_errors(c, e);
+  collect_push_sum_errors(c, e);
   collect_topology_errors(c, e);
   return e;
 }
@@ -380,7 +405,11 @@ void fill_defaults(TrainConfig& c) {
     t->set_heartbeat_ms(deadline > 0 ? std::min<std::uint32_t>(1000, deadline) : 1000);
   }
   pb::Fault* f = c.mutable_fault();
-  if (f->policy() == pb::Fault::POLICY_UNSPECIFIED) f->set_policy(pb::Fault::CARRY_ON);
+  if (f->policy() == pb::Fault::POLICY_UNSPECIFIED) {
+    // PUSH_SUM has no carry-on (collect_push_sum_errors): unset means fail-stop there.
+    f->set_policy(c.algorithm() == pb::TrainConfig::PUSH_SUM ? pb::Fault::FAIL_STOP
+                                                             : pb::Fault::CARRY_ON);
+  }
   if (!f->has_admit_margin()) f->set_admit_margin(2);
   fill_round_defaults(c);
   if (c.has_topology()) {

@@ -107,6 +107,9 @@ class Algorithm {
   virtual std::size_t state_size() const { return 0; }
   virtual std::vector<float> state() const { return {}; }
   virtual Status load_state(std::span<const float> /*state*/) { return Status::ok(); }
+  // The floats of one message received into the driver's buffers (ParameterBuffers::message):
+  // the parameters, then whatever the algorithm sends with them (PUSH_SUM: its weight).
+  virtual std::size_t received_floats(std::size_t num_params) const { return num_params; }
 
   // Once, before the first iteration: the run starts at `start` (0, or the iteration of the
   // checkpoint it resumed from; `rejoining`: the node resumed and may find its neighbours ahead).

@@ -263,7 +263,8 @@ NodeResult drive_node(const NodeOptions& options, NodeJob& job, NodeStart& node_
                       sgd::Backend& backend, Algorithm& algorithm, const std::vector<int>& senders,
                       const std::atomic<bool>& stop, Env& env) {
   LocalStep& step = *job.step;
-  ParameterBuffers buffers(backend, job.num_params, senders);
+  ParameterBuffers buffers(backend, job.num_params, senders,
+                           algorithm.received_floats(job.num_params));
   const std::optional<Checkpoint>& resumed = node_start.resumed;
   std::uint64_t start = 0;
   if (resumed) {

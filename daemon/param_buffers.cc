@@ -9,9 +9,10 @@
 namespace gossip::daemon {
 
 ParameterBuffers::ParameterBuffers(sgd::Backend& backend, std::size_t num_params,
-                                   std::span<const int> peers)
+                                   std::span<const int> peers, std::size_t message_floats)
     : backend_(backend),
       num_params_(num_params),
+      message_floats_(std::max(num_params, message_floats)),
       on_host_(backend.device() == sgd::Device::kCpu),
       x_(backend.alloc(num_params)),
       next_(backend.alloc(num_params)),
@@ -19,7 +20,7 @@ ParameterBuffers::ParameterBuffers(sgd::Backend& backend, std::size_t num_params
       x_host_(backend.alloc_host(on_host_ ? 0 : num_params)) {
   for (int peer : peers) {
     if (inbox_host_.count(peer)) continue;
-    inbox_host_[peer] = backend.alloc_host(num_params);
+    inbox_host_[peer] = backend.alloc_host(message_floats_);
     if (!on_host_) inbox_device_[peer] = backend.alloc(num_params);
   }
 }
@@ -60,6 +61,10 @@ std::span<const float> ParameterBuffers::outgoing() const {
 
 std::span<float> ParameterBuffers::inbox(int peer) {
   return {inbox_host_.at(peer).data(), num_params_};
+}
+
+std::span<float> ParameterBuffers::message(int peer) {
+  return {inbox_host_.at(peer).data(), message_floats_};
 }
 
 void ParameterBuffers::upload(int peer) {

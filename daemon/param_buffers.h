@@ -30,8 +30,10 @@ namespace gossip::daemon {
 class ParameterBuffers {
  public:
   // `backend` is borrowed and must outlive this object; `peers`: every node that ever sends to
-  // this one (one receive buffer each).
-  ParameterBuffers(sgd::Backend& backend, std::size_t num_params, std::span<const int> peers);
+  // this one (one receive buffer each, of `message_floats` floats: the parameters first, then
+  // what the algorithm sends with them; 0 means num_params).
+  ParameterBuffers(sgd::Backend& backend, std::size_t num_params, std::span<const int> peers,
+                   std::size_t message_floats = 0);
 
   std::size_t num_params() const { return num_params_; }
   // x_t on the backend, and u_t (written by the local step's direction()).
@@ -55,8 +57,10 @@ class ParameterBuffers {
   void x_to_host(std::span<float> out) const;  // out.size() == num_params()
   // What is sent at this iteration: x_t in host memory.
   std::span<const float> outgoing() const;
-  // The receive buffer of `peer` (host memory).
+  // The receive buffer of `peer` (host memory): its parameters (num_params floats), and the whole
+  // message (message_floats floats; the same span unless the algorithm sends more).
   std::span<float> inbox(int peer);
+  std::span<float> message(int peer);
   // Queues the copy of `peer`'s received x_j^t to the backend (nothing to do on cpu).
   void upload(int peer);
 
@@ -68,6 +72,7 @@ class ParameterBuffers {
  private:
   sgd::Backend& backend_;
   const std::size_t num_params_;
+  const std::size_t message_floats_;
   const bool on_host_;
   sgd::DeviceBuffer x_, next_, update_;
   sgd::DeviceBuffer x_host_;  // the staged x_t (GPU nodes only)

@@ -146,7 +146,9 @@ Result<std::vector<Run>> run_on(const ExperimentConfig& config,
     RunConfig rc = config.run;
     rc.algorithm = algorithm;
     rc.round = round;
-    std::string label = algorithm == Algorithm::kCpsgd ? "cpsgd" : "dpsgd " + topo->name();
+    std::string label = algorithm == Algorithm::kCpsgd
+                            ? "cpsgd"
+                            : std::string(algorithm_name(algorithm)) + " " + topo->name();
     if (!round.per_iteration()) label += " [" + round_label(round) + "]";
     ProgressFn fn;
     if (progress) fn = [&](std::int64_t done, std::int64_t total) { progress(label, done, total); };
@@ -181,8 +183,9 @@ Result<std::vector<Run>> run_on(const ExperimentConfig& config,
   for (const sgd::RoundConfig& round : rounds) {
     if (config.include_cpsgd) GOSSIP_RETURN_IF_ERROR(one(Algorithm::kCpsgd, nullptr, round));
     for (std::size_t k = 0; k < topologies.size(); ++k) {
-      GOSSIP_RETURN_IF_ERROR(one(Algorithm::kDpsgd, &topologies[k], round)
-                                 .with_context("topology " + config.topologies[k]));
+      GOSSIP_RETURN_IF_ERROR(
+          one(config.push_sum ? Algorithm::kPushSum : Algorithm::kDpsgd, &topologies[k], round)
+              .with_context("topology " + config.topologies[k]));
     }
   }
   return runs;
@@ -327,7 +330,7 @@ ExperimentResult price(const std::vector<Run>& runs, const ExperimentConfig& con
       Series s;
       s.algorithm = scheme == Scheme::kParameterServer ? "cpsgd-ps"
                     : scheme == Scheme::kRingAllreduce ? "cpsgd-allreduce"
-                                                       : "dpsgd";
+                                                       : algorithm_name(r.trace.algorithm);
       s.topology = r.topology;
       s.nodes = r.nodes;
       s.rho = r.rho;

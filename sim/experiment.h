@@ -67,6 +67,9 @@ struct ExperimentConfig {
   topology::WeightScheme weights = topology::WeightScheme::kDefault;
   bool include_cpsgd = true;
   bool include_dpsgd = true;
+  // The gossip series run push-sum (Stochastic Gradient Push, Algorithm::kPushSum) instead of
+  // D-PSGD, priced as gossip (one message per out-neighbour per iteration).
+  bool push_sum = false;
   // With rounds (run.round not one exchange per iteration): run the per-step algorithms too, so
   // that local-step gossip and DiLoCo are priced beside per-step D-PSGD and C-PSGD (compare).
   bool per_step_baseline = false;

@@ -449,6 +449,7 @@ Status apply_train_config(const Options& o, ExperimentConfig& c, bool& allreduce
   GOSSIP_ASSIGN_OR_RETURN(const config::TrainConfig t,
                           config::load_config_with_overrides(o.config, o.sets));
   allreduce = t.algorithm() == config::pb::TrainConfig::ALLREDUCE;
+  c.push_sum = t.algorithm() == config::pb::TrainConfig::PUSH_SUM;
   c.problem = config::to_problem_config(t, c.nodes);
   std::int64_t train_examples = 0;
   if (t.iterations() == 0) {
@@ -483,6 +484,16 @@ Status follow_config_algorithm(const std::string& config, bool allreduce, const 
                                std::string& algorithm, ExperimentConfig& c) {
   const bool run = sub.get_name() == "run";
   const bool algorithm_given = run && sub.count("--algorithm") > 0;
+  if (c.push_sum) {
+    if (algorithm_given && algorithm != "push_sum") {
+      return invalid_argument("--algorithm " + algorithm + ": --config " + config +
+                              " has algorithm: PUSH_SUM; leave out --algorithm, or give push_sum");
+    }
+    if (run) algorithm = "push_sum";
+    std::cerr << "gossip-sim: --config " << log_escape(config)
+              << " has algorithm PUSH_SUM: simulating push-sum (Stochastic Gradient Push)\n";
+    return Status::ok();
+  }
   if (!allreduce) {
     if (run && !algorithm_given) {
       std::cerr << "gossip-sim: --config " << log_escape(config)
@@ -580,9 +591,10 @@ struct CommandLine {
     run = app.add_subcommand(
         "run", "One algorithm on one topology: the convergence, priced with the cost model");
     add_common(*run, o);
-    run->add_option("--algorithm", algorithm,
-                    "dpsgd, cpsgd (priced as parameter server and as "
-                    "ring allreduce), cpsgd-ps or cpsgd-allreduce")
+    run->add_option(
+           "--algorithm", algorithm,
+           "dpsgd, push_sum (Stochastic Gradient Push), cpsgd (priced as parameter server and as "
+           "ring allreduce), cpsgd-ps or cpsgd-allreduce")
         ->capture_default_str();
     run->add_option("--topology", o.topology,
                     "Generator (ring, torus, exponential, "
@@ -662,14 +674,20 @@ std::optional<int> apply_training_source(CommandLine& cl, ExperimentConfig& c) {
 
 // `run --algorithm`: which of the experiment's series run.
 Status select_algorithm(const std::string& algorithm, ExperimentConfig& c) {
-  if (algorithm == "dpsgd") {
+  if (algorithm == "dpsgd" || algorithm == "push_sum") {
     c.include_cpsgd = false;
+    c.push_sum = algorithm == "push_sum";
     if (c.topologies.size() != 1) return invalid_argument("run takes one --topology");
+    if (c.push_sum && !c.run.round.per_iteration()) {
+      return invalid_argument(
+          "--algorithm push_sum communicates every iteration, uncompressed: leave out "
+          "--local-steps, --outer and --compression");
+    }
   } else if (algorithm == "cpsgd" || algorithm == "cpsgd-ps" || algorithm == "cpsgd-allreduce") {
     c.include_dpsgd = false;
   } else {
     return invalid_argument("--algorithm '" + algorithm +
-                            "': expected dpsgd, cpsgd, cpsgd-ps or cpsgd-allreduce");
+                            "': expected dpsgd, push_sum, cpsgd, cpsgd-ps or cpsgd-allreduce");
   }
   return Status::ok();
 }

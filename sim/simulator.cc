@@ -22,12 +22,13 @@
 #include "common/enum_names.h"
 #include "sgd/cpu/cpu_backend.h"
 #include "sgd/cpu/dense_net.h"
+#include "topology/push_sum.h"
 
 namespace gossip::sim {
 
 namespace {
-constexpr EnumName<Algorithm> kAlgorithmNames[] = {{Algorithm::kCpsgd, "cpsgd"},
-                                                   {Algorithm::kDpsgd, "dpsgd"}};
+constexpr EnumName<Algorithm> kAlgorithmNames[] = {
+    {Algorithm::kCpsgd, "cpsgd"}, {Algorithm::kDpsgd, "dpsgd"}, {Algorithm::kPushSum, "push_sum"}};
 constexpr EnumName<MixOrder> kMixOrderNames[] = {
     {MixOrder::kCombineThenAdapt, "cta"},
     {MixOrder::kAdaptThenCombine, "atc"},
@@ -52,6 +53,11 @@ Status RunConfig::validate() const {
   if (iterations < 0) return invalid_argument("iterations must be >= 0");
   if (eval_every <= 0) return invalid_argument("eval-every must be > 0");
   if (eval_examples < 0) return invalid_argument("eval-examples must be >= 0");
+  if (algorithm == Algorithm::kPushSum && !round.per_iteration()) {
+    return invalid_argument(
+        "push_sum communicates every iteration, uncompressed: no local steps, outer optimizer or "
+        "compression");
+  }
   if (threads < 0)
     return invalid_argument("threads must be >= 0 (0: one per CPU this process may use)");
   return Status::ok();
@@ -95,6 +101,7 @@ Result<std::unique_ptr<Simulator>> Simulator::create(const sgd::Problem& problem
                             " shards for " + std::to_string(s->num_nodes_) + " nodes");
   }
   GOSSIP_RETURN_IF_ERROR(check_topology(topology, config.algorithm, s->num_nodes_));
+  if (config.algorithm == Algorithm::kPushSum) s->topology_ = topology;
   if (config.algorithm == Algorithm::kDpsgd) {
     s->topology_ = topology;
     for (int p = 0; p < topology->period(); ++p) {
@@ -176,6 +183,7 @@ Result<RunTrace> Simulator::run(const ProgressFn& progress) {
   velocity_ =
       StateMatrix::Zero(d * static_cast<Eigen::Index>(optimizer_->state_size() / dim_), cols);
   grad_.assign(cpsgd ? dim_ : 0, 0.0f);
+  weights_.assign(config_.algorithm == Algorithm::kPushSum ? n : 0, 1.0f);
   grad_sum_.assign(cpsgd ? dim_ : 0, 0.0);
   // C-PSGD on several workers keeps every node's gradient (summed in node order afterwards), up to
   // kMaxGradientBytes; beyond that the gradients run on one worker, streamed into the sum.
@@ -200,6 +208,10 @@ Result<RunTrace> Simulator::run(const ProgressFn& progress) {
         const std::int64_t next_eval =
             std::min(config_.iterations, (t / config_.eval_every + 1) * config_.eval_every);
         const int levels = static_cast<int>(std::min<std::int64_t>(block_levels_, next_eval - t));
+        if (config_.algorithm == Algorithm::kPushSum) {
+          push_sum_step(t);
+          return t + 1;
+        }
         if (levels > 1) {
           step_block(t, levels);
         } else {
@@ -461,6 +473,41 @@ void Simulator::step(std::int64_t t) {
   add_batch_losses();
 }
 
+void Simulator::push_sum_step(std::int64_t t) {
+  // Every node's combination depends on the weights w^t only, so all are formed first; then one
+  // pass as CTA D-PSGD's, node i's row of the combination C(t) and its own step size
+  // fl(γ_t / w_i^{t+1}) in place of W(t) and γ_t.
+  const int n = num_nodes_;
+  std::vector<topology::PushSumMix> mixes;
+  std::vector<Eigen::Triplet<double>> entries;
+  std::vector<float> w;
+  for (int i = 0; i < n; ++i) {
+    const std::vector<std::pair<int, double>> row = topology::push_sum_row(*topology_, i, t);
+    w.clear();
+    for (const auto& [j, p] : row) w.push_back(weights_[static_cast<std::size_t>(j)]);
+    mixes.push_back(topology::push_sum_mix(i, row, w));
+    entries.emplace_back(i, i, mixes.back().self);
+    for (const auto& [j, c] : mixes.back().neighbours) entries.emplace_back(i, j, c);
+  }
+  Eigen::SparseMatrix<double> c(n, n);
+  c.setFromTriplets(entries.begin(), entries.end());
+  Result<MixingPlan> made = MixingPlan::from_matrix(c);
+  GOSSIP_CHECK(made.is_ok()) << made.status().to_string();  // finite, nonnegative by construction
+  const MixingPlan& plan = *made;
+  const auto gamma = static_cast<float>(optimizer_->learning_rate(t));
+  batch_losses_.assign(static_cast<std::size_t>(n), 0.0);
+  for_ranges(n, [&](int wi, int first, int last) {
+    Worker& wk = workers_[wi];
+    for (int i = first; i < last; ++i) {
+      batch_losses_[i] = node_direction(wk, i, t, x_.col(i).data());
+      mix_node(plan, x_, i, mixes[i].scaled_gamma(gamma), wk.u.data(), next_.col(i).data());
+    }
+  });
+  for (int i = 0; i < n; ++i) weights_[static_cast<std::size_t>(i)] = mixes[i].weight;
+  x_.swap(next_);
+  add_batch_losses();
+}
+
 void Simulator::add_batch_losses() {
   // In iteration and node order, whatever the workers and blocks: the same sum every time.
   for (const double loss : batch_losses_) batch_loss_sum_ += loss;
@@ -468,13 +515,14 @@ void Simulator::add_batch_losses() {
 }
 
 Status check_topology(const topology::Topology* topology, Algorithm algorithm, int num_nodes) {
-  if (algorithm != Algorithm::kDpsgd) return Status::ok();
-  if (topology == nullptr) return invalid_argument("D-PSGD needs a topology");
+  if (algorithm == Algorithm::kCpsgd) return Status::ok();
+  if (topology == nullptr) return invalid_argument("D-PSGD and push-sum need a topology");
   if (topology->num_nodes() != num_nodes) {
     return invalid_argument("topology '" + topology->name() + "' has " +
                             std::to_string(topology->num_nodes()) + " nodes but the problem is " +
                             "sharded over " + std::to_string(num_nodes));
   }
+  if (algorithm == Algorithm::kPushSum) return topology::check_push_sum(*topology);
   return Status::ok();
 }
 

@@ -11,6 +11,12 @@
 //           its direction u_i^t (per-node momentum), then x_i^{t+1} = Σ_j W_ij x_j^t − γ_t u_i^t
 //           ("combine then adapt": the gossip reads x^t only, so it overlaps the gradient).
 //           W may vary with t (one-peer exponential graph).
+//   push-sum (Stochastic Gradient Push, Assran et al. 2019; topology/push_sum.h) every node i keeps
+//           its de-biased z_i (the column of X) and its weight w_i (w^0 = 1): g_i and u_i at z_i^t,
+//           then w_i^{t+1} = Σ_j p_ij w_j^t and z_i^{t+1} = Σ_j c_ij z_j^t − (γ_t / w_i^{t+1})
+//           u_i^t with P(t) column-stochastic and c_ij = p_ij w_j^t / w_i^{t+1} — gossipd's
+//           PUSH_SUM (algorithms/push_sum.h), the same arithmetic (topology::push_sum_mix) and
+//           rounding.
 //   D-PSGD, adapt-then-combine (Sayed 2014, "diffusion"): x_i^{t+1} = Σ_j W_ij (x_j^t − γ_t u_j^t).
 //           Not overlappable, offered for comparison; with W = J and identical starts it is exactly
 //           C-PSGD (the test holds them together), whereas combine-then-adapt with W = J evaluates
@@ -54,7 +60,7 @@
 
 namespace gossip::sim {
 
-enum class Algorithm { kCpsgd, kDpsgd };
+enum class Algorithm { kCpsgd, kDpsgd, kPushSum };
 enum class MixOrder { kCombineThenAdapt, kAdaptThenCombine };
 
 std::string_view algorithm_name(Algorithm algorithm);
@@ -130,6 +136,8 @@ class Simulator {
   StateMatrix params() const { return x_.topRows(static_cast<Eigen::Index>(dim_)); }
   int num_nodes() const { return num_nodes_; }
   const RunConfig& config() const { return config_; }
+  // Push-sum: every node's weight w_i after run() (empty for the other algorithms).
+  const std::vector<float>& push_sum_weights() const { return weights_; }
   // Iterations run as one skewed block (1: none): CTA D-PSGD with a banded W (a ring, a torus);
   // the same bits as one iteration at a time, with each node's data reused while in cache.
   int block_levels() const { return block_levels_; }
@@ -148,6 +156,8 @@ class Simulator {
   };
 
   void step(std::int64_t t);
+  // One push-sum iteration (see the file comment).
+  void push_sum_step(std::int64_t t);
   // Iterations t0 .. t0 + levels − 1 of CTA D-PSGD at once, in a skewed order that keeps each
   // node's data in cache across them (see the .cc); the same bits as `levels` calls of step().
   void step_block(std::int64_t t0, int levels);
@@ -178,6 +188,7 @@ class Simulator {
   std::size_t rows_ = 0;
   std::unique_ptr<sgd::Optimizer> optimizer_;
   std::vector<MixingPlan> plans_;  // one per W(t) of the period
+  std::vector<float> weights_;     // push-sum: w_i^t
   std::vector<sgd::BatchSampler> samplers_;
   std::shared_ptr<const sgd::Dataset> eval_train_, eval_test_;
   // The training rows 64-byte aligned (sgd::AlignedRows), for the linear models, which read their
@@ -202,7 +213,8 @@ class Simulator {
 };
 
 // What the two simulators (this one and sim/round_simulator.h) check and build alike in create().
-// D-PSGD needs a topology of `num_nodes` nodes (an error names both counts); C-PSGD none.
+// D-PSGD and push-sum need a topology of `num_nodes` nodes (an error names both counts); C-PSGD
+// none; push-sum's must pass topology::check_push_sum.
 Status check_topology(const topology::Topology* topology, Algorithm algorithm, int num_nodes);
 // One batch sampler per node of `problem`; an error names the first node with an empty shard.
 Result<std::vector<sgd::BatchSampler>> node_samplers(const sgd::Problem& problem, int batch_size);

@@ -147,6 +147,8 @@ with tempfile.TemporaryDirectory() as tmp:
                       (["compare", *SMALL, "--csv", "/nonexistent/dir/x.csv"], 2),
                       (["compare", *SMALL, "--csv", "/tmp"], 2),
                       (["run", *SMALL, "--dump-params", "/dev/null"], 2),
+                      # push-sum runs every iteration: rounds are a usage error.
+                      (["run", *SMALL, "--algorithm", "push_sum", "--local-steps", "4"], 2),
                       ([], 2)):
         p = sim(*bad, ok=False)
         check(p.returncode == code, f"{bad} exited {p.returncode}, expected {code}: {p.stderr!r}")

@@ -347,5 +347,32 @@ TEST_CASE("bad configurations are errors, not crashes") {
   CHECK(status.code() == StatusCode::kAborted);  // gossip-sim maps it to exit 5, as gossipd
 }
 
+TEST_CASE("push-sum on the star: weights move, their sum stays n, thread count changes no bit") {
+  // The star is not regular, so the push-sum weights leave 1 (the hub splits over n, a leaf over
+  // 2); Σ_i w_i = n is mass conservation (float weights: to rounding). Training still works: the
+  // de-biased models' loss falls as D-PSGD's does.
+  const int n = 8;
+  const sgd::Problem problem = problem_of(least_squares(n));
+  const auto star = topo("star", n);
+  RunConfig c = run_config(Algorithm::kPushSum, 200);
+  Ran one = run_to_end(problem, &star, c);
+  const std::vector<float>& w = one.sim->push_sum_weights();
+  REQUIRE(w.size() == static_cast<std::size_t>(n));
+  double sum = 0;
+  for (float wi : w) sum += wi;
+  CHECK(sum == doctest::Approx(n).epsilon(1e-6));
+  // The weights reach n π, π the Perron vector of P: a leaf keeps 1/2 and gets 1/8 of the hub,
+  // π_leaf = π_hub / 4, so w_hub → 8 · 4/11 and every leaf → 8/11.
+  CHECK(w[0] == doctest::Approx(32.0 / 11).epsilon(1e-5));
+  for (int i = 1; i < n; ++i) CHECK(w[i] == doctest::Approx(8.0 / 11).epsilon(1e-5));
+  CHECK(one.trace.points.back().train_loss < 0.5 * one.trace.points.front().train_loss);
+  c.threads = 3;
+  Ran three = run_to_end(problem, &star, c);
+  CHECK(three.sim->params() == one.sim->params());
+  // Push-sum is per iteration only.
+  c.round.local_steps = 4;
+  CHECK(!Simulator::create(problem, &star, c).is_ok());
+}
+
 }  // namespace
 }  // namespace gossip::sim
