@@ -152,11 +152,12 @@ std::string hello_algorithm(const TrainConfig& c, std::uint64_t num_params) {
   };
   std::string outer(sgd::kOuterKinds.name(r.outer.kind));
   if (r.outer.kind != sgd::OuterKind::kNone) {
-    outer += "(" + number(r.outer.lr) + "," + number(r.outer.momentum) + ")";
+    outer.append("(").append(number(r.outer.lr)).append(",").append(number(r.outer.momentum));
+    outer.append(")");
   }
   std::string compression(sgd::kCompressionKinds.name(r.compression.kind));
   if (r.compression.kind == sgd::CompressionKind::kInt8) {
-    compression += "(" + std::to_string(r.compression.block_floats) + ")";
+    compression.append("(").append(std::to_string(r.compression.block_floats)).append(")");
   }
   return std::string(allreduce ? "allreduce" : "dpsgd") +
          " local_steps=" + std::to_string(r.local_steps) + " outer=" + outer +
