@@ -67,7 +67,9 @@ Neighbourhood::Neighbourhood(int node, const config::TrainConfig& config,
       carry_on_(carry_on_policy()),
       everyone_(daemon::all_neighbours(topology, node)),
       peers_(exchange),
-      mh_(carry_on_ && daemon::uses_metropolis_hastings(topology, node)) {
+      mh_(carry_on_ && daemon::uses_metropolis_hastings(topology, node)),
+      standby_(config.fault().standby_nodes().begin(), config.fault().standby_nodes().end()),
+      standby_self_(std::find(standby_.begin(), standby_.end(), node) != standby_.end()) {
   for (int j : everyone_) samples_[j].peer = j;
 }
 
@@ -97,8 +99,22 @@ void Neighbourhood::start(daemon::RunServices& services) {
   membership_ = std::make_unique<daemon::Membership>(
       daemon::Membership::Options{
           self_, everyone_, cfg_.fault().admit_margin(),
-          std::chrono::duration_cast<std::chrono::nanoseconds>(deadline_).count()},
+          std::chrono::duration_cast<std::chrono::nanoseconds>(deadline_).count(), standby_},
       peers_, services.clock);
+  if (!carry_on_) return;
+  for (int j : everyone_) {
+    if (std::find(standby_.begin(), standby_.end(), j) == standby_.end()) continue;
+    GOSSIP_LOG(kInfo) << "node " << j
+                      << " is a standby node (fault.standby_nodes): not mixed until it joins";
+  }
+}
+
+void Neighbourhood::leave(std::uint64_t t) {
+  if (!carry_on_ || !membership_) return;
+  const daemon::MembershipActions a = membership_->leave(t);
+  GOSSIP_LOG(kInfo) << "leaving at iteration " << iteration(t) << ": told " << a.send.size()
+                    << " neighbours";
+  carry_out(a, t);
 }
 
 // Carries out Membership's decisions at exchange t.
@@ -129,7 +145,7 @@ std::set<int> Neighbourhood::take_changed_edges() { return std::exchange(changed
 // agreed t_a (membership.h); returns the exchange to go on from.
 std::uint64_t Neighbourhood::rejoin(std::uint64_t start, std::uint64_t total) {
   if (!carry_on_) return start;
-  std::optional<std::uint64_t> ahead = membership_->begin_rejoin(start);
+  std::optional<std::uint64_t> ahead = membership_->begin_rejoin(start, joining_);
   if (!ahead) return start;
   Clock& clock = services_->clock;
   daemon::MembershipActions actions;
@@ -151,7 +167,8 @@ std::uint64_t Neighbourhood::rejoin(std::uint64_t start, std::uint64_t total) {
   actions = {};
   const std::uint64_t t_a = membership_->finish_rejoin(start, actions);
   carry_out(actions, start);
-  GOSSIP_LOG(kInfo) << "rejoining: checkpoint at iteration " << iteration(start)
+  GOSSIP_LOG(kInfo) << (joining_ ? "joining (standby node)" : "rejoining: checkpoint at iteration " +
+                                                                   std::to_string(iteration(start)))
                     << ", neighbours at up to " << iteration(*ahead) << "; jumping to iteration "
                     << iteration(t_a) << " (" << membership_->agreed() << " of " << everyone_.size()
                     << " neighbours accepted)";
@@ -160,7 +177,11 @@ std::uint64_t Neighbourhood::rejoin(std::uint64_t start, std::uint64_t total) {
 }
 
 void Neighbourhood::plan(std::uint64_t t, std::int64_t time) {
-  if (carry_on_) carry_out(membership_->start_iteration(t, exchange_.take_admissions()), t);
+  if (carry_on_) {
+    std::vector<daemon::Admission> messages = std::exchange(held_, {});
+    for (daemon::Admission& a : exchange_.take_admissions()) messages.push_back(a);
+    carry_out(membership_->start_iteration(t, messages), t);
+  }
   in_ = topology_.in_neighbors(self_, time);
   out_ = topology_.out_neighbors(self_, time);
   if (carry_on_) {
@@ -258,6 +279,10 @@ std::optional<daemon::IterationEnd> Neighbourhood::wait(
   if (verdicts.size() < peers.size() && interrupted()) {
     return abandon(daemon::kExitStopped, "stop requested (signal)");
   }
+  // A neighbour that announced its leave for t is dropped as such (not as a failure).
+  std::vector<daemon::Admission> taken = exchange_.take_admissions();
+  membership_->note_leaves(taken);
+  held_.insert(held_.end(), taken.begin(), taken.end());
   daemon::MembershipActions actions;
   used_ = membership_->decide(peers, unusable_, verdicts, actions);
   mark_used();
