@@ -149,7 +149,7 @@ std::uint64_t Neighbourhood::rejoin(std::uint64_t start, std::uint64_t total) {
   if (!ahead) return start;
   Clock& clock = services_->clock;
   daemon::MembershipActions actions;
-  for (int round = 0; round < 5 && !interrupted(); ++round) {
+  for (int round = 0; round < daemon::Membership::kRejoinRounds && !interrupted(); ++round) {
     carry_out(membership_->propose_rejoin(start), start);
     // Answers (and crossing proposals) arrive within the deadline.
     const std::int64_t until_ns =

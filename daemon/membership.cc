@@ -305,9 +305,28 @@ MembershipActions Membership::propose_rejoin(std::uint64_t start) {
 bool Membership::end_rejoin_round(int round, std::uint64_t start, MembershipActions& out) {
   // Agreed with someone (at t_a, or at a later t_a a neighbour proposed at the same time): rejoin
   // at the earliest agreed iteration; later agreements are kept for the loop.
-  std::uint64_t first_agreed = 0;
+  std::uint64_t first_agreed = 0, last_agreed = 0;
   for (const auto& [j, at] : admit_at_) {
-    if (at >= rejoin_t_a_ && (first_agreed == 0 || at < first_agreed)) first_agreed = at;
+    if (at < rejoin_t_a_) continue;
+    if (first_agreed == 0 || at < first_agreed) first_agreed = at;
+    last_agreed = std::max(last_agreed, at);
+  }
+  if (first_agreed != 0 && first_agreed != last_agreed && round + 1 < kRejoinRounds) {
+    // A neighbour's own proposal crossed ours and won with a later t_a: move every agreement to
+    // that one (withdrawn here, proposed again next round), so that the node takes the state of
+    // all its neighbours at one iteration rather than of the earliest few.
+    for (auto e = admit_at_.begin(); e != admit_at_.end();) {
+      if (e->second >= last_agreed) {
+        ++e;
+        continue;
+      }
+      withdraw(e->first, e->second, start, out);
+      e = admit_at_.erase(e);
+    }
+    for (const auto& [j, p] : proposed_) withdraw(j, p.t_a, start, out);
+    proposed_.clear();
+    rejoin_t_a_ = last_agreed;
+    return false;
   }
   if (first_agreed != 0) {
     rejoin_t_a_ = first_agreed;

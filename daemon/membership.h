@@ -141,9 +141,13 @@ class Membership {
   // Admit{t_a} to every neighbour whose link is up; the node is at `start` (its checkpoint).
   MembershipActions propose_rejoin(std::uint64_t start);
   bool awaiting_answers() const { return !proposed_.empty(); }
-  // After round `round` (0-based): true when someone agreed (rejoin_iteration() is the earliest
-  // agreed iteration); otherwise the open proposals are withdrawn (into `out`) and the next
-  // round's t_a lies further ahead (margin · 2^(round+1) past the newest iteration heard of).
+  // After round `round` (0-based, at most kRejoinRounds): true when someone agreed
+  // (rejoin_iteration() is the earliest agreed iteration). Agreements at different iterations (a
+  // neighbour's crossing proposal won with a later t_a) are moved to the latest one before the
+  // last round: those below it are withdrawn (into `out`), the next round proposes it, and this
+  // returns false. With no agreement the open proposals are withdrawn and the next round's t_a
+  // lies further ahead (margin · 2^(round+1) past the newest iteration heard of).
+  static constexpr int kRejoinRounds = 5;
   bool end_rejoin_round(int round, std::uint64_t start, MembershipActions& out);
   // Cancels the agreements below the rejoin iteration (they would never be used) and returns it.
   std::uint64_t finish_rejoin(std::uint64_t start, MembershipActions& out);
