@@ -271,11 +271,19 @@ std::optional<daemon::IterationEnd> Neighbourhood::wait(
     peers.push_back(nb.node);
     exchange_.send_verdict(nb.node, {t, unusable_.count(nb.node) == 0, planned_});
   }
+  // Our verdicts are out: a neighbour that gets them all uses the edge at t. A stop request now
+  // finishes t (the neighbours' verdicts normally follow within milliseconds), so that the Leave
+  // names t+1 and both ends agree on t; it abandons t only when they have not come within a
+  // deadline of the request.
   std::map<int, daemon::Verdict> verdicts;
-  if (!peers.empty()) {
-    verdicts =
-        exchange_.wait_verdicts(t, peers, after_deadline(), [this] { return interrupted(); });
-  }
+  std::optional<std::chrono::steady_clock::time_point> stop_seen;
+  const auto give_up = [&] {
+    if (!interrupted()) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (!stop_seen) stop_seen = now;
+    return now - *stop_seen >= deadline_;
+  };
+  if (!peers.empty()) verdicts = exchange_.wait_verdicts(t, peers, after_deadline(), give_up);
   if (verdicts.size() < peers.size() && interrupted()) {
     return abandon(daemon::kExitStopped, "stop requested (signal)");
   }

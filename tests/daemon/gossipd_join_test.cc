@@ -73,8 +73,10 @@ struct JoinJob {
                        (resume ? " --resume" : "") + " > " + log(i) + " 2>&1");
   }
   // Iteration-0 checkpoints with a random x_0 for each node in `nodes` (so that gossip has
-  // something to average); returns their mean, coordinate by coordinate.
-  std::vector<double> distinct_starts(const std::vector<int>& nodes) const {
+  // something to average); returns their mean, coordinate by coordinate. `rounds`: the job has
+  // local_steps, whose checkpoint also holds the round's anchor and start (both x_0; SGD itself
+  // keeps no state).
+  std::vector<double> distinct_starts(const std::vector<int>& nodes, bool rounds = false) const {
     Result<config::TrainConfig> c = config::load_train_config(cfg);
     REQUIRE_MESSAGE(c.is_ok(), c.status().to_string());
     Result<topology::Topology> t = topology::load_topology(topo);
@@ -95,6 +97,10 @@ struct JoinJob {
       for (std::size_t p = 0; p < mean.size(); ++p) {
         k.params[p] = normal(rng);
         mean[p] += k.params[p] / static_cast<double>(nodes.size());
+      }
+      if (rounds) {
+        k.optimizer_state = k.params;
+        k.optimizer_state.insert(k.optimizer_state.end(), k.params.begin(), k.params.end());
       }
       auto w = write_checkpoint(Env::system(), dir.path + "/ckpt/node-" + std::to_string(i), k, 2);
       REQUIRE_MESSAGE(w.is_ok(), w.status().to_string());
@@ -181,20 +187,21 @@ std::int64_t now_ms() {
       .count();
 }
 
-TEST_CASE(
-    "join: the others start without the standby node, it joins mid-run at an agreed iteration, W "
-    "stays symmetric and doubly stochastic, and every node ends at the mean of the four x_0") {
-  JoinJob job(6000, "fault { standby_nodes: 4 admit_margin: 20 }");
-  const std::vector<double> mean = job.distinct_starts({0, 1, 2, 3});
+// The join scenario with `extra` config lines (rounds: local_steps): node 4 starts once node 0 is
+// at iteration `joiner_after` (the path 3-2-1-0 has mixed to its mean by then).
+void join_mid_run(const std::string& extra, std::uint64_t iterations, double joiner_after) {
+  JoinJob job(iterations, "fault { standby_nodes: 4 admit_margin: 20 }\n" + extra);
+  const std::vector<double> mean = job.distinct_starts({0, 1, 2, 3}, !extra.empty());
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<pid_t> pids;
   for (int i = 0; i < 4; ++i) pids.push_back(job.start(i, true));
   // Well under timeouts.connect_ms (30 s): nobody waits for node 4.
-  const bool started = eventually([&] { return metrics_iteration(job.metrics(0)) >= 100; }, 15000);
+  const bool started =
+      eventually([&] { return metrics_iteration(job.metrics(0)) >= joiner_after; }, 15000);
   const double start_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   REQUIRE_MESSAGE(started, job.logs());
-  MESSAGE("nodes 0-3 at iteration 100 after " << start_s << " s (connect_ms 30 s)");
+  MESSAGE("nodes 0-3 at iteration " << joiner_after << " after " << start_s << " s (connect_ms 30 s)");
   CHECK(start_s < 15.0);
   pids.push_back(job.start(4, false));
   for (int i = 0; i < 5; ++i) CHECK_MESSAGE(wait_exit(pids[i]) == kExitOk, job.logs());
@@ -206,7 +213,7 @@ TEST_CASE(
   const auto t_a = static_cast<std::uint64_t>(joined->at("iteration").number);
   MESSAGE("node 4 joined at iteration " << t_a << ": " << joined->at("detail").text);
   CHECK(joined->at("detail").text.find("average of 2 neighbours") != std::string::npos);
-  CHECK(t_a > 100);
+  CHECK(t_a > joiner_after);
   CHECK(t_a < job.iterations);
   // Its neighbours admitted it at the same iteration; nobody dropped an edge.
   for (int i : {0, 3}) {
@@ -232,6 +239,16 @@ TEST_CASE(
       CHECK_MESSAGE(std::fabs(x[p] - mean[p]) <= 1e-5, "node " << i << " coordinate " << p);
     }
   }
+}
+
+TEST_CASE(
+    "join: the others start without the standby node, it joins mid-run at an agreed iteration, W "
+    "stays symmetric and doubly stochastic, and every node ends at the mean of the four x_0") {
+  join_mid_run("", 6000, 100);
+}
+
+TEST_CASE("join in rounds (local_steps 5): the same, with one exchange every 5 iterations") {
+  join_mid_run("local_steps: 5", 20000, 1000);
 }
 
 TEST_CASE(
