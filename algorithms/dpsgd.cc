@@ -98,10 +98,11 @@ void Dpsgd::rejoin_average(std::uint64_t t, ParameterBuffers& buffers) {
     std::vector<float> avg(d);
     for (std::size_t k = 0; k < d; ++k) avg[k] = static_cast<float>(sum[k] / count);
     buffers.set_x(avg);
-    GOSSIP_LOG(kInfo) << neighbours_.rejoin_event() << " at iteration " << t
-                      << ": x := average of " << count << " neighbours";
+    GOSSIP_LOG(kInfo) << neighbours_.rejoin_event() << " at iteration " << t << ": x := average of "
+                      << count << " neighbours";
     services_->metrics.event(
-        t, neighbours_.rejoin_event(), "x := average of " + std::to_string(count) + " neighbours' parameters");
+        t, neighbours_.rejoin_event(),
+        "x := average of " + std::to_string(count) + " neighbours' parameters");
     neighbours_.rejoined();
   }
   from_.clear();  // received already

@@ -167,8 +167,9 @@ std::uint64_t Neighbourhood::rejoin(std::uint64_t start, std::uint64_t total) {
   actions = {};
   const std::uint64_t t_a = membership_->finish_rejoin(start, actions);
   carry_out(actions, start);
-  GOSSIP_LOG(kInfo) << (joining_ ? "joining (standby node)" : "rejoining: checkpoint at iteration " +
-                                                                   std::to_string(iteration(start)))
+  GOSSIP_LOG(kInfo) << (joining_ ? "joining (standby node)"
+                                 : "rejoining: checkpoint at iteration " +
+                                       std::to_string(iteration(start)))
                     << ", neighbours at up to " << iteration(*ahead) << "; jumping to iteration "
                     << iteration(t_a) << " (" << membership_->agreed() << " of " << everyone_.size()
                     << " neighbours accepted)";

@@ -470,9 +470,8 @@ Status validate_train_config(const TrainConfig& config, const std::string& name,
   return report_errors(errors, name, text, overrides);
 }
 
-Status validate_against_topology(const TrainConfig& config, int num_nodes,
-                                 const std::string& name, std::string_view text,
-                                 const std::vector<std::string>& overrides) {
+Status validate_against_topology(const TrainConfig& config, int num_nodes, const std::string& name,
+                                 std::string_view text, const std::vector<std::string>& overrides) {
   std::vector<FieldError> errors;
   const auto& standby = config.fault().standby_nodes();
   for (int k = 0; k < standby.size(); ++k) {
@@ -489,12 +488,12 @@ Status validate_against_topology(const TrainConfig& config, int num_nodes,
   std::sort(distinct.begin(), distinct.end());
   distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
   if (errors.empty() && static_cast<int>(distinct.size()) >= num_nodes) {
-    errors.push_back({"fault.standby_nodes", "names every node of the topology; at least one must "
-                                             "start the job"});
+    errors.push_back({"fault.standby_nodes",
+                      "names every node of the topology; at least one must "
+                      "start the job"});
   }
   return report_errors(errors, name, text, overrides);
 }
-
 
 Result<TrainConfig> load_train_config(const std::string& path, Env& env) {
   GOSSIP_ASSIGN_OR_RETURN(std::string text, env.read_file(path));

@@ -194,7 +194,8 @@ void Membership::note_leaves(std::span<const Admission> messages) {
 MembershipActions Membership::leave(std::uint64_t t) const {
   MembershipActions out;
   for (int j : neighbours_) {
-    if (peers_.link_up(j)) out.send.emplace_back(j, Admission{Admission::kLeave, self_, t, false, t});
+    if (peers_.link_up(j))
+      out.send.emplace_back(j, Admission{Admission::kLeave, self_, t, false, t});
   }
   return out;
 }

@@ -94,10 +94,11 @@ Status check_standby(const RunOptions& o, const TrainConfig& config,
                      const topology::Topology& topo) {
   if (config.fault().standby_nodes().empty()) return Status::ok();
   GOSSIP_ASSIGN_OR_RETURN(std::string text, Env::system().read_file(o.config_path));
-  GOSSIP_RETURN_IF_ERROR(config::validate_against_topology(config, topo.num_nodes(),
-                                                           o.config_path, text, o.overrides));
+  GOSSIP_RETURN_IF_ERROR(config::validate_against_topology(config, topo.num_nodes(), o.config_path,
+                                                           text, o.overrides));
   if (!mixing_is_symmetric(topo)) {
-    return invalid_argument(o.config_path + ": fault.standby_nodes: needs a symmetric W(t) (an "
+    return invalid_argument(o.config_path +
+                            ": fault.standby_nodes: needs a symmetric W(t) (an "
                             "undirected topology) for the carry-on protocol; " +
                             o.topology_path + " is directed");
   }

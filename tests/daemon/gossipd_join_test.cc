@@ -147,8 +147,8 @@ std::uint64_t check_mixing(const std::vector<std::vector<Line>>& lines,
         w[{i, j}] = v;
         sum += v;
       }
-      REQUIRE_MESSAGE(std::fabs(sum - 1) <= 1e-12, "iteration " << t << ": row " << i << " sums to "
-                                                                 << sum);
+      REQUIRE_MESSAGE(std::fabs(sum - 1) <= 1e-12,
+                      "iteration " << t << ": row " << i << " sums to " << sum);
     }
     for (const auto& [ij, v] : w) {
       auto mirror = w.find({ij.second, ij.first});
@@ -201,7 +201,8 @@ void join_mid_run(const std::string& extra, std::uint64_t iterations, double joi
   const double start_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   REQUIRE_MESSAGE(started, job.logs());
-  MESSAGE("nodes 0-3 at iteration " << joiner_after << " after " << start_s << " s (connect_ms 30 s)");
+  MESSAGE("nodes 0-3 at iteration " << joiner_after << " after " << start_s
+                                    << " s (connect_ms 30 s)");
   CHECK(start_s < 15.0);
   pids.push_back(job.start(4, false));
   for (int i = 0; i < 5; ++i) CHECK_MESSAGE(wait_exit(pids[i]) == kExitOk, job.logs());
@@ -233,7 +234,8 @@ void join_mid_run(const std::string& extra, std::uint64_t iterations, double joi
   CHECK(check_mixing(lines, present, job.iterations) == job.iterations);
   // The average of the present nodes is kept, the joiner takes it: everyone ends at the mean.
   for (int i = 0; i < 5; ++i) {
-    const std::vector<float> x = read_f32(job.dir.path + "/final/node_" + std::to_string(i) + ".f32");
+    const std::vector<float> x =
+        read_f32(job.dir.path + "/final/node_" + std::to_string(i) + ".f32");
     REQUIRE(x.size() == mean.size());
     for (std::size_t p = 0; p < x.size(); ++p) {
       CHECK_MESSAGE(std::fabs(x[p] - mean[p]) <= 1e-5, "node " << i << " coordinate " << p);
@@ -287,7 +289,8 @@ TEST_CASE(
   // Node 2's x_{t_l} left with it; the others agree on one value (consensus of the rest).
   const std::vector<float> x0 = read_f32(job.dir.path + "/final/node_0.f32");
   for (int i : {1, 3, 4}) {
-    const std::vector<float> x = read_f32(job.dir.path + "/final/node_" + std::to_string(i) + ".f32");
+    const std::vector<float> x =
+        read_f32(job.dir.path + "/final/node_" + std::to_string(i) + ".f32");
     REQUIRE(x.size() == x0.size());
     for (std::size_t p = 0; p < x.size(); ++p) CHECK(std::fabs(x[p] - x0[p]) <= 1e-5);
   }
@@ -309,9 +312,8 @@ TEST_CASE("standby: an id outside the topology or a standby node without CARRY_O
     const Run r = run_shell_capture(bin("daemon/gossipd") + " run " + job.topo +
                                     " --node 0 --insecure --config " + job.cfg + " 2>&1");
     CHECK(r.code == kExitUsage);
-    CHECK_MESSAGE(r.out.find("fault.standby_nodes: needs fault.policy CARRY_ON") !=
-                      std::string::npos,
-                  r.out);
+    CHECK_MESSAGE(
+        r.out.find("fault.standby_nodes: needs fault.policy CARRY_ON") != std::string::npos, r.out);
   }
 }
 

@@ -620,7 +620,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "rejoin: when a neighbour's own proposal crosses ours and wins with a later t_a, every agreement "
+    "rejoin: when a neighbour's own proposal crosses ours and wins with a later t_a, every "
+    "agreement "
     "moves to that t_a, so the node takes all its neighbours' state at one iteration") {
   // Node 2 of the path 0-2-1 restarts; both neighbours have lower ids and propose to it too. Node
   // 1 is past node 2's t_a (33) when it reads it: it refuses and proposes 40 itself, which node 2
