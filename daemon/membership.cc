@@ -287,6 +287,7 @@ std::map<int, std::uint32_t> Membership::decide(std::span<const int> planned,
 std::optional<std::uint64_t> Membership::begin_rejoin(std::uint64_t start, bool joining) {
   std::uint64_t ahead = 0;
   for (int j : neighbours_) ahead = std::max(ahead, peers_.peer_iteration(j).value_or(0));
+  joining_ = joining;
   if (joining) ahead = std::max(ahead, start);
   if (ahead <= start && !joining) return std::nullopt;
   rejoin_t_a_ = ahead + margin_;
@@ -312,10 +313,13 @@ bool Membership::end_rejoin_round(int round, std::uint64_t start, MembershipActi
     if (first_agreed == 0 || at < first_agreed) first_agreed = at;
     last_agreed = std::max(last_agreed, at);
   }
-  if (first_agreed != 0 && first_agreed != last_agreed && round + 1 < kRejoinRounds) {
-    // A neighbour's own proposal crossed ours and won with a later t_a: move every agreement to
-    // that one (withdrawn here, proposed again next round), so that the node takes the state of
-    // all its neighbours at one iteration rather than of the earliest few.
+  if (joining_ && first_agreed != 0 && first_agreed != last_agreed && round + 1 < kRejoinRounds) {
+    // A join: a neighbour's own proposal crossed ours and won with a later t_a: move every
+    // agreement to that one (withdrawn here, proposed again next round), so that the node takes
+    // the state of all its neighbours at one iteration rather than of the earliest few. Not for a
+    // restart: there the neighbours run at a checkpoint's distance ahead with the default margin,
+    // an earlier agreement is often already under way at the neighbour, and a late withdrawal
+    // holds it at t_a (the fault scenario `rejoin` failed with it).
     for (auto e = admit_at_.begin(); e != admit_at_.end();) {
       if (e->second >= last_agreed) {
         ++e;

@@ -142,11 +142,12 @@ class Membership {
   MembershipActions propose_rejoin(std::uint64_t start);
   bool awaiting_answers() const { return !proposed_.empty(); }
   // After round `round` (0-based, at most kRejoinRounds): true when someone agreed
-  // (rejoin_iteration() is the earliest agreed iteration). Agreements at different iterations (a
-  // neighbour's crossing proposal won with a later t_a) are moved to the latest one before the
-  // last round: those below it are withdrawn (into `out`), the next round proposes it, and this
-  // returns false. With no agreement the open proposals are withdrawn and the next round's t_a
-  // lies further ahead (margin · 2^(round+1) past the newest iteration heard of).
+  // (rejoin_iteration() is the earliest agreed iteration). In a join (begin_rejoin(…, true)),
+  // agreements at different iterations (a neighbour's crossing proposal won with a later t_a) are
+  // moved to the latest one before the last round: those below it are withdrawn (into `out`), the
+  // next round proposes it, and this returns false. With no agreement the open proposals are
+  // withdrawn and the next round's t_a lies further ahead (margin · 2^(round+1) past the newest
+  // iteration heard of).
   static constexpr int kRejoinRounds = 5;
   bool end_rejoin_round(int round, std::uint64_t start, MembershipActions& out);
   // Cancels the agreements below the rejoin iteration (they would never be used) and returns it.
@@ -188,6 +189,7 @@ class Membership {
   std::uint64_t current_ = 0;              // the iteration start_iteration last began
   std::uint64_t floor_ = 0;                // no agreement below it (a rejoin's t_a)
   std::uint64_t rejoin_t_a_ = 0;
+  bool joining_ = false;  // begin_rejoin's `joining`
 };
 
 }  // namespace gossip::daemon

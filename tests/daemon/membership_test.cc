@@ -619,43 +619,47 @@ TEST_CASE(
   CHECK_FALSE(c.node(0).is_dropped(1));
 }
 
-TEST_CASE(
-    "rejoin: when a neighbour's own proposal crosses ours and wins with a later t_a, every "
-    "agreement "
-    "moves to that t_a, so the node takes all its neighbours' state at one iteration") {
-  // Node 2 of the path 0-2-1 restarts; both neighbours have lower ids and propose to it too. Node
-  // 1 is past node 2's t_a (33) when it reads it: it refuses and proposes 40 itself, which node 2
-  // accepts; 33 is agreed with node 0.
-  Cluster c(3, {{0, 2}, {1, 2}}, 3);
+// The crossing of a join (node 2 of the path 0-2-1 starts from 0; both neighbours have lower ids
+// and propose to it too): node 1 is past node 2's t_a (33) when it reads it, so it refuses and
+// proposes 40 itself, which node 2 accepts; 33 is agreed with node 0. Runs the first round and
+// returns node 2's end_rejoin_round (its messages in *out).
+bool crossing_round(Cluster& c, std::uint64_t start, bool joining, MembershipActions* out) {
   c.cut(0, 2);
   c.cut(1, 2);
   c.start(0, 30);
   c.start(1, 30);
   c.heal(0, 2);
   c.heal(1, 2);
-  c.announce(2, 5);
-  REQUIRE(c.node(2).begin_rejoin(5) == std::optional<std::uint64_t>(30));
-  c.carry_out(2, 5, c.node(2).propose_rejoin(5));
+  c.announce(2, start);
+  REQUIRE(c.node(2).begin_rejoin(start, joining) == std::optional<std::uint64_t>(30));
+  c.carry_out(2, start, c.node(2).propose_rejoin(start));
   c.announce(1, 37);  // node 1 ran ahead of what node 2 heard
   const MembershipActions p1 = c.start(1, 37);
   REQUIRE(p1.send.size() == 2);
   CHECK((p1.send[0].second.kind == Admission::kAccept && !p1.send[0].second.accepted));
   CHECK((p1.send[1].second.kind == Admission::kAdmit && p1.send[1].second.iteration == 40));
   c.start(0, 31);  // node 0 accepts 33
-  c.receive(2, 5);
+  c.receive(2, start);
+  return c.node(2).end_rejoin_round(0, start, *out);
+}
+
+TEST_CASE(
+    "join: when a neighbour's own proposal wins with a later t_a, every agreement moves to that "
+    "t_a, so the joiner takes all its neighbours' state at one iteration") {
+  Cluster c(3, {{0, 2}, {1, 2}}, 3);
   MembershipActions out;
-  CHECK_FALSE(c.node(2).end_rejoin_round(0, 5, out));  // 33 with 0, 40 with 1: not yet
+  CHECK_FALSE(crossing_round(c, 0, true, &out));  // 33 with 0, 40 with 1: not yet
   REQUIRE(out.send.size() == 1);
   CHECK((out.send[0].first == 0 && out.send[0].second.kind == Admission::kAccept &&
          !out.send[0].second.accepted && out.send[0].second.iteration == 33));
-  c.carry_out(2, 5, out);
-  c.carry_out(2, 5, c.node(2).propose_rejoin(5));
+  c.carry_out(2, 0, out);
+  c.carry_out(2, 0, c.node(2).propose_rejoin(0));
   c.start(0, 32);
   c.start(1, 38);
-  c.receive(2, 5);
+  c.receive(2, 0);
   out = {};
-  REQUIRE(c.node(2).end_rejoin_round(1, 5, out));
-  const std::uint64_t t_a = c.node(2).finish_rejoin(5, out);
+  REQUIRE(c.node(2).end_rejoin_round(1, 0, out));
+  const std::uint64_t t_a = c.node(2).finish_rejoin(0, out);
   CHECK(t_a == 40);
   CHECK(out.send.empty());
   for (std::uint64_t t = 33; t < 45; ++t) {
@@ -666,6 +670,18 @@ TEST_CASE(
   for (auto [i, j] : {std::pair{0, 2}, {2, 0}, {1, 2}, {2, 1}}) {
     CHECK(c.admitted_at[{i, j}] == Times{t_a});
   }
+}
+
+TEST_CASE(
+    "rejoin after a restart: the same crossing rejoins at the earliest agreement and keeps the "
+    "later one for the loop (nothing withdrawn)") {
+  Cluster c(3, {{0, 2}, {1, 2}}, 3);
+  MembershipActions out;
+  REQUIRE(crossing_round(c, 5, false, &out));
+  CHECK(out.send.empty());
+  CHECK(c.node(2).finish_rejoin(5, out) == 33);
+  CHECK(out.send.empty());
+  CHECK(c.node(2).agreed() == 2);
 }
 
 TEST_CASE("messages from a node that is not a neighbour change nothing") {
