@@ -329,6 +329,7 @@ void Neighbourhood::observe(daemon::MetricsSnapshot& s) const {
   }
   s.lag_iterations = ahead * static_cast<std::uint64_t>(per_exchange_);
   s.rejoins_total = rejoins_;
+  s.joins_total = joins_;
 }
 
 daemon::RowWeights Neighbourhood::weights(std::uint64_t t, std::int64_t time) {

@@ -77,7 +77,7 @@ class Neighbourhood {
   bool rejoin_due(std::uint64_t t) const { return rejoin_at_ && t >= *rejoin_at_; }
   void rejoined() {
     rejoin_at_.reset();
-    ++rejoins_;
+    ++(joining_ ? joins_ : rejoins_);
   }
 
   // Exchange t with the neighbours of W(time): membership events, then in() and out().
@@ -170,6 +170,7 @@ class Neighbourhood {
   // Counters for observe(), since the run started.
   std::map<int, daemon::NeighbourSample> samples_;  // every neighbour of the period
   std::uint64_t rejoins_ = 0;
+  std::uint64_t joins_ = 0;
   std::uint64_t planned_t_ = 0;  // the last exchange planned
 };
 
