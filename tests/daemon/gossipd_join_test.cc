@@ -254,7 +254,7 @@ TEST_CASE("join in rounds (local_steps 5): the same, with one exchange every 5 i
 }
 
 TEST_CASE(
-    "leave: a node stopped by SIGTERM announces it; its neighbours drop the edge as 'left' within "
+    "leave: a node stopped by SIGTERM announces it, its neighbours drop the edge as 'left' within "
     "far less than a deadline, and the others finish with W doubly stochastic throughout") {
   JoinJob job(6000, "");
   const std::vector<double> mean = job.distinct_starts({0, 1, 2, 3, 4});
