@@ -41,6 +41,7 @@ Result<std::uint64_t> Dpsgd::start(std::uint64_t start, bool rejoining, std::uin
   sent_before_ = neighbours_.bytes_sent();
   received_before_ = neighbours_.bytes_received();
   if (rejoining) return neighbours_.rejoin(start, total);
+  if (neighbours_.joins(rejoining)) return neighbours_.join(total);
   return start;
 }
 
@@ -97,10 +98,11 @@ void Dpsgd::rejoin_average(std::uint64_t t, ParameterBuffers& buffers) {
     std::vector<float> avg(d);
     for (std::size_t k = 0; k < d; ++k) avg[k] = static_cast<float>(sum[k] / count);
     buffers.set_x(avg);
-    GOSSIP_LOG(kInfo) << "rejoined at iteration " << t << ": x := average of " << count
-                      << " neighbours";
+    GOSSIP_LOG(kInfo) << neighbours_.rejoin_event() << " at iteration " << t << ": x := average of "
+                      << count << " neighbours";
     services_->metrics.event(
-        t, "rejoined", "x := average of " + std::to_string(count) + " neighbours' parameters");
+        t, neighbours_.rejoin_event(),
+        "x := average of " + std::to_string(count) + " neighbours' parameters");
     neighbours_.rejoined();
   }
   from_.clear();  // received already

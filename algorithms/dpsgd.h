@@ -48,6 +48,8 @@ class Dpsgd final : public daemon::Algorithm {
   IterationOutcome iterate(std::uint64_t t, LocalStep& step, ParameterBuffers& buffers) override;
   // Neighbours, lag and rejoins (Neighbourhood::observe) and the consensus-distance estimate.
   void observe(daemon::MetricsSnapshot& snapshot) const override;
+  // Tells the neighbours (carry-on) that this node takes no part in iteration t or later.
+  void leave(std::uint64_t t) override { neighbours_.leave(t); }
 
   // The estimate is refreshed at most this often (run time), from at most kConsensusCoords
   // coordinates: its cost stays a small fraction of training whatever the model's size.

@@ -77,10 +77,11 @@ Result<std::uint64_t> LocalGossip::start_rounds(std::uint64_t start, bool rejoin
   neighbours_.start(*services_);
   sent_before_ = neighbours_.bytes_sent();
   received_before_ = neighbours_.bytes_received();
-  if (!rejoining) return start;
+  const bool joining = neighbours_.joins(rejoining);
+  if (!rejoining && !joining) return start;
   const std::uint64_t rounds = (total_ + per_round_ - 1) / per_round_;
   const std::uint64_t from = start / per_round_;
-  const std::uint64_t to = neighbours_.rejoin(from, rounds);
+  const std::uint64_t to = joining ? neighbours_.join(rounds) : neighbours_.rejoin(from, rounds);
   if (to == from) return start;
   // The agreed round's last iteration: there the node takes its neighbours' messages.
   resend_in_flight_ = false;
@@ -222,10 +223,10 @@ std::optional<IterationEnd> LocalGossip::rejoin_round(std::uint64_t r,
     for (std::size_t k = 0; k < d_; ++k) message_[k] = static_cast<float>(sum[k] / count);
     anchor_ = start_ = message_;
     buffers.set_x(message_);
-    GOSSIP_LOG(kInfo) << "rejoined at iteration " << r * per_round_ << ": x := average of " << count
-                      << " neighbours";
+    GOSSIP_LOG(kInfo) << neighbours_.rejoin_event() << " at iteration " << r * per_round_
+                      << ": x := average of " << count << " neighbours";
     services_->metrics.event(
-        r * per_round_, "rejoined",
+        r * per_round_, neighbours_.rejoin_event(),
         "x := average of " + std::to_string(count) + " neighbours' parameters");
     neighbours_.rejoined();
   }

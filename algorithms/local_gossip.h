@@ -66,6 +66,8 @@ class LocalGossip final : public RoundAlgorithm {
   // Neighbours, lag and rejoins (Neighbourhood::observe); no consensus-distance estimate: the
   // messages are the round's models relative to anchors, possibly compressed, not x_j.
   void observe(daemon::MetricsSnapshot& snapshot) const override { neighbours_.observe(snapshot); }
+  // Stopping at iteration t: round t / H is not exchanged (Neighbourhood::leave).
+  void leave(std::uint64_t t) override { neighbours_.leave(t / per_round_); }
 
  private:
   Result<std::uint64_t> start_rounds(std::uint64_t start, bool rejoining, int* exit_code) override;

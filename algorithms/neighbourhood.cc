@@ -67,7 +67,9 @@ Neighbourhood::Neighbourhood(int node, const config::TrainConfig& config,
       carry_on_(carry_on_policy()),
       everyone_(daemon::all_neighbours(topology, node)),
       peers_(exchange),
-      mh_(carry_on_ && daemon::uses_metropolis_hastings(topology, node)) {
+      mh_(carry_on_ && daemon::uses_metropolis_hastings(topology, node)),
+      standby_(config.fault().standby_nodes().begin(), config.fault().standby_nodes().end()),
+      standby_self_(std::find(standby_.begin(), standby_.end(), node) != standby_.end()) {
   for (int j : everyone_) samples_[j].peer = j;
 }
 
@@ -97,8 +99,22 @@ void Neighbourhood::start(daemon::RunServices& services) {
   membership_ = std::make_unique<daemon::Membership>(
       daemon::Membership::Options{
           self_, everyone_, cfg_.fault().admit_margin(),
-          std::chrono::duration_cast<std::chrono::nanoseconds>(deadline_).count()},
+          std::chrono::duration_cast<std::chrono::nanoseconds>(deadline_).count(), standby_},
       peers_, services.clock);
+  if (!carry_on_) return;
+  for (int j : everyone_) {
+    if (std::find(standby_.begin(), standby_.end(), j) == standby_.end()) continue;
+    GOSSIP_LOG(kInfo) << "node " << j
+                      << " is a standby node (fault.standby_nodes): not mixed until it joins";
+  }
+}
+
+void Neighbourhood::leave(std::uint64_t t) {
+  if (!carry_on_ || !membership_) return;
+  const daemon::MembershipActions a = membership_->leave(t);
+  GOSSIP_LOG(kInfo) << "leaving at iteration " << iteration(t) << ": told " << a.send.size()
+                    << " neighbours";
+  carry_out(a, t);
 }
 
 // Carries out Membership's decisions at exchange t.
@@ -129,11 +145,11 @@ std::set<int> Neighbourhood::take_changed_edges() { return std::exchange(changed
 // agreed t_a (membership.h); returns the exchange to go on from.
 std::uint64_t Neighbourhood::rejoin(std::uint64_t start, std::uint64_t total) {
   if (!carry_on_) return start;
-  std::optional<std::uint64_t> ahead = membership_->begin_rejoin(start);
+  std::optional<std::uint64_t> ahead = membership_->begin_rejoin(start, joining_);
   if (!ahead) return start;
   Clock& clock = services_->clock;
   daemon::MembershipActions actions;
-  for (int round = 0; round < 5 && !interrupted(); ++round) {
+  for (int round = 0; round < daemon::Membership::kRejoinRounds && !interrupted(); ++round) {
     carry_out(membership_->propose_rejoin(start), start);
     // Answers (and crossing proposals) arrive within the deadline.
     const std::int64_t until_ns =
@@ -151,7 +167,9 @@ std::uint64_t Neighbourhood::rejoin(std::uint64_t start, std::uint64_t total) {
   actions = {};
   const std::uint64_t t_a = membership_->finish_rejoin(start, actions);
   carry_out(actions, start);
-  GOSSIP_LOG(kInfo) << "rejoining: checkpoint at iteration " << iteration(start)
+  GOSSIP_LOG(kInfo) << (joining_ ? "joining (standby node)"
+                                 : "rejoining: checkpoint at iteration " +
+                                       std::to_string(iteration(start)))
                     << ", neighbours at up to " << iteration(*ahead) << "; jumping to iteration "
                     << iteration(t_a) << " (" << membership_->agreed() << " of " << everyone_.size()
                     << " neighbours accepted)";
@@ -160,7 +178,11 @@ std::uint64_t Neighbourhood::rejoin(std::uint64_t start, std::uint64_t total) {
 }
 
 void Neighbourhood::plan(std::uint64_t t, std::int64_t time) {
-  if (carry_on_) carry_out(membership_->start_iteration(t, exchange_.take_admissions()), t);
+  if (carry_on_) {
+    std::vector<daemon::Admission> messages = std::exchange(held_, {});
+    for (daemon::Admission& a : exchange_.take_admissions()) messages.push_back(a);
+    carry_out(membership_->start_iteration(t, messages), t);
+  }
   in_ = topology_.in_neighbors(self_, time);
   out_ = topology_.out_neighbors(self_, time);
   if (carry_on_) {
@@ -250,14 +272,26 @@ std::optional<daemon::IterationEnd> Neighbourhood::wait(
     peers.push_back(nb.node);
     exchange_.send_verdict(nb.node, {t, unusable_.count(nb.node) == 0, planned_});
   }
+  // Our verdicts are out: a neighbour that gets them all uses the edge at t. A stop request now
+  // finishes t (the neighbours' verdicts normally follow within milliseconds), so that the Leave
+  // names t+1 and both ends agree on t; it abandons t only when they have not come within a
+  // deadline of the request.
   std::map<int, daemon::Verdict> verdicts;
-  if (!peers.empty()) {
-    verdicts =
-        exchange_.wait_verdicts(t, peers, after_deadline(), [this] { return interrupted(); });
-  }
+  std::optional<std::chrono::steady_clock::time_point> stop_seen;
+  const auto give_up = [&] {
+    if (!interrupted()) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (!stop_seen) stop_seen = now;
+    return now - *stop_seen >= deadline_;
+  };
+  if (!peers.empty()) verdicts = exchange_.wait_verdicts(t, peers, after_deadline(), give_up);
   if (verdicts.size() < peers.size() && interrupted()) {
     return abandon(daemon::kExitStopped, "stop requested (signal)");
   }
+  // A neighbour that announced its leave for t is dropped as such (not as a failure).
+  std::vector<daemon::Admission> taken = exchange_.take_admissions();
+  membership_->note_leaves(taken);
+  held_.insert(held_.end(), taken.begin(), taken.end());
   daemon::MembershipActions actions;
   used_ = membership_->decide(peers, unusable_, verdicts, actions);
   mark_used();
@@ -295,6 +329,7 @@ void Neighbourhood::observe(daemon::MetricsSnapshot& s) const {
   }
   s.lag_iterations = ahead * static_cast<std::uint64_t>(per_exchange_);
   s.rejoins_total = rejoins_;
+  s.joins_total = joins_;
 }
 
 daemon::RowWeights Neighbourhood::weights(std::uint64_t t, std::int64_t time) {

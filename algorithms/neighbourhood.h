@@ -62,10 +62,22 @@ class Neighbourhood {
   // exchange t_a with them; returns where to go on. rejoin_due(t): the node has not taken its
   // neighbours' state yet (the algorithm does at t, then calls rejoined()).
   std::uint64_t rejoin(std::uint64_t start, std::uint64_t total);
+  // A standby node (fault.standby_nodes) starting without a checkpoint joins the running job the
+  // same way, from `start` = 0: its x is its neighbours' average at the agreed t_a.
+  bool joins(bool rejoining) const { return carry_on_ && standby_self_ && !rejoining; }
+  std::uint64_t join(std::uint64_t total) {
+    joining_ = true;
+    return rejoin(0, total);
+  }
+  // The metrics event of the algorithm's rejoin: "joined" for a standby node's join.
+  const char* rejoin_event() const { return joining_ ? "joined" : "rejoined"; }
+  // The node stops at exchange t (a stop request): under carry-on its neighbours are told, so they
+  // drop the edge from t on at once (Membership::leave).
+  void leave(std::uint64_t t);
   bool rejoin_due(std::uint64_t t) const { return rejoin_at_ && t >= *rejoin_at_; }
   void rejoined() {
     rejoin_at_.reset();
-    ++rejoins_;
+    ++(joining_ ? joins_ : rejoins_);
   }
 
   // Exchange t with the neighbours of W(time): membership events, then in() and out().
@@ -135,6 +147,11 @@ class Neighbourhood {
   const std::vector<int> everyone_;
   const ExchangePeers peers_;
   const bool mh_;
+  const std::vector<int> standby_;  // fault.standby_nodes
+  const bool standby_self_;
+  bool joining_ = false;
+  // Admissions taken during an exchange (for its Leave messages), given to the next plan().
+  std::vector<daemon::Admission> held_;
   std::unique_ptr<daemon::Membership> membership_;  // made in start() (it needs the clock)
   daemon::RunServices* services_ = nullptr;
   std::optional<std::uint64_t> rejoin_at_;
@@ -153,6 +170,7 @@ class Neighbourhood {
   // Counters for observe(), since the run started.
   std::map<int, daemon::NeighbourSample> samples_;  // every neighbour of the period
   std::uint64_t rejoins_ = 0;
+  std::uint64_t joins_ = 0;
   std::uint64_t planned_t_ = 0;  // the last exchange planned
 };
 

@@ -289,6 +289,11 @@ std::vector<FieldError> collect_errors(const TrainConfig& c) {
   if (c.fault().admit_margin() > 1000000) {
     e.push_back({"fault.admit_margin", "must be at most 1000000 iterations"});
   }
+  if (c.fault().standby_nodes_size() > 0 && c.fault().policy() == pb::Fault::FAIL_STOP) {
+    e.push_back({"fault.standby_nodes",
+                 "needs fault.policy CARRY_ON (a node that joins later is admitted by the "
+                 "carry-on protocol; under FAIL_STOP every node must be there from the start)"});
+  }
   collect_round_errors(c, e);
   collect_push_sum_errors(c, e);
   collect_topology_errors(c, e);
@@ -419,35 +424,12 @@ void fill_defaults(TrainConfig& c) {
   }
 }
 
-Status validate_train_config(const TrainConfig& config, const std::string& name,
-                             std::string_view text, const std::vector<std::string>& overrides,
-                             ConfigUse use) {
-  std::vector<FieldError> errors = collect_errors(config);
-  // Whether a path is one of `fields` or inside one.
-  const auto in = [](const std::string& path, std::initializer_list<const char*> fields) {
-    for (const char* field : fields) {
-      const std::size_t n = std::strlen(field);
-      if (path.compare(0, n, field) == 0 && (path.size() == n || path[n] == '.')) return true;
-    }
-    return false;
-  };
-  if (use == ConfigUse::kRoundSettings) {
-    std::erase_if(errors, [&in](const FieldError& e) {
-      return !in(e.path, {"local_steps", "outer", "compression", "overlap"});
-    });
-  }
-  if (use == ConfigUse::kAttachedTrainer) {
-    std::erase_if(errors, [&in](const FieldError& e) {
-      return in(e.path,
-                {"model", "data", "shard", "batch_size", "optimizer", "epochs", "iterations"});
-    });
-    if (config.iterations() == 0) {
-      errors.push_back({"iterations",
-                        "attach mode needs iterations (the number of gossip rounds); epochs count "
-                        "passes over gossipd's own data shard, which an attached trainer does not "
-                        "use"});
-    }
-  }
+namespace {
+
+// The errors as one InvalidArgument (nothing: ok), each "name:line:col: path: message" (or
+// "command line (override): path: message").
+Status report_errors(const std::vector<FieldError>& errors, const std::string& name,
+                     std::string_view text, const std::vector<std::string>& overrides) {
   if (errors.empty()) return Status::ok();
   // Re-parse the source with a location tree (cheap; configs are small) to point at each field.
   gp::TextFormat::ParseInfoTree tree;
@@ -481,6 +463,65 @@ Status validate_train_config(const TrainConfig& config, const std::string& name,
     message += name + ":" + loc + (loc.empty() ? " " : "") + e.path + ": " + e.message;
   }
   return invalid_argument(message);
+}
+
+}  // namespace
+
+Status validate_train_config(const TrainConfig& config, const std::string& name,
+                             std::string_view text, const std::vector<std::string>& overrides,
+                             ConfigUse use) {
+  std::vector<FieldError> errors = collect_errors(config);
+  // Whether a path is one of `fields` or inside one.
+  const auto in = [](const std::string& path, std::initializer_list<const char*> fields) {
+    for (const char* field : fields) {
+      const std::size_t n = std::strlen(field);
+      if (path.compare(0, n, field) == 0 && (path.size() == n || path[n] == '.')) return true;
+    }
+    return false;
+  };
+  if (use == ConfigUse::kRoundSettings) {
+    std::erase_if(errors, [&in](const FieldError& e) {
+      return !in(e.path, {"local_steps", "outer", "compression", "overlap"});
+    });
+  }
+  if (use == ConfigUse::kAttachedTrainer) {
+    std::erase_if(errors, [&in](const FieldError& e) {
+      return in(e.path,
+                {"model", "data", "shard", "batch_size", "optimizer", "epochs", "iterations"});
+    });
+    if (config.iterations() == 0) {
+      errors.push_back({"iterations",
+                        "attach mode needs iterations (the number of gossip rounds); epochs count "
+                        "passes over gossipd's own data shard, which an attached trainer does not "
+                        "use"});
+    }
+  }
+  return report_errors(errors, name, text, overrides);
+}
+
+Status validate_against_topology(const TrainConfig& config, int num_nodes, const std::string& name,
+                                 std::string_view text, const std::vector<std::string>& overrides) {
+  std::vector<FieldError> errors;
+  const auto& standby = config.fault().standby_nodes();
+  for (int k = 0; k < standby.size(); ++k) {
+    if (standby[k] >= static_cast<std::uint32_t>(num_nodes)) {
+      std::string why = "node ";  // (appended: GCC 12 reports a false -Wrestrict on "x" + ...)
+      why += std::to_string(standby[k]);
+      why += " is not in the topology (nodes 0..";
+      why += std::to_string(num_nodes - 1);
+      why += ")";
+      errors.push_back({"fault.standby_nodes[" + std::to_string(k) + "]", why});
+    }
+  }
+  std::vector<std::uint32_t> distinct(standby.begin(), standby.end());
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  if (errors.empty() && static_cast<int>(distinct.size()) >= num_nodes) {
+    errors.push_back({"fault.standby_nodes",
+                      "names every node of the topology; at least one must "
+                      "start the job"});
+  }
+  return report_errors(errors, name, text, overrides);
 }
 
 Result<TrainConfig> load_train_config(const std::string& path, Env& env) {

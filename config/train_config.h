@@ -46,6 +46,13 @@ Status validate_train_config(const TrainConfig& config, const std::string& name 
                              const std::vector<std::string>& overrides = {},
                              ConfigUse use = ConfigUse::kOwnTrainer);
 
+// The checks that need the topology's node count `num_nodes`: every fault.standby_nodes entry is a
+// node of it, and not every node is on standby. Messages as validate_train_config's (name, line,
+// column and field; a value set by an override blames the command line).
+Status validate_against_topology(const TrainConfig& config, int num_nodes,
+                                 const std::string& name = "config", std::string_view text = {},
+                                 const std::vector<std::string>& overrides = {});
+
 // "path.to.field=value": parses and sets one field (see the file comment). InvalidArgument naming
 // the path when the field does not exist or the value does not parse.
 Status apply_override(TrainConfig& config, std::string_view assignment);

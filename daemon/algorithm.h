@@ -125,6 +125,11 @@ class Algorithm {
   // the live snapshot (daemon/prometheus.h: neighbours, lag, rejoins, the consensus-distance
   // estimate). Must be cheap: it runs on the training thread.
   virtual void observe(MetricsSnapshot& /*snapshot*/) const {}
+
+  // A stop request ends the run at iteration t (the checkpoint of x_t follows): the algorithm may
+  // tell the other nodes that this one takes no part in t or later (carry-on gossip: Leave, so its
+  // neighbours drop the edge at once instead of detecting a failure). Default: nothing.
+  virtual void leave(std::uint64_t /*t*/) {}
 };
 
 // Builds an algorithm in the order a gossipd process needs it (daemon/run.cc): before the

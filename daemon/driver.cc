@@ -148,6 +148,7 @@ Status Driver::save(std::uint64_t iteration, const sgd::SamplerState& position) 
 // Ends the run at the start of iteration t (checkpoint of the state then, position `before`).
 NodeResult Driver::stop_at(std::uint64_t t, const sgd::SamplerState& before, int code,
                            const std::string& why) {
+  if (code == kExitStopped) algorithm_.leave(t);
   metrics_.flush_iterations();
   metrics_.event(t,
                  code == kExitStopped       ? "stopped"

@@ -158,6 +158,9 @@ Status file(ControlMailbox& mailbox, int peer, std::string_view bytes) {
       mailbox.put_admission({Admission::kAccept, peer, c.accept().iteration(),
                              c.accept().accepted(), c.accept().current()});
       break;
+    case pb::Control::kLeave:
+      mailbox.put_admission({Admission::kLeave, peer, c.leave().iteration(), false, 0});
+      break;
     default:
       break;  // another consumer's kind, or an empty message: nothing to do
   }
@@ -276,6 +279,8 @@ class TransportExchange : public ParameterExchange {
     if (a.kind == Admission::kAdmit) {
       c.mutable_admit()->set_iteration(a.iteration);
       c.mutable_admit()->set_current(a.current);
+    } else if (a.kind == Admission::kLeave) {
+      c.mutable_leave()->set_iteration(a.iteration);
     } else {
       c.mutable_accept()->set_iteration(a.iteration);
       c.mutable_accept()->set_accepted(a.accepted);

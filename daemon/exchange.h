@@ -119,9 +119,10 @@ struct Verdict {
   std::uint32_t degree = 0;
 };
 
-// Admit (proposal: use the edge from `iteration` on) or its answer Accept.
+// Admit (proposal: use the edge from `iteration` on) or its answer Accept; or Leave (the sender
+// takes no part in `iteration` or later: a stop request, SIGTERM).
 struct Admission {
-  enum Kind { kAdmit, kAccept } kind = kAdmit;
+  enum Kind { kAdmit, kAccept, kLeave } kind = kAdmit;
   int peer = -1;
   std::uint64_t iteration = 0;
   bool accepted = false;      // Accept only

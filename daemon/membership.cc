@@ -93,7 +93,11 @@ Membership::Membership(Options options, const PeerView& peers, const Clock& cloc
       margin_(std::max<std::uint64_t>(options.admit_margin, 1)),
       deadline_ns_(options.deadline_ns),
       peers_(peers),
-      clock_(clock) {}
+      clock_(clock) {
+  for (int j : options.standby) {
+    if (is_neighbour(j)) dropped_.insert(j);
+  }
+}
 
 bool Membership::is_neighbour(int peer) const {
   return std::binary_search(neighbours_.begin(), neighbours_.end(), peer);
@@ -119,6 +123,7 @@ std::uint64_t Membership::next_t_a(int peer, std::uint64_t t) {
 // Crossing proposals: the later t_a wins at both ends (the same t_a is agreed by both; the end
 // with the earlier one abandons it and accepts, the other refuses the earlier one).
 void Membership::on_admit(const Admission& a, std::uint64_t now_at, MembershipActions& out) {
+  left_.erase(a.peer);  // a node that left asks to be admitted again (its rejoin)
   bool ok = a.iteration >= std::max(now_at, floor_);  // we have not started t_a yet
   if (auto p = proposed_.find(a.peer); p != proposed_.end()) {
     if (p->second.t_a == a.iteration) {
@@ -158,12 +163,21 @@ void Membership::on_accept(const Admission& a, std::uint64_t now_at, MembershipA
   if (a.accepted) withdraw(a.peer, a.iteration, now_at, out);  // too late: we started t_a
 }
 
+// The neighbour takes no part in a.iteration or later: its open proposal and agreements are void.
+void Membership::on_leave(const Admission& a) {
+  left_[a.peer] = a.iteration;
+  proposed_.erase(a.peer);
+  admit_at_.erase(a.peer);
+}
+
 MembershipActions Membership::receive(std::span<const Admission> messages, std::uint64_t now_at) {
   MembershipActions out;
   for (const Admission& a : messages) {
     if (!is_neighbour(a.peer)) continue;
     if (a.kind == Admission::kAdmit) {
       on_admit(a, now_at, out);
+    } else if (a.kind == Admission::kLeave) {
+      on_leave(a);
     } else {
       on_accept(a, now_at, out);
     }
@@ -171,9 +185,39 @@ MembershipActions Membership::receive(std::span<const Admission> messages, std::
   return out;
 }
 
+void Membership::note_leaves(std::span<const Admission> messages) {
+  for (const Admission& a : messages) {
+    if (a.kind == Admission::kLeave && is_neighbour(a.peer)) on_leave(a);
+  }
+}
+
+MembershipActions Membership::leave(std::uint64_t t) const {
+  MembershipActions out;
+  for (int j : neighbours_) {
+    if (peers_.link_up(j))
+      out.send.emplace_back(j, Admission{Admission::kLeave, self_, t, false, t});
+  }
+  return out;
+}
+
+namespace {
+
+std::string left_reason(std::uint64_t at) {
+  return "left (it announced its leave from iteration " + std::to_string(at) + ")";
+}
+
+}  // namespace
+
 MembershipActions Membership::start_iteration(std::uint64_t t,
                                               std::span<const Admission> messages) {
+  current_ = t;
   MembershipActions out = receive(messages, t);
+  // Announced leaves first: no wait for a node that said it will not be there.
+  for (const auto& [j, at] : left_) {
+    if (at > t || dropped_.count(j)) continue;
+    dropped_.insert(j);
+    out.dropped.emplace_back(j, left_reason(at));
+  }
   for (auto e = admit_at_.begin(); e != admit_at_.end();) {
     if (e->second > t) {
       ++e;
@@ -183,6 +227,7 @@ MembershipActions Membership::start_iteration(std::uint64_t t,
     if (e->second == t && dropped_.count(j)) {
       dropped_.erase(j);
       misses_.erase(j);
+      left_.erase(j);
       out.admitted.push_back(j);
     }
     e = admit_at_.erase(e);
@@ -191,7 +236,10 @@ MembershipActions Membership::start_iteration(std::uint64_t t,
   // its t_a came.
   const std::int64_t now_ns = clock_.monotonic_ns();
   for (int j : neighbours_) {
-    if (j < self_ || !dropped_.count(j) || admit_at_.count(j) || !peers_.link_up(j)) continue;
+    if (j < self_ || !dropped_.count(j) || admit_at_.count(j) || !peers_.link_up(j) ||
+        left_.count(j)) {
+      continue;
+    }
     if (auto p = proposed_.find(j); p != proposed_.end()) {
       if (p->second.t_a > t && now_ns - p->second.sent_ns < deadline_ns_) continue;
       withdraw(j, p->second.t_a, t, out);
@@ -217,7 +265,9 @@ std::map<int, std::uint32_t> Membership::decide(std::span<const int> planned,
   for (int j : planned) {
     auto v = verdicts.find(j);
     std::string reason;
-    if (auto u = unusable.find(j); u != unusable.end()) {
+    if (auto l = left_.find(j); l != left_.end() && l->second <= current_) {
+      reason = left_reason(l->second);
+    } else if (auto u = unusable.find(j); u != unusable.end()) {
       reason = "no usable parameters from it: " + u->second;
     } else if (v == verdicts.end()) {
       reason = "no verdict from it within the deadline";
@@ -234,10 +284,12 @@ std::map<int, std::uint32_t> Membership::decide(std::span<const int> planned,
   return used;
 }
 
-std::optional<std::uint64_t> Membership::begin_rejoin(std::uint64_t start) {
+std::optional<std::uint64_t> Membership::begin_rejoin(std::uint64_t start, bool joining) {
   std::uint64_t ahead = 0;
   for (int j : neighbours_) ahead = std::max(ahead, peers_.peer_iteration(j).value_or(0));
-  if (ahead <= start) return std::nullopt;
+  joining_ = joining;
+  if (joining) ahead = std::max(ahead, start);
+  if (ahead <= start && !joining) return std::nullopt;
   rejoin_t_a_ = ahead + margin_;
   for (int j : neighbours_) dropped_.insert(j);
   return ahead;
@@ -255,9 +307,31 @@ MembershipActions Membership::propose_rejoin(std::uint64_t start) {
 bool Membership::end_rejoin_round(int round, std::uint64_t start, MembershipActions& out) {
   // Agreed with someone (at t_a, or at a later t_a a neighbour proposed at the same time): rejoin
   // at the earliest agreed iteration; later agreements are kept for the loop.
-  std::uint64_t first_agreed = 0;
+  std::uint64_t first_agreed = 0, last_agreed = 0;
   for (const auto& [j, at] : admit_at_) {
-    if (at >= rejoin_t_a_ && (first_agreed == 0 || at < first_agreed)) first_agreed = at;
+    if (at < rejoin_t_a_) continue;
+    if (first_agreed == 0 || at < first_agreed) first_agreed = at;
+    last_agreed = std::max(last_agreed, at);
+  }
+  if (joining_ && first_agreed != 0 && first_agreed != last_agreed && round + 1 < kRejoinRounds) {
+    // A join: a neighbour's own proposal crossed ours and won with a later t_a: move every
+    // agreement to that one (withdrawn here, proposed again next round), so that the node takes
+    // the state of all its neighbours at one iteration rather than of the earliest few. Not for a
+    // restart: there the neighbours run at a checkpoint's distance ahead with the default margin,
+    // an earlier agreement is often already under way at the neighbour, and a late withdrawal
+    // holds it at t_a (the fault scenario `rejoin` failed with it).
+    for (auto e = admit_at_.begin(); e != admit_at_.end();) {
+      if (e->second >= last_agreed) {
+        ++e;
+        continue;
+      }
+      withdraw(e->first, e->second, start, out);
+      e = admit_at_.erase(e);
+    }
+    for (const auto& [j, p] : proposed_) withdraw(j, p.t_a, start, out);
+    proposed_.clear();
+    rejoin_t_a_ = last_agreed;
+    return false;
   }
   if (first_agreed != 0) {
     rejoin_t_a_ = first_agreed;

@@ -21,6 +21,13 @@
 //    again further ahead. Crossing proposals: the later t_a wins at both ends.
 //  - Rejoin. A node resumed from a checkpoint while its neighbours are ahead proposes one t_a
 //    past the newest iteration they announce to all of them and jumps to the earliest agreed one.
+//  - Standby and join. A standby neighbour (fault.standby_nodes) is dropped from the start, as if
+//    it had left before iteration 0; when it starts it joins as a rejoining node does (from
+//    iteration 0, whatever its neighbours announce) and is admitted at the agreed t_a.
+//  - Announced leave. A node that stops (SIGTERM) sends Leave{t_l}: it takes no part in t_l or
+//    later. The receiver drops the edge from t_l on ("left", not a failure) without waiting for
+//    data or a verdict that will not come, and proposes nothing to it until it asks to be
+//    admitted again (its rejoin's Admit).
 //
 // Time comes from the injected Clock (a proposal unanswered for `deadline_ns` is withdrawn), so
 // tests drive it with a ManualClock. Not thread-safe: used from the node's loop thread only.
@@ -88,17 +95,27 @@ class Membership {
     std::vector<int> neighbours;     // every node `self` ever exchanges with (all_neighbours)
     std::uint64_t admit_margin = 1;  // fault.admit_margin (0 counts as 1)
     std::int64_t deadline_ns = 0;    // a proposal unanswered this long is withdrawn
+    std::vector<int> standby;        // fault.standby_nodes: dropped until they join
   };
   // `peers` and `clock` are borrowed and must outlive this object.
   Membership(Options options, const PeerView& peers, const Clock& clock);
 
   bool is_dropped(int peer) const { return dropped_.count(peer) != 0; }
+  // Whether `peer` announced that it leaves at or before iteration t.
+  bool has_left(int peer, std::uint64_t t) const {
+    auto l = left_.find(peer);
+    return l != left_.end() && l->second <= t;
+  }
   // Every neighbour dropped: the node trains alone.
   bool partitioned() const { return dropped_.size() == neighbours_.size() && !neighbours_.empty(); }
 
   // Admission messages received (in arrival order) while this node is at iteration `now_at`;
   // messages from nodes that are not neighbours are ignored.
   MembershipActions receive(std::span<const Admission> messages, std::uint64_t now_at);
+
+  // Only the Leave messages of `messages`, during an iteration (the others wait for the next
+  // start_iteration, which may be given them again): decide() then drops a node that left.
+  void note_leaves(std::span<const Admission> messages);
 
   // The boundary before iteration t: the messages received since the last event, then the edges
   // agreed for t are admitted, the lower id (re)proposes to each dropped neighbour whose link is
@@ -117,20 +134,31 @@ class Membership {
   // ---- rejoin after a restart, in rounds: begin_rejoin, then per round propose_rejoin,
   // receive() until !awaiting_answers() or a deadline passed, end_rejoin_round; finish_rejoin.
   // Returns the newest iteration a neighbour announced when it is past `start` (every neighbour
-  // is then dropped until re-admitted), or nullopt when there is nothing to rejoin.
-  std::optional<std::uint64_t> begin_rejoin(std::uint64_t start);
+  // is then dropped until re-admitted), or nullopt when there is nothing to rejoin. `joining`: a
+  // standby node's first start — it joins even when nobody is past `start` yet (it returns the
+  // newest iteration announced, or `start`).
+  std::optional<std::uint64_t> begin_rejoin(std::uint64_t start, bool joining = false);
   // Admit{t_a} to every neighbour whose link is up; the node is at `start` (its checkpoint).
   MembershipActions propose_rejoin(std::uint64_t start);
   bool awaiting_answers() const { return !proposed_.empty(); }
-  // After round `round` (0-based): true when someone agreed (rejoin_iteration() is the earliest
-  // agreed iteration); otherwise the open proposals are withdrawn (into `out`) and the next
-  // round's t_a lies further ahead (margin · 2^(round+1) past the newest iteration heard of).
+  // After round `round` (0-based, at most kRejoinRounds): true when someone agreed
+  // (rejoin_iteration() is the earliest agreed iteration). In a join (begin_rejoin(…, true)),
+  // agreements at different iterations (a neighbour's crossing proposal won with a later t_a) are
+  // moved to the latest one before the last round: those below it are withdrawn (into `out`), the
+  // next round proposes it, and this returns false. With no agreement the open proposals are
+  // withdrawn and the next round's t_a lies further ahead (margin · 2^(round+1) past the newest
+  // iteration heard of).
+  static constexpr int kRejoinRounds = 5;
   bool end_rejoin_round(int round, std::uint64_t start, MembershipActions& out);
   // Cancels the agreements below the rejoin iteration (they would never be used) and returns it.
   std::uint64_t finish_rejoin(std::uint64_t start, MembershipActions& out);
   std::uint64_t rejoin_iteration() const { return rejoin_t_a_; }
   // The number of agreed future admissions (for the rejoin log line).
   std::size_t agreed() const { return admit_at_.size(); }
+
+  // ---- leave: this node stops at iteration t (takes no part in t): Leave{t} to every neighbour
+  // whose link is up.
+  MembershipActions leave(std::uint64_t t) const;
 
  private:
   struct Proposal {
@@ -143,6 +171,7 @@ class Membership {
   std::uint64_t next_t_a(int peer, std::uint64_t t);
   void on_admit(const Admission& a, std::uint64_t now_at, MembershipActions& out);
   void on_accept(const Admission& a, std::uint64_t now_at, MembershipActions& out);
+  void on_leave(const Admission& a);
 
   const int self_;
   const std::vector<int> neighbours_;  // sorted
@@ -156,8 +185,11 @@ class Membership {
   std::map<int, Proposal> proposed_;       // our open proposal to a neighbour
   std::map<int, std::uint64_t> reported_;  // newest iteration a neighbour told us in an answer
   std::map<int, int> misses_;              // failed proposals since its last admission
+  std::map<int, std::uint64_t> left_;      // neighbour -> the iteration its Leave named
+  std::uint64_t current_ = 0;              // the iteration start_iteration last began
   std::uint64_t floor_ = 0;                // no agreement below it (a rejoin's t_a)
   std::uint64_t rejoin_t_a_ = 0;
+  bool joining_ = false;  // begin_rejoin's `joining`
 };
 
 }  // namespace gossip::daemon

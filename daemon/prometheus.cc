@@ -155,6 +155,9 @@ std::string format_exposition(const MetricsSnapshot& s) {
          s.bytes_received_total);
   single("gossip_rejoins_total", T::kCounter,
          "Times this node rejoined its neighbours after resuming behind them.", s.rejoins_total);
+  single("gossip_joins_total", T::kCounter,
+         "Times this node joined the running job as a standby node (fault.standby_nodes).",
+         s.joins_total);
   if (s.lag_iterations) {
     single("gossip_iteration_lag", T::kGauge,
            "Iterations the most advanced neighbour is ahead of this node (0: not behind).",

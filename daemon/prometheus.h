@@ -51,6 +51,7 @@ struct MetricsSnapshot {
   std::uint64_t bytes_sent_total = 0;
   std::uint64_t bytes_received_total = 0;
   std::uint64_t rejoins_total = 0;
+  std::uint64_t joins_total = 0;  // a standby node's join (fault.standby_nodes): 0 or 1
   // Iterations the most advanced neighbour has started beyond the one this node starts next
   // (0 when it is not behind); none for an algorithm without neighbours.
   std::optional<std::uint64_t> lag_iterations;

@@ -23,6 +23,7 @@
 #include "daemon/checkpoint.h"
 #include "daemon/driver.h"
 #include "daemon/exit_codes.h"
+#include "daemon/membership.h"
 #include "daemon/metrics_server.h"
 #include "daemon/node.h"
 #include "daemon/node_job.h"
@@ -87,6 +88,23 @@ Result<topology::Topology> load_topology_for(const RunOptions& o, const TrainCon
   return t;
 }
 
+// fault.standby_nodes against the topology: nodes of it, and a symmetric W (carry-on drops them
+// from W until they join).
+Status check_standby(const RunOptions& o, const TrainConfig& config,
+                     const topology::Topology& topo) {
+  if (config.fault().standby_nodes().empty()) return Status::ok();
+  GOSSIP_ASSIGN_OR_RETURN(std::string text, Env::system().read_file(o.config_path));
+  GOSSIP_RETURN_IF_ERROR(config::validate_against_topology(config, topo.num_nodes(), o.config_path,
+                                                           text, o.overrides));
+  if (!mixing_is_symmetric(topo)) {
+    return invalid_argument(o.config_path +
+                            ": fault.standby_nodes: needs a symmetric W(t) (an "
+                            "undirected topology) for the carry-on protocol; " +
+                            o.topology_path + " is directed");
+  }
+  return Status::ok();
+}
+
 Result<Inputs> load_inputs(const RunOptions& o, const SchedulerStart* start) {
   Inputs in;
   GOSSIP_ASSIGN_OR_RETURN(
@@ -104,6 +122,7 @@ Result<Inputs> load_inputs(const RunOptions& o, const SchedulerStart* start) {
   if (topo.addresses().empty()) {
     return invalid_argument(o.topology_path + ": nodes have no addresses");
   }
+  GOSSIP_RETURN_IF_ERROR(check_standby(o, in.config, topo));
   if (!o.insecure && o.certs_dir.empty()) {
     return invalid_argument("give --certs DIR (TLS, made by scripts/gen-certs.sh) or --insecure");
   }
@@ -269,7 +288,9 @@ Result<net::TransportOptions> transport_options(const RunOptions& o, const Input
 // null) is told why.
 std::optional<int> wait_for_links(const RunOptions& o, const Inputs& in, net::Transport& transport,
                                   const daemon::AlgorithmFactory& algorithm, LocalStep* step) {
-  const std::vector<int> peers = algorithm.link_peers();
+  // Standby nodes (fault.standby_nodes) start absent: nobody waits for them.
+  std::vector<int> peers = algorithm.link_peers();
+  for (std::uint32_t s : in.config.fault().standby_nodes()) std::erase(peers, static_cast<int>(s));
   const auto connect_ms = in.config.timeouts().connect_ms();
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(connect_ms);
   bool connected = false;

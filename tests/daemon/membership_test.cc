@@ -28,7 +28,9 @@ constexpr std::int64_t kDeadlineNs = 1'000'000'000;  // 1 s
 class Cluster {
  public:
   // `edges`: undirected neighbour pairs.
-  Cluster(int n, const std::vector<std::pair<int, int>>& edges, std::uint64_t margin) {
+  // `standby`: fault.standby_nodes, given to every node.
+  Cluster(int n, const std::vector<std::pair<int, int>>& edges, std::uint64_t margin,
+          const std::vector<int>& standby = {}) {
     std::vector<std::vector<int>> nb(n);
     for (auto [a, b] : edges) {
       nb[a].push_back(b);
@@ -37,7 +39,7 @@ class Cluster {
     for (int i = 0; i < n; ++i) {
       views_.push_back(std::make_unique<View>(*this, i));
       nodes_.push_back(std::make_unique<Membership>(
-          Membership::Options{i, nb[i], margin, kDeadlineNs}, *views_[i], clock));
+          Membership::Options{i, nb[i], margin, kDeadlineNs, standby}, *views_[i], clock));
       inbox_.emplace_back();
     }
   }
@@ -502,6 +504,184 @@ TEST_CASE(
   CHECK(c.admitted_at[{0, 2}] == Times{69});
   CHECK(c.admitted_at[{1, 0}] == Times{69});
   CHECK(c.admitted_at[{2, 0}] == Times{69});
+}
+
+TEST_CASE(
+    "standby: a standby neighbour is left out from iteration 0 without a drop or a proposal, and "
+    "joins at an iteration both ends agree on") {
+  // Ring of 4; node 3 is on standby (neighbours 0 and 2) and not running: its links are down.
+  Cluster c(4, {{0, 1}, {1, 2}, {2, 3}, {3, 0}}, 3, {3});
+  c.cut(3, 0);
+  c.cut(3, 2);
+  for (std::uint64_t t = 0; t < 30; ++t) {
+    for (int i : {0, 1, 2}) CHECK(c.start(i, t).send.empty());
+  }
+  CHECK(c.node(0).is_dropped(3));
+  CHECK(c.node(2).is_dropped(3));
+  CHECK_FALSE(c.node(0).is_dropped(1));
+  CHECK(c.dropped_at.empty());  // never in W: nothing was dropped
+  // Node 3 starts (a fresh process, iteration 0, its links up). Without `joining` a node at 0
+  // whose neighbours are at 0 has nothing to rejoin; a joining one joins whatever they announce.
+  c.heal(3, 0);
+  c.heal(3, 2);
+  c.announce(3, 0);
+  Cluster early(2, {{0, 1}}, 3, {1});
+  early.announce(0, 0);
+  CHECK_FALSE(early.node(1).begin_rejoin(0).has_value());
+  CHECK(early.node(1).begin_rejoin(0, true) == std::optional<std::uint64_t>(0));
+  REQUIRE(c.node(3).begin_rejoin(0, true) == std::optional<std::uint64_t>(29));
+  c.carry_out(3, 0, c.node(3).propose_rejoin(0));
+  REQUIRE(c.inbox(0).size() == 1);
+  CHECK(c.inbox(0)[0].iteration == 29 + 3);
+  // Node 0 (lower id) would propose to the dropped 3 now that its link is up; the proposal it
+  // just accepted stops it: one message, the Accept.
+  const MembershipActions from0 = c.start(0, 30);
+  REQUIRE(from0.send.size() == 1);
+  CHECK((from0.send[0].second.kind == Admission::kAccept && from0.send[0].second.accepted));
+  c.start(1, 30);
+  c.start(2, 30);
+  c.receive(3, 0);
+  MembershipActions out;
+  REQUIRE(c.node(3).end_rejoin_round(0, 0, out));
+  const std::uint64_t t_a = c.node(3).finish_rejoin(0, out);
+  CHECK(t_a == 32);
+  for (std::uint64_t t = 31; t < 40; ++t) {
+    for (int i : {0, 1, 2}) c.start(i, t);
+    if (t >= t_a) c.start(3, t);
+  }
+  for (auto [i, j] : {std::pair{0, 3}, {3, 0}, {2, 3}, {3, 2}}) {
+    CHECK(c.admitted_at[{i, j}] == Times{t_a});
+  }
+  CHECK(c.dropped_at.empty());
+}
+
+// The reason node i gave for dropping j in `a` ("" when it did not).
+std::string drop_reason(const MembershipActions& a, int j) {
+  for (const auto& [peer, why] : a.dropped) {
+    if (peer == j) return why;
+  }
+  return "";
+}
+
+TEST_CASE(
+    "leave: Leave{t} drops the edge from t on as 'left', at the boundary or in the verdict phase, "
+    "and nobody proposes to the node that left until it asks") {
+  // Ring of 3. Node 1 stops at 10: node 0 hears it before its boundary 10, node 2 while in 10.
+  Cluster c(3, {{0, 1}, {1, 2}, {2, 0}}, 2);
+  c.run({0, 1, 2}, 0, 10);
+  c.start(2, 10);
+  const MembershipActions bye = c.node(1).leave(10);
+  c.carry_out(1, 10, bye);
+  REQUIRE(bye.send.size() == 2);
+  for (const auto& [to, m] : bye.send) CHECK((m.kind == Admission::kLeave && m.iteration == 10));
+  const MembershipActions at0 = c.start(0, 10);
+  CHECK(drop_reason(at0, 1).find("left") == 0);
+  // Node 2's exchange 10: no data and no verdict from 1 (it stopped), 0's arrived.
+  std::vector<Admission> in2 = c.inbox(2);
+  c.lose_inbox(2);
+  c.node(2).note_leaves(in2);
+  MembershipActions at2;
+  const std::vector<int> planned{0, 1};
+  const std::map<int, std::uint32_t> used =
+      c.node(2).decide(planned, {{1, "transport: link down"}}, {{0, Verdict{10, true, 1}}}, at2);
+  CHECK(used == std::map<int, std::uint32_t>{{0, 1}});
+  CHECK(drop_reason(at2, 1).find("left") == 0);
+  // A Leave for a later iteration leaves the current one alone.
+  Cluster later(2, {{0, 1}}, 2);
+  later.start(0, 4);
+  later.node(0).note_leaves(std::vector{Admission{Admission::kLeave, 1, 5, false, 5}});
+  MembershipActions none;
+  const std::vector<int> both{1};
+  CHECK(later.node(0).decide(both, {}, {{1, Verdict{4, true, 1}}}, none).size() == 1);
+  CHECK(none.dropped.empty());
+  CHECK(drop_reason(later.start(0, 5), 1).find("left") == 0);
+  // The leaver's links stay up a moment: node 0 (lower id) proposes nothing to it.
+  for (std::uint64_t t = 11; t < 16; ++t) {
+    CHECK(c.start(0, t).send.empty());
+    CHECK(c.start(2, t).send.empty());
+  }
+  // It comes back (a rejoin: Admit from it) and is admitted at both ends again.
+  c.announce(1, 10);
+  REQUIRE(c.node(1).begin_rejoin(10).has_value());
+  c.carry_out(1, 10, c.node(1).propose_rejoin(10));
+  c.start(0, 16);
+  c.start(2, 16);
+  c.receive(1, 10);
+  MembershipActions out;
+  REQUIRE(c.node(1).end_rejoin_round(0, 10, out));
+  const std::uint64_t t_a = c.node(1).finish_rejoin(10, out);
+  for (std::uint64_t t = 17; t < t_a + 2; ++t) {
+    for (int i : {0, 2}) c.start(i, t);
+    if (t >= t_a) c.start(1, t);
+  }
+  CHECK(c.admitted_at[{0, 1}] == Times{t_a});
+  CHECK(c.admitted_at[{2, 1}] == Times{t_a});
+  CHECK_FALSE(c.node(0).is_dropped(1));
+}
+
+// The crossing of a join (node 2 of the path 0-2-1 starts from 0; both neighbours have lower ids
+// and propose to it too): node 1 is past node 2's t_a (33) when it reads it, so it refuses and
+// proposes 40 itself, which node 2 accepts; 33 is agreed with node 0. Runs the first round and
+// returns node 2's end_rejoin_round (its messages in *out).
+bool crossing_round(Cluster& c, std::uint64_t start, bool joining, MembershipActions* out) {
+  c.cut(0, 2);
+  c.cut(1, 2);
+  c.start(0, 30);
+  c.start(1, 30);
+  c.heal(0, 2);
+  c.heal(1, 2);
+  c.announce(2, start);
+  REQUIRE(c.node(2).begin_rejoin(start, joining) == std::optional<std::uint64_t>(30));
+  c.carry_out(2, start, c.node(2).propose_rejoin(start));
+  c.announce(1, 37);  // node 1 ran ahead of what node 2 heard
+  const MembershipActions p1 = c.start(1, 37);
+  REQUIRE(p1.send.size() == 2);
+  CHECK((p1.send[0].second.kind == Admission::kAccept && !p1.send[0].second.accepted));
+  CHECK((p1.send[1].second.kind == Admission::kAdmit && p1.send[1].second.iteration == 40));
+  c.start(0, 31);  // node 0 accepts 33
+  c.receive(2, start);
+  return c.node(2).end_rejoin_round(0, start, *out);
+}
+
+TEST_CASE(
+    "join: when a neighbour's own proposal wins with a later t_a, every agreement moves to that "
+    "t_a, so the joiner takes all its neighbours' state at one iteration") {
+  Cluster c(3, {{0, 2}, {1, 2}}, 3);
+  MembershipActions out;
+  CHECK_FALSE(crossing_round(c, 0, true, &out));  // 33 with 0, 40 with 1: not yet
+  REQUIRE(out.send.size() == 1);
+  CHECK((out.send[0].first == 0 && out.send[0].second.kind == Admission::kAccept &&
+         !out.send[0].second.accepted && out.send[0].second.iteration == 33));
+  c.carry_out(2, 0, out);
+  c.carry_out(2, 0, c.node(2).propose_rejoin(0));
+  c.start(0, 32);
+  c.start(1, 38);
+  c.receive(2, 0);
+  out = {};
+  REQUIRE(c.node(2).end_rejoin_round(1, 0, out));
+  const std::uint64_t t_a = c.node(2).finish_rejoin(0, out);
+  CHECK(t_a == 40);
+  CHECK(out.send.empty());
+  for (std::uint64_t t = 33; t < 45; ++t) {
+    c.start(0, t);
+    if (t > 38) c.start(1, t);
+    if (t >= t_a) c.start(2, t);
+  }
+  for (auto [i, j] : {std::pair{0, 2}, {2, 0}, {1, 2}, {2, 1}}) {
+    CHECK(c.admitted_at[{i, j}] == Times{t_a});
+  }
+}
+
+TEST_CASE(
+    "rejoin after a restart: the same crossing rejoins at the earliest agreement and keeps the "
+    "later one for the loop (nothing withdrawn)") {
+  Cluster c(3, {{0, 2}, {1, 2}}, 3);
+  MembershipActions out;
+  REQUIRE(crossing_round(c, 5, false, &out));
+  CHECK(out.send.empty());
+  CHECK(c.node(2).finish_rejoin(5, out) == 33);
+  CHECK(out.send.empty());
+  CHECK(c.node(2).agreed() == 2);
 }
 
 TEST_CASE("messages from a node that is not a neighbour change nothing") {

@@ -72,6 +72,7 @@ MetricsSnapshot example() {
   s.bytes_sent_total = 123456789012;
   s.bytes_received_total = 98765;
   s.rejoins_total = 2;
+  s.joins_total = 1;
   s.lag_iterations = 4;
   s.consensus_distance_sq = 1e-3;
   s.consensus_iteration = 1200;
@@ -103,6 +104,7 @@ TEST_CASE("a snapshot's exposition is valid and carries every field under its na
   CHECK(p.value("gossip_bytes_sent_total") == 123456789012.0);
   CHECK(p.value("gossip_bytes_received_total") == 98765);
   CHECK(p.value("gossip_rejoins_total") == 2);
+  CHECK(p.value("gossip_joins_total") == 1);
   CHECK(p.value("gossip_iteration_lag") == 4);
   CHECK(p.value("gossip_consensus_distance_squared") == 1e-3);
   CHECK(p.value("gossip_consensus_iteration") == 1200);
