@@ -33,6 +33,18 @@ int wait_status_code(int status) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// Whether node `n`'s log (this launch's part) says its trainer attached (daemon/run.cc logs
+// "trainer attached: " once the HELLO is done).
+bool log_says_attached(const NodeView& n) {
+  std::ifstream in(n.log_path, std::ios::binary);
+  if (!in) return false;
+  in.seekg(n.log_offset);
+  std::string text(static_cast<std::size_t>(kMaxLogRead), '\0');
+  in.read(text.data(), kMaxLogRead);
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  return text.find("] trainer attached: ") != std::string::npos;
+}
+
 // Trainers seen ended while their nodes run: each is reported; a node not serving an attached
 // trainer is stopped, since it would wait timeouts.connect_ms for nobody. The probes run side by
 // side (each waits up to kProbeWait for a node that is waiting for its trainer).
@@ -47,7 +59,9 @@ void on_trainers_ended(const std::vector<NodeView*>& ended) {
   for (std::size_t k = 0; k < ended.size(); ++k) {
     NodeView& n = *ended[k];
     const std::string how = describe_status(n.trainer_status);
-    if (states[k] == attach::AttachSocketState::kTrainerAttached) {
+    // Attached, now or before: a trainer that died mid-run leaves the server's slot free again
+    // by the time of the probe, but its node has begun training and leaves the group by itself.
+    if (states[k] == attach::AttachSocketState::kTrainerAttached || log_says_attached(n)) {
       // Its node sees the trainer gone at its next wait and leaves the group by itself.
       if (n.trainer_status != 0) {
         std::printf("\ntrainer of node %d exited: %s (output in %s)\n", n.id, how.c_str(),
