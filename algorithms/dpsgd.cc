@@ -38,8 +38,7 @@ Result<std::uint64_t> Dpsgd::start(std::uint64_t start, bool rejoining, std::uin
                                    RunServices& services, int* /*exit_code*/) {
   services_ = &services;
   neighbours_.start(services);
-  sent_before_ = neighbours_.bytes_sent();
-  received_before_ = neighbours_.bytes_received();
+  neighbours_.reset_byte_counts();
   if (rejoining) return neighbours_.rejoin(start, total);
   if (neighbours_.joins(rejoining)) return neighbours_.join(total);
   return start;
@@ -73,10 +72,7 @@ IterationOutcome Dpsgd::iterate(std::uint64_t t, LocalStep& step, ParameterBuffe
   stats.wait_s = static_cast<double>(t2 - t1) * 1e-9;
   stats.exchange_s = static_cast<double>(t2 - (overlap ? t0 : t1)) * 1e-9;
   stats.iteration_s = static_cast<double>(clock.monotonic_ns() - t0) * 1e-9;
-  stats.bytes_sent = neighbours_.bytes_sent() - sent_before_;
-  stats.bytes_received = neighbours_.bytes_received() - received_before_;
-  sent_before_ += stats.bytes_sent;
-  received_before_ += stats.bytes_received;
+  neighbours_.take_byte_counts(stats);
   return daemon::IterationReport{loss, stats};
 }
 

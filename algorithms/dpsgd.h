@@ -66,7 +66,6 @@ class Dpsgd final : public daemon::Algorithm {
   const config::TrainConfig& cfg_;
   Neighbourhood neighbours_;
   RunServices* services_ = nullptr;
-  std::uint64_t sent_before_ = 0, received_before_ = 0;
   std::vector<daemon::Inbox> from_;  // iteration t's receive buffers
   // The last consensus-distance estimate: when (clock ns), at which iteration, its value.
   std::optional<std::int64_t> consensus_at_ns_;

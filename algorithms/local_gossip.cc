@@ -75,8 +75,7 @@ LocalGossip::LocalGossip(int node, const config::TrainConfig& config,
 Result<std::uint64_t> LocalGossip::start_rounds(std::uint64_t start, bool rejoining,
                                                 int* /*exit_code*/) {
   neighbours_.start(*services_);
-  sent_before_ = neighbours_.bytes_sent();
-  received_before_ = neighbours_.bytes_received();
+  neighbours_.reset_byte_counts();
   const bool joining = neighbours_.joins(rejoining);
   if (!rejoining && !joining) return start;
   const std::uint64_t rounds = (total_ + per_round_ - 1) / per_round_;
@@ -318,10 +317,7 @@ daemon::IterationOutcome LocalGossip::iterate(std::uint64_t t, daemon::LocalStep
   stats.compute_s = static_cast<double>(t1 - t0) * 1e-9;
   stats.exchange_s = stats.wait_s = static_cast<double>(t2 - t1) * 1e-9;
   stats.iteration_s = static_cast<double>(t2 - t0) * 1e-9;
-  stats.bytes_sent = neighbours_.bytes_sent() - sent_before_;
-  stats.bytes_received = neighbours_.bytes_received() - received_before_;
-  sent_before_ += stats.bytes_sent;
-  received_before_ += stats.bytes_received;
+  neighbours_.take_byte_counts(stats);
   return daemon::IterationReport{loss, stats};
 }
 

@@ -89,7 +89,6 @@ class LocalGossip final : public RoundAlgorithm {
   const std::size_t message_floats_;
   Neighbourhood neighbours_;
   std::unique_ptr<sgd::Backend> cpu_;  // the round's arithmetic (sgd/round.h), host memory
-  std::uint64_t sent_before_ = 0, received_before_ = 0;
 
   std::vector<float> message_, delta_, z_, scratch_;
   std::optional<std::uint64_t> in_flight_;      // the round whose messages are posted, not combined

@@ -343,4 +343,15 @@ daemon::RowWeights Neighbourhood::weights(std::uint64_t t, std::int64_t time) {
   return w;
 }
 
+void Neighbourhood::reset_byte_counts() {
+  counted_sent_ = bytes_sent();
+  counted_received_ = bytes_received();
+}
+
+void Neighbourhood::take_byte_counts(daemon::IterationStats& stats) {
+  stats.bytes_sent = bytes_sent() - counted_sent_;
+  stats.bytes_received = bytes_received() - counted_received_;
+  reset_byte_counts();
+}
+
 }  // namespace gossip::algorithms

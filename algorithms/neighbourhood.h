@@ -107,6 +107,10 @@ class Neighbourhood {
 
   std::uint64_t bytes_sent() const { return exchange_.bytes_sent(); }
   std::uint64_t bytes_received() const { return exchange_.bytes_received(); }
+  // Sets `stats`' bytes sent and received to what went over the links since the previous call
+  // (the first call: since the first reset_byte_counts()).
+  void reset_byte_counts();
+  void take_byte_counts(daemon::IterationStats& stats);
 
   // The live snapshot's neighbour part (daemon/prometheus.h) after the last exchange waited for:
   // every neighbour of the period with its bytes, waits, drops and admissions, the lag behind the
@@ -120,7 +124,8 @@ class Neighbourhood {
   // (std::chrono::steady_clock); the algorithms' own timings use the injected clock.
   daemon::SteadyTime after_deadline() const { return std::chrono::steady_clock::now() + deadline_; }
   void carry_out(const daemon::MembershipActions& actions, std::uint64_t t);
-  void mark_used();  // samples_[j].in_use from used_
+  void mark_used();                                        // samples_[j].in_use from used_
+  std::uint64_t counted_sent_ = 0, counted_received_ = 0;  // take_byte_counts' last reading
 
   class ExchangePeers final : public daemon::PeerView {
    public:

@@ -67,7 +67,6 @@ class PushSum final : public daemon::Algorithm {
   float weight_ = 1.0f;         // w_i^t
   std::vector<float> message_;  // (z_i^t, w_i^t) as sent
   std::vector<daemon::Inbox> from_;
-  std::uint64_t sent_before_ = 0, received_before_ = 0;
 };
 
 }  // namespace gossip::algorithms
