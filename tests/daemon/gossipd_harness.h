@@ -216,4 +216,41 @@ inline void exactness(const std::string& kind, int n, bool tls, const std::strin
   }
 }
 
+// A job of `n` nodes on topology `kind` with `config_text` (40 iterations, a checkpoint every 6),
+// launched straight through; then its checkpoints after iteration 18 are removed and
+// `launch --resume` continues from 18 (mid-round for rounds of 4): every node must end bit for
+// bit where the straight run ended.
+inline void check_resume_from_18(const std::string& config_text, const std::string& kind, int n) {
+  TempDir dir;
+  const std::string cfg = dir.path + "/train.pbtxt";
+  std::ofstream(cfg) << config_text;
+  const std::string work = dir.path + "/run";
+  std::string topo;
+  int rc = launch_retrying_ports(dir.path, kind, n, work, &topo, [&](const std::string& t) {
+    return launch_command(dir.path, t, cfg, work, dir.path + "/ckpt") + " > " + dir.path +
+           "/launch.out 2>&1";
+  });
+  INFO(read_file(dir.path + "/launch.out"));
+  REQUIRE(rc == kExitOk);
+  std::vector<std::vector<float>> straight;
+  for (int i = 0; i < n; ++i) {
+    straight.push_back(read_f32(work + "/final/node_" + std::to_string(i) + ".f32"));
+    for (int it : {24, 30, 36, 40}) {
+      char name[64];
+      std::snprintf(name, sizeof name, "/ckpt/node-%d/ckpt-%012d.bin", i, it);
+      REQUIRE(fs::remove(dir.path + name));
+    }
+  }
+  rc = run_shell(launch_command(dir.path, topo, cfg, work, dir.path + "/ckpt") + " --resume > " +
+                 dir.path + "/resume.out 2>&1");
+  INFO(read_file(dir.path + "/resume.out"));
+  REQUIRE(rc == kExitOk);
+  CHECK(read_file(dir.path + "/resume.out").find("checkpoint at iteration 18") !=
+        std::string::npos);
+  for (int i = 0; i < n; ++i) {
+    CHECK_MESSAGE(read_f32(work + "/final/node_" + std::to_string(i) + ".f32") == straight[i],
+                  "node " << i);
+  }
+}
+
 }  // namespace gossip::daemon::harness

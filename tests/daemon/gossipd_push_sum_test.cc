@@ -84,42 +84,12 @@ TEST_CASE(
     "resume: PUSH_SUM on the star resumed from a checkpoint ends bit for bit where it would") {
   // The star's weights are far from 1 by iteration 18; a checkpoint without w (or a resume that
   // restarted it at 1) would end elsewhere.
-  TempDir dir;
   std::string text = push_sum_config();
   const std::string every = "checkpoint { every: 50 keep: 3 }";
   REQUIRE(text.find(every) != std::string::npos);
   text.replace(text.find(every), every.size(), "checkpoint { every: 6 keep: 10 }");
   text.replace(text.find("iterations: 60"), 14, "iterations: 40");
-  const std::string cfg = dir.path + "/train.pbtxt";
-  std::ofstream(cfg) << text;
-  const std::string work = dir.path + "/run";
-  const int n = 5;
-  std::string topo;
-  int rc = launch_retrying_ports(dir.path, "STAR", n, work, &topo, [&](const std::string& t) {
-    return launch_command(dir.path, t, cfg, work, dir.path + "/ckpt") + " > " + dir.path +
-           "/launch.out 2>&1";
-  });
-  INFO(read_file(dir.path + "/launch.out"));
-  REQUIRE(rc == kExitOk);
-  std::vector<std::vector<float>> straight;
-  for (int i = 0; i < n; ++i) {
-    straight.push_back(read_f32(work + "/final/node_" + std::to_string(i) + ".f32"));
-    for (int it : {24, 30, 36, 40}) {
-      char name[64];
-      std::snprintf(name, sizeof name, "/ckpt/node-%d/ckpt-%012d.bin", i, it);
-      REQUIRE(fs::remove(dir.path + name));
-    }
-  }
-  rc = run_shell(launch_command(dir.path, topo, cfg, work, dir.path + "/ckpt") + " --resume > " +
-                 dir.path + "/resume.out 2>&1");
-  INFO(read_file(dir.path + "/resume.out"));
-  REQUIRE(rc == kExitOk);
-  CHECK(read_file(dir.path + "/resume.out").find("checkpoint at iteration 18") !=
-        std::string::npos);
-  for (int i = 0; i < n; ++i) {
-    CHECK_MESSAGE(read_f32(work + "/final/node_" + std::to_string(i) + ".f32") == straight[i],
-                  "node " << i);
-  }
+  check_resume_from_18(text, "STAR", 5);
 }
 
 // `gossipd run` of node 0 on `topo` with `config`: its exit code and output.

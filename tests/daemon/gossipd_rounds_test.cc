@@ -149,7 +149,6 @@ TEST_CASE("exactness: DiLoCo, H = 1, overlap, no compression (4 nodes)") {
 // A straight run keeps every checkpoint (every 6 iterations, H = 4: most mid-round); the newer
 // ones are removed and `launch --resume` continues from iteration 18 (round 4, its third step).
 void resume_mid_round(const std::string& rounds) {
-  TempDir dir;
   RoundJob job;
   job.job.iterations = 40;
   job.rounds = rounds;
@@ -157,35 +156,7 @@ void resume_mid_round(const std::string& rounds) {
   const std::string every = "checkpoint { every: 50 keep: 3 }";
   REQUIRE(text.find(every) != std::string::npos);
   text.replace(text.find(every), every.size(), "checkpoint { every: 6 keep: 10 }");
-  const std::string cfg = dir.path + "/train.pbtxt";
-  std::ofstream(cfg) << text;
-  const std::string work = dir.path + "/run";
-  std::string topo;
-  int rc = launch_retrying_ports(dir.path, "RING", 4, work, &topo, [&](const std::string& t) {
-    return launch_command(dir.path, t, cfg, work, dir.path + "/ckpt") + " > " + dir.path +
-           "/launch.out 2>&1";
-  });
-  INFO(read_file(dir.path + "/launch.out"));
-  REQUIRE(rc == kExitOk);
-  std::vector<std::vector<float>> straight;
-  for (int i = 0; i < 4; ++i) {
-    straight.push_back(read_f32(work + "/final/node_" + std::to_string(i) + ".f32"));
-    for (int it : {24, 30, 36, 40}) {
-      char name[64];
-      std::snprintf(name, sizeof name, "/ckpt/node-%d/ckpt-%012d.bin", i, it);
-      REQUIRE(fs::remove(dir.path + name));
-    }
-  }
-  rc = run_shell(launch_command(dir.path, topo, cfg, work, dir.path + "/ckpt") + " --resume > " +
-                 dir.path + "/resume.out 2>&1");
-  INFO(read_file(dir.path + "/resume.out"));
-  REQUIRE(rc == kExitOk);
-  CHECK(read_file(dir.path + "/resume.out").find("checkpoint at iteration 18") !=
-        std::string::npos);
-  for (int i = 0; i < 4; ++i) {
-    CHECK_MESSAGE(read_f32(work + "/final/node_" + std::to_string(i) + ".f32") == straight[i],
-                  "node " << i);
-  }
+  check_resume_from_18(text, "RING", 4);
 }
 
 TEST_CASE("resume mid-round: local-step gossip with int8 CHOCO and outer Nesterov, bit for bit") {
