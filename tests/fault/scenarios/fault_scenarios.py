@@ -85,7 +85,7 @@ def main():
     ap.add_argument("--config-extra", default="",
                     help="training-config text appended to every run's config, e.g. local steps and "
                          "compression: 'local_steps: 5 compression { kind: INT8 }'")
-    ap.add_argument("--iterations", type=int, help="netns-join: iterations of the run (default 3000)")
+    ap.add_argument("--iterations", type=int, help="netns-join: iterations of the run (default 1500)")
     ap.add_argument("--summary-json", help="append the run's summary as one JSON line to this file")
     args = ap.parse_args()
     args.build = os.path.abspath(args.build)

@@ -25,6 +25,8 @@ DEADLINE_MS = 3000
 CONNECT_MS = 30000          # config_text's timeouts.connect_ms
 JOIN_AFTER = 100            # node 8 starts once every other node is past this iteration
 LEAVE_AFTER = 150           # node 4 is stopped this many iterations after the join
+ITERATIONS = 1500           # ~10 ms each on an idle 2-core machine, ~100 ms at load 14
+HARD_TIMEOUT_S = 400        # at least; --timeout raises it
 MIN_ACCURACY = 0.75         # softmax on Fashion-MNIST reaches ~0.83 here (docs/fault.md, kill1)
 
 
@@ -88,7 +90,7 @@ def leave_figures(c, edges, t_term):
 
 def scenario_netns_join(args, workdir, rng):
     require_carry_on(args)
-    iterations = getattr(args, "iterations", None) or 3000
+    iterations = getattr(args, "iterations", None) or ITERATIONS
     data = fmnist_subset(args.cache_dir, 12000, 10000)
     fault = f"fault {{ policy: CARRY_ON admit_margin: 2 standby_nodes: {JOINER} }}"
     config = config_text("fmnist", data, iterations, args.train_seed, fault, DEADLINE_MS, 200) + \
@@ -99,7 +101,8 @@ def scenario_netns_join(args, workdir, rng):
     c = None
     try:
         h.run("rate", RATE)
-        c = Cluster(args, workdir, "run", config, insecure=True, netns=h, hard_timeout=args.timeout,
+        c = Cluster(args, workdir, "run", config, insecure=True, netns=h,
+                    hard_timeout=max(args.timeout, HARD_TIMEOUT_S),
                     n=NODES, edges=edges, proxied=False)
         t0 = now_ms()
         for i in present:
