@@ -27,6 +27,7 @@ JOIN_AFTER = 100            # node 8 starts once every other node is past this i
 LEAVE_AFTER = 150           # node 4 is stopped this many iterations after the join
 ITERATIONS = 1500           # ~10 ms each on an idle 2-core machine, ~100 ms at load 14
 HARD_TIMEOUT_S = 400        # at least; --timeout raises it
+STALL_SLACK_MS = 500        # "no stall beyond one deadline": a deadline's wait plus scheduling at load
 MIN_ACCURACY = 0.75         # softmax on Fashion-MNIST reaches ~0.83 here (docs/fault.md, kill1)
 
 
@@ -163,8 +164,9 @@ def scenario_netns_join(args, workdir, rng):
     if trained_ms > bound_ms:
         bad.append(f"node {JOINER} trained {trained_ms} ms after its start, beyond 2 x deadline + model bytes / "
                    f"link rate = {bound_ms:.0f} ms")
-    if max_stall > DEADLINE_MS:
-        bad.append(f"a node stalled {max_stall} ms around the join, beyond one deadline ({DEADLINE_MS} ms): {stall}")
+    if max_stall > DEADLINE_MS + STALL_SLACK_MS:
+        bad.append(f"a node stalled {max_stall} ms around the join, beyond one deadline ({DEADLINE_MS} ms + "
+                   f"{STALL_SLACK_MS} ms): {stall}")
     if max(detect.values()) > DEADLINE_MS / 2:
         bad.append(f"the `left` drops came {detect} ms after the SIGTERM, not far below a deadline ({DEADLINE_MS} ms)")
     if acc < MIN_ACCURACY:
