@@ -10,7 +10,7 @@
 #   --rebuild       run ninja for those targets even if they exist
 #   --seed-base S   first seed (default 1)
 #   --keep          keep every run's files (a failing run's files are always kept)
-#   SCENARIO        failstop kill1 kill2 gossip rejoin netns-delay-loss netns-partition (also:
+#   SCENARIO        failstop kill1 kill2 gossip rejoin netns-delay-loss netns-partition netns-join (also:
 #                   selftest, undisturbed); default: all but failstop, selftest and undisturbed
 #
 # A skipped run (exit 77: no network namespaces here) counts as skipped, not failed. The
@@ -43,7 +43,7 @@ done
 ((${#scenarios[@]})) || scenarios=(kill1 kill2 gossip rejoin netns-delay-loss netns-partition)
 for s in "${scenarios[@]}"; do
   case $s in
-    selftest | failstop | undisturbed | kill1 | kill2 | gossip | rejoin | netns-delay-loss | netns-partition) ;;
+    selftest | failstop | undisturbed | kill1 | kill2 | gossip | rejoin | netns-delay-loss | netns-partition | netns-join) ;;
     *) echo "fault-scenarios.sh: unknown scenario '$s' (see --help)" >&2; exit 2 ;;
   esac
 done

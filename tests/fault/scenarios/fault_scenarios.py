@@ -21,7 +21,13 @@ then checks the run from the nodes' metrics files and final parameters:
     the last neighbour's first weights line without the dead node), rejoin time (restart ->
     `rejoined`), printed as one SUMMARY line per run.
 
-Scenarios: failstop, undisturbed, kill1, kill2, gossip, rejoin, netns-delay-loss, netns-partition.
+  * netns-join: 9 namespaces, standby node 8 joins mid-run, node 4 leaves (SIGTERM); join time
+    against 2 x deadline + model bytes / link rate, the others' largest gap between iterations
+    around the join, the `left` drops after the SIGTERM (join_ms, join_bound_ms, max_stall_ms,
+    leave_detect_ms in the SUMMARY line).
+
+Scenarios: failstop, undisturbed, kill1, kill2, gossip, rejoin, netns-delay-loss, netns-partition,
+netns-join.
 Exit codes: 0 passed, 1 failed (the reasons are printed), 2 bad usage, 77 skipped (netns
 scenarios where namespaces cannot be created).
 
@@ -41,6 +47,7 @@ import tempfile
 import time
 
 from faultlib.common import EXIT_FAIL, EXIT_PASS, EXIT_SKIP, EXIT_USAGE, REPO, Failed, Skipped, log
+from faultlib.join import scenario_netns_join
 from faultlib.netns import scenario_netns_delay_loss, scenario_netns_partition
 from faultlib.scenarios import (scenario_failstop, scenario_gossip, scenario_kill, scenario_rejoin,
                                 scenario_undisturbed)
@@ -58,6 +65,7 @@ SCENARIOS = {
     "rejoin": scenario_rejoin,
     "netns-delay-loss": scenario_netns_delay_loss,
     "netns-partition": scenario_netns_partition,
+    "netns-join": scenario_netns_join,
 }
 
 
@@ -77,6 +85,7 @@ def main():
     ap.add_argument("--config-extra", default="",
                     help="training-config text appended to every run's config, e.g. local steps and "
                          "compression: 'local_steps: 5 compression { kind: INT8 }'")
+    ap.add_argument("--iterations", type=int, help="netns-join: iterations of the run (default 1500)")
     ap.add_argument("--summary-json", help="append the run's summary as one JSON line to this file")
     args = ap.parse_args()
     args.build = os.path.abspath(args.build)
@@ -107,6 +116,8 @@ def main():
     line = (f"SUMMARY scenario={args.scenario} seed={args.seed} result={status} "
             f"detect_ms={fmt(result.get('detect_ms'))} reweight_ms={fmt(result.get('reweight_ms'))} "
             f"rejoin_ms={fmt(result.get('rejoin_ms'))} w_checks={fmt(result.get('w_checks'))} wall_s={wall:.1f}")
+    line += "".join(f" {k}={fmt(result[k])}" for k in ("join_ms", "join_bound_ms", "max_stall_ms", "leave_detect_ms")
+                    if k in result)
     if result.get("detail"):
         log(result["detail"])
     if reason:

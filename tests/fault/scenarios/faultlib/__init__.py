@@ -7,5 +7,6 @@
   checks     the checks of a finished run: exits, W(t), figures, accuracy against the undisturbed run
   scenarios  the loopback scenarios: undisturbed, failstop, kill1/kill2, gossip, rejoin
   netns      the network-namespace harness and its scenarios: netns-delay-loss, netns-partition
+  join       netns-join: 9 namespaces, a standby node joins mid-run and another node leaves
   selftest   the W(t) checker on synthetic logs
 """

@@ -39,7 +39,7 @@ def check_exits(c, survivors):
                      "\n".join(c.log_tail(i) for i in survivors if c.exit_codes[i][-1] != 0))
 
 
-def check_mixing(c, rejoined=(), cut_edges=None, asymmetric=None):
+def check_mixing(c, rejoined=(), cut_edges=None, asymmetric=None, joined=None, left=None):
     """W(t) from every node incarnation's weights lines: symmetric and doubly stochastic on the
     nodes in the mixing at every iteration where anything changes, and Metropolis-Hastings of the
     current graph where it stays in force MH_SETTLE iterations or more. A killed incarnation k
@@ -56,7 +56,14 @@ def check_mixing(c, rejoined=(), cut_edges=None, asymmetric=None):
     (no protocol can make both ends agree in bounded time over a link that may fail at any moment;
     README "Failure model"). Such an edge may be one-sided at ONE iteration: W[i][j] > 0 while row
     j lists no i at all. Each tolerated case is recorded in `asymmetric` ({edge: iteration}); a
-    second one on the same edge, or any other asymmetry, fails."""
+    second one on the same edge, or any other asymmetry, fails.
+
+    joined ({node: t_a}): a standby node (fault.standby_nodes) that joined at t_a; it is in the
+    mixing from t_a on (rows it logged before t_a must list it alone). left ({node: t_l}): a node
+    stopped by SIGTERM that announced its leave from t_l (its `stopped` event; exit 4): like a
+    killed node, except that no row may list it from t_l on and every row that lists it up to
+    t_l - 1 must match its own (it sent its verdicts, so both ends agree on the last iteration)."""
+    joined, left = joined or {}, left or {}
     incs = []  # [node, incarnation, killed, [(iteration, row)], L (killed: iteration in progress)]
     for i, files in c.metrics.items():
         for k, f in enumerate(files):
@@ -65,15 +72,20 @@ def check_mixing(c, rejoined=(), cut_edges=None, asymmetric=None):
                 raise Failed(f"node {i} (incarnation {k}) logged no weights lines: gossipd does not log W(t) "
                              "(issue 8 carry-on is not built into this gossipd?)")
             rows.sort(key=lambda r: r[0])
-            killed = c.exit_codes[i][k] is not None and c.exit_codes[i][k] < 0
-            incs.append((i, k, killed, rows, max(f.iteration, 0) if killed else c.iterations))
+            code = c.exit_codes[i][k]
+            gone = i in left and k == len(files) - 1
+            killed = gone or (code is not None and code < 0)
+            end = left[i] - 1 if gone else max(f.iteration, 0) if killed else c.iterations
+            incs.append((i, k, killed, rows, end))
     for i, k, _, rows, _ in incs:
-        if k == 0 and rows[0][0] != 0:
+        if k == 0 and rows[0][0] != 0 and i not in joined:
             raise Failed(f"node {i}: first weights line at iteration {rows[0][0]}, expected 0")
 
     def start(inc):
         """First iteration of this incarnation in the mixing: a restarted node may log rows (alone)
         from its checkpoint's iteration, before the iteration its previous incarnation died in."""
+        if inc[1] == 0 and inc[0] in joined:
+            return joined[inc[0]]
         prev = [o for o in incs if o[0] == inc[0] and o[1] == inc[1] - 1]
         return max(inc[3][0][0], prev[0][4] + 1) if prev and prev[0][2] else inc[3][0][0]
 
@@ -85,11 +97,11 @@ def check_mixing(c, rejoined=(), cut_edges=None, asymmetric=None):
             last = min(last, inc[4])  # it was in iteration L when killed
         return start(inc), last
 
-    for inc in incs:  # rows of a restarted node from before it rejoined the timeline: alone
+    for inc in incs:  # rows of a restarted (or joining) node from before it entered the timeline: alone
         for t, row in inc[3]:
             if t < start(inc) and set(row) != {inc[0]}:
-                raise Failed(f"restarted node {inc[0]} mixes with {sorted(set(row) - {inc[0]})} at iteration {t}, "
-                             f"before the iteration its previous incarnation died in")
+                raise Failed(f"restarted or joining node {inc[0]} mixes with {sorted(set(row) - {inc[0]})} at "
+                             f"iteration {t}, before the iteration its previous incarnation died in (or it joined)")
 
     # U_k: the last iteration at which any other incarnation's row lists killed incarnation k
     # (within k's own span: after a restart the rows list the new incarnation).
@@ -115,6 +127,11 @@ def check_mixing(c, rejoined=(), cut_edges=None, asymmetric=None):
                                      f"killed in iteration {inc[4]} and never sent its parameters for {hi}")
                     u = max(u, hi)
         last_use[(k, inc[1])] = u
+        if k in left and inc[1] == len(c.metrics[k]) - 1:
+            if u != left[k] - 1:
+                raise Failed(f"node {k} announced its leave from iteration {left[k]}, but the last iteration "
+                             f"another row lists it is {u}, not {left[k] - 1}")
+            last_use[(k, inc[1])] = left[k]  # its row at t_l - 1 is checked like any other
 
     breakpoints = {t for inc in incs for t, _ in inc[3]} | {start(inc) for inc in incs}
     for inc in incs:
@@ -177,7 +194,7 @@ def check_mixing(c, rejoined=(), cut_edges=None, asymmetric=None):
         checked += 1
     # After the drop, no surviving row lists a dead node (unless it came back).
     last = c.iterations - 1
-    dead = {k["node"] for k in c.kills} - set(rejoined)
+    dead = ({k["node"] for k in c.kills} | set(left)) - set(rejoined)
     for i, files in c.metrics.items():
         if i in dead:
             continue

@@ -21,7 +21,11 @@ from .workload import free_base_port, write_topology
 class Cluster:
     """N gossipd processes (and optional fault proxies), their files, and a hard deadline."""
 
-    def __init__(self, args, workdir, name, config, insecure=True, netns=None, hard_timeout=120):
+    def __init__(self, args, workdir, name, config, insecure=True, netns=None, hard_timeout=120,
+                 n=N, edges=None, proxied=True):
+        """n nodes on the undirected `edges` (default: the 2 x 4 torus). In namespaces, a node
+        listens on 127.0.0.1 behind its fault proxy (proxied) or on its namespace's address."""
+        self.n, self.proxied = n, proxied
         self.args, self.workdir, self.name = args, workdir, name
         self.gossipd = os.path.join(args.build, "daemon", "gossipd")
         self.proxy_bin = os.path.join(args.build, "tests", "fault", "gossip-faultproxy")
@@ -32,12 +36,12 @@ class Cluster:
         self.deadline = time.monotonic() + hard_timeout
         self.hard_timeout = hard_timeout
         if netns:
-            addresses = [f"{netns.addr(i)}:7000" for i in range(N)]
+            addresses = [f"{netns.addr(i)}:7000" for i in range(n)]
         else:
-            base = free_base_port(N, random.Random(os.getpid() * 7919 + int(time.time())))
-            addresses = [f"127.0.0.1:{base + i}" for i in range(N)]
+            base = free_base_port(n, random.Random(os.getpid() * 7919 + int(time.time())))
+            addresses = [f"127.0.0.1:{base + i}" for i in range(n)]
         self.topology = os.path.join(self.dir, "topology.pbtxt")
-        write_topology(self.topology, addresses)
+        write_topology(self.topology, addresses, edges)
         self.config_path = os.path.join(self.dir, "train.pbtxt")
         with open(self.config_path, "w") as f:
             f.write(config + f'checkpoint {{ every: {args.checkpoint_every} dir: "{self.dir}/ckpt" keep: 50 }}\n')
@@ -45,7 +49,7 @@ class Cluster:
         self.certs = None
         if not insecure:
             self.certs = os.path.join(self.dir, "certs")
-            subprocess.run([os.path.join(REPO, "scripts", "gen-certs.sh"), self.certs, str(N), "faultsc"],
+            subprocess.run([os.path.join(REPO, "scripts", "gen-certs.sh"), self.certs, str(n), "faultsc"],
                            check=True, capture_output=True)
         self.procs = {}      # node -> Popen of the current incarnation
         self.metrics = {}    # node -> [MetricsFile per incarnation]
@@ -67,7 +71,7 @@ class Cluster:
         if resume:
             cmd.append("--resume")
         if self.netns:
-            cmd += ["--listen", "127.0.0.1"]
+            cmd += ["--listen", "127.0.0.1" if self.proxied else self.netns.addr(i)]
             cmd = ["ip", "netns", "exec", self.netns.ns(i)] + cmd
         logf = open(os.path.join(ndir, f"log{suffix}.txt"), "wb")
         self.procs[i] = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
@@ -76,7 +80,7 @@ class Cluster:
         self.exit_codes.setdefault(i, []).append(None)
 
     def start_all(self):
-        for i in range(N):
+        for i in range(self.n):
             self.start(i)
 
     def start_proxy(self, i, delay_ms, jitter_ms, seed):

@@ -45,10 +45,10 @@ class NetnsHarness:
             raise Failed(f"netns.sh check failed: {p.stderr.strip()}")
 
 
-def netns_setup(args):
+def netns_setup(args, n=N):
     h = NetnsHarness(f"gfs{os.getpid() % 100000}")
     h.check()
-    h.run("up", str(N))
+    h.run("up", str(n))
     return h
 
 

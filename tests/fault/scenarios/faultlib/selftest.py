@@ -195,4 +195,46 @@ def scenario_selftest(args, workdir, rng):
         raise Failed("selftest: fewer than 3 distinct W checked in the rejoin-alone run")
     expect_fail("a neighbour re-admitting a rejoined node an iteration late",
                 run(lambda r, a, c: rejoin(r, a, c, late_one=True)), rejoined=[0])
-    return None, {"detail": "checker self-test: 5 good runs accepted, 8 bad ones caught"}
+    join_leave_selftest(full)
+    return None, {"detail": "checker self-test: 6 good runs accepted, 11 bad ones caught"}
+
+
+def join_leave_selftest(full):
+    """A standby node 0 that joins at 150 (its neighbours leave it out of W until then) and a node
+    5 that announces its leave from 250 (exit 4, its neighbours drop it at 250). Accepted; caught:
+    a neighbour that admits the joiner an iteration late, one that mixes with it before t_a, and
+    one that drops the leaver an iteration late."""
+    everyone = list(range(N))
+
+    def run(admit_late=False, early=False, drop_late=False):
+        r = FakeRun(300)
+        r.log_rows(0, mh_rows([e for e in full if 0 not in e], everyone[1:]), only=everyone[1:])
+        if early:
+            r.log_rows(100, mh_rows(full, everyone), only=[neighbours(0)[0]])
+        both = mh_rows(full, everyone)
+        late = neighbours(0)[-1] if admit_late else None
+        r.log_rows(150, both, only=[i for i in everyone if i != late])
+        if late is not None:
+            r.log_rows(151, both, only=[late])
+        r.exit_codes[5][0] = 4
+        r.metrics[5][0].iteration = 249
+        rest = [i for i in everyone if i != 5]
+        after = mh_rows([e for e in full if 5 not in e], rest)
+        changed = [i for i in rest if after[i] != both[i]]
+        slow = changed[-1] if drop_late else None
+        r.log_rows(250, after, only=[i for i in changed if i != slow])
+        if slow is not None:
+            r.log_rows(251, after, only=[slow])
+        return r
+
+    if check_mixing(run(), joined={0: 150}, left={5: 250}) < 3:
+        raise Failed("selftest: fewer than 3 distinct W checked in the join-and-leave run")
+    for name, r in (("a neighbour admitting the joiner an iteration late", run(admit_late=True)),
+                    ("a neighbour mixing with the standby node before it joined", run(early=True)),
+                    ("a neighbour dropping the leaver an iteration late", run(drop_late=True))):
+        try:
+            check_mixing(r, joined={0: 150}, left={5: 250})
+        except Failed as e:
+            log(f"selftest: {name}: caught ({str(e)[:110]})")
+            continue
+        raise Failed(f"selftest: the checker accepted a run with {name}")

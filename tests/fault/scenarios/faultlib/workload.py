@@ -17,13 +17,13 @@ from .common import COLS, FMNIST, ROWS, Failed, Skipped
 
 # ---------------------------------------------------------------- topology, data, configs
 
-def torus_edges():
-    """Undirected edges of the ROWS x COLS torus, node r * COLS + c (rows = 2: one vertical edge)."""
+def torus_edges(rows=ROWS, cols=COLS):
+    """Undirected edges of the rows x cols torus, node r * cols + c (rows = 2: one vertical edge)."""
     edges = set()
-    for r in range(ROWS):
-        for c in range(COLS):
-            i = r * COLS + c
-            for j in (r * COLS + (c + 1) % COLS, ((r + 1) % ROWS) * COLS + c):
+    for r in range(rows):
+        for c in range(cols):
+            i = r * cols + c
+            for j in (r * cols + (c + 1) % cols, ((r + 1) % rows) * cols + c):
                 if i != j:
                     edges.add((min(i, j), max(i, j)))
     return sorted(edges)
@@ -33,12 +33,13 @@ def neighbours(i):
     return sorted({b for a, b in torus_edges() if a == i} | {a for a, b in torus_edges() if b == i})
 
 
-def write_topology(path, addresses):
-    lines = ['# 2 x 4 torus (the 3-cube), written by tests/fault/scenarios/fault_scenarios.py',
-             'name: "faultsc"']
+def write_topology(path, addresses, edges=None):
+    """The topology file: the 2 x 4 torus, or the undirected `edges` given."""
+    lines = [f'# {"2 x 4 torus (the 3-cube)" if edges is None else "undirected graph"}, written by '
+             'tests/fault/scenarios/fault_scenarios.py', 'name: "faultsc"']
     for i, a in enumerate(addresses):
         lines.append(f'node {{ id: {i} address: "{a}" }}')
-    for a, b in torus_edges():
+    for a, b in (torus_edges() if edges is None else edges):
         lines.append(f"edge {{ from: {a} to: {b} }}")
     lines.append("weights: METROPOLIS_HASTINGS")
     with open(path, "w") as f:
