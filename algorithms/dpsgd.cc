@@ -68,11 +68,7 @@ IterationOutcome Dpsgd::iterate(std::uint64_t t, LocalStep& step, ParameterBuffe
   const std::int64_t t2 = clock.monotonic_ns();
   if (services_->live_metrics) estimate_consensus(t, buffers);
   IterationStats stats = mix(t, step, buffers, {});
-  stats.compute_s = static_cast<double>(t1 - t0) * 1e-9;
-  stats.wait_s = static_cast<double>(t2 - t1) * 1e-9;
-  stats.exchange_s = static_cast<double>(t2 - (overlap ? t0 : t1)) * 1e-9;
-  stats.iteration_s = static_cast<double>(clock.monotonic_ns() - t0) * 1e-9;
-  neighbours_.take_byte_counts(stats);
+  neighbours_.finish_stats(stats, t0, t1, t2, clock.monotonic_ns(), overlap);
   return daemon::IterationReport{loss, stats};
 }
 

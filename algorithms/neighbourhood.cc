@@ -354,4 +354,13 @@ void Neighbourhood::take_byte_counts(daemon::IterationStats& stats) {
   reset_byte_counts();
 }
 
+void Neighbourhood::finish_stats(daemon::IterationStats& stats, std::int64_t t0, std::int64_t t1,
+                                 std::int64_t t2, std::int64_t now, bool overlap) {
+  stats.compute_s = static_cast<double>(t1 - t0) * 1e-9;
+  stats.wait_s = static_cast<double>(t2 - t1) * 1e-9;
+  stats.exchange_s = static_cast<double>(t2 - (overlap ? t0 : t1)) * 1e-9;
+  stats.iteration_s = static_cast<double>(now - t0) * 1e-9;
+  take_byte_counts(stats);
+}
+
 }  // namespace gossip::algorithms

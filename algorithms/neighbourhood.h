@@ -111,6 +111,10 @@ class Neighbourhood {
   // (the first call: since the first reset_byte_counts()).
   void reset_byte_counts();
   void take_byte_counts(daemon::IterationStats& stats);
+  // A gossip iteration's times (clock readings in ns: t0 its start, t1 the local step done, t2 the
+  // neighbours' data in, now its end; with overlap the exchange ran from t0) and its byte counts.
+  void finish_stats(daemon::IterationStats& stats, std::int64_t t0, std::int64_t t1,
+                    std::int64_t t2, std::int64_t now, bool overlap);
 
   // The live snapshot's neighbour part (daemon/prometheus.h) after the last exchange waited for:
   // every neighbour of the period with its bytes, waits, drops and admissions, the lag behind the

@@ -88,11 +88,7 @@ daemon::IterationOutcome PushSum::iterate(std::uint64_t t, daemon::LocalStep& st
   buffers.mix(self_, w, mix.scaled_gamma(stats.lr), step.has_update());
   weight_ = mix.weight;
   stats.mix_s = static_cast<double>(clock.monotonic_ns() - t2) * 1e-9;
-  stats.compute_s = static_cast<double>(t1 - t0) * 1e-9;
-  stats.wait_s = static_cast<double>(t2 - t1) * 1e-9;
-  stats.exchange_s = static_cast<double>(t2 - (overlap ? t0 : t1)) * 1e-9;
-  stats.iteration_s = static_cast<double>(clock.monotonic_ns() - t0) * 1e-9;
-  neighbours_.take_byte_counts(stats);
+  neighbours_.finish_stats(stats, t0, t1, t2, clock.monotonic_ns(), overlap);
   return daemon::IterationReport{loss, stats};
 }
 

@@ -253,4 +253,25 @@ inline void check_resume_from_18(const std::string& config_text, const std::stri
   }
 }
 
+// Two `gossipd run` nodes on the complete graph of 2, node 0 with `config_a`, node 1 with
+// `config_b`: both must refuse each other at the handshake (exit 2); returns their logs.
+inline std::string handshake_refusal_log(const std::string& config_a, const std::string& config_b) {
+  TempDir dir;
+  std::ofstream(dir.path + "/a.pbtxt") << config_a;
+  std::ofstream(dir.path + "/b.pbtxt") << config_b;
+  const std::string topo = write_topology(dir.path, "COMPLETE", 2);
+  const std::string common = "cd " + dir.path + " && exec timeout 30 " + bin("daemon/gossipd") +
+                             " run " + topo + " --insecure --set timeouts.connect_ms=3000 ";
+  pid_t p0 =
+      spawn_shell(common + "--node 0 --config a.pbtxt --set checkpoint.dir=ck0 > n0.log 2>&1");
+  pid_t p1 =
+      spawn_shell(common + "--node 1 --config b.pbtxt --set checkpoint.dir=ck1 > n1.log 2>&1");
+  const int c0 = wait_exit(p0), c1 = wait_exit(p1);
+  const std::string log = read_file(dir.path + "/n0.log") + read_file(dir.path + "/n1.log");
+  INFO(log);
+  CHECK(c0 == kExitUsage);
+  CHECK(c1 == kExitUsage);
+  return log;
+}
+
 }  // namespace gossip::daemon::harness

@@ -142,19 +142,8 @@ TEST_CASE(
 }
 
 TEST_CASE("a job mixing PUSH_SUM and DPSGD: refused at the handshake naming the algorithms") {
-  TempDir dir;
-  std::ofstream(dir.path + "/a.pbtxt") << push_sum_config();
-  std::ofstream(dir.path + "/b.pbtxt") << Job{}.config_text() << "fault { policy: FAIL_STOP }\n";
-  const std::string topo = write_topology(dir.path, "COMPLETE", 2);
-  const std::string common = "cd " + dir.path + " && exec timeout 30 " + bin("daemon/gossipd") +
-                             " run " + topo + " --insecure --set timeouts.connect_ms=3000 ";
-  pid_t p0 =
-      spawn_shell(common + "--node 0 --config a.pbtxt --set checkpoint.dir=ck0 > n0.log 2>&1");
-  pid_t p1 =
-      spawn_shell(common + "--node 1 --config b.pbtxt --set checkpoint.dir=ck1 > n1.log 2>&1");
-  CHECK(wait_exit(p0) == kExitUsage);
-  CHECK(wait_exit(p1) == kExitUsage);
-  const std::string log = read_file(dir.path + "/n0.log") + read_file(dir.path + "/n1.log");
+  const std::string log = handshake_refusal_log(
+      push_sum_config(), Job{}.config_text() + "fault { policy: FAIL_STOP }\n");
   INFO(log);
   CHECK(log.find("algorithm mismatch") != std::string::npos);
   CHECK(log.find("'push_sum'") != std::string::npos);

@@ -203,22 +203,10 @@ TEST_CASE("bytes per round: the metrics count the compressed messages (none > bf
 }
 
 TEST_CASE("round settings mismatch: refused at the handshake naming the field") {
-  TempDir dir;
   RoundJob a, b;
   a.rounds = "local_steps: 5";
   b.rounds = "local_steps: 6";
-  std::ofstream(dir.path + "/a.pbtxt") << a.text();
-  std::ofstream(dir.path + "/b.pbtxt") << b.text();
-  const std::string topo = write_topology(dir.path, "COMPLETE", 2);
-  const std::string common = "cd " + dir.path + " && exec timeout 30 " + bin("daemon/gossipd") +
-                             " run " + topo + " --insecure --set timeouts.connect_ms=3000 ";
-  pid_t p0 =
-      spawn_shell(common + "--node 0 --config a.pbtxt --set checkpoint.dir=ck0 > n0.log 2>&1");
-  pid_t p1 =
-      spawn_shell(common + "--node 1 --config b.pbtxt --set checkpoint.dir=ck1 > n1.log 2>&1");
-  CHECK(wait_exit(p0) == kExitUsage);
-  CHECK(wait_exit(p1) == kExitUsage);
-  const std::string log = read_file(dir.path + "/n0.log") + read_file(dir.path + "/n1.log");
+  const std::string log = handshake_refusal_log(a.text(), b.text());
   INFO(log);
   CHECK(log.find("local_steps: peer") != std::string::npos);
 }
