@@ -11,6 +11,27 @@
 namespace gossip::algorithms {
 namespace {
 
+std::string describe(const daemon::Admission& a) {
+  switch (a.kind) {
+    case daemon::Admission::kAdmit:
+      return "Admit{" + std::to_string(a.iteration) + ", current " + std::to_string(a.current) + "}";
+    case daemon::Admission::kLeave:
+      return "Leave{" + std::to_string(a.iteration) + "}";
+    default:
+      return std::string(a.accepted ? "Accept{" : "Refuse/withdraw{") +
+             std::to_string(a.iteration) + ", current " + std::to_string(a.current) + "}";
+  }
+}
+
+// The membership messages received since the last call (logged at debug level).
+std::vector<daemon::Admission> take_admissions(daemon::ParameterExchange& exchange) {
+  std::vector<daemon::Admission> taken = exchange.take_admissions();
+  for (const daemon::Admission& a : taken) {
+    GOSSIP_LOG(kDebug) << "membership: from node " << a.peer << " " << describe(a);
+  }
+  return taken;
+}
+
 // Whether neighbour `peer` has announced an exchange before t (it is alive and behind).
 std::function<bool(int)> behind_of(const daemon::ParameterExchange& exchange, std::uint64_t t) {
   return [&exchange, t](int peer) {
@@ -120,7 +141,11 @@ void Neighbourhood::leave(std::uint64_t t) {
 // Carries out Membership's decisions at exchange t.
 void Neighbourhood::carry_out(const daemon::MembershipActions& a, std::uint64_t t) {
   daemon::MetricsWriter& metrics = services_->metrics;
-  for (const auto& [to_peer, message] : a.send) exchange_.send_admission(to_peer, message);
+  for (const auto& [to_peer, message] : a.send) {
+    GOSSIP_LOG(kDebug) << "membership: to node " << to_peer << " " << describe(message)
+                       << " (at exchange " << t << ")";
+    exchange_.send_admission(to_peer, message);
+  }
   for (int j : a.admitted) {
     exchange_.skip_before(j, t);  // nothing it sent before the gap may fill a receive
     changed_.insert(j);
@@ -157,11 +182,17 @@ std::uint64_t Neighbourhood::rejoin(std::uint64_t start, std::uint64_t total) {
         std::chrono::duration_cast<std::chrono::nanoseconds>(deadline_).count();
     while (membership_->awaiting_answers() && clock.monotonic_ns() < until_ns && !interrupted()) {
       clock.sleep_for_ns(2'000'000);
-      carry_out(membership_->receive(exchange_.take_admissions(), start), start);
+      carry_out(membership_->receive(take_admissions(exchange_), start), start);
     }
     actions = {};
     const bool agreed = membership_->end_rejoin_round(round, start, actions);
     carry_out(actions, start);
+    // Nothing a neighbour sends for an iteration before the rejoin iteration will be used. Saying
+    // so also frees the link: a neighbour that started an agreement withdrawn just now sends its
+    // x^t, which the transport holds back while this node is still at `start` (far behind), and
+    // with it every message behind it on that link — the neighbour's answer to the next round's
+    // proposal among them.
+    for (int j : everyone_) exchange_.skip_before(j, membership_->rejoin_iteration());
     if (agreed) break;
   }
   actions = {};
@@ -180,7 +211,7 @@ std::uint64_t Neighbourhood::rejoin(std::uint64_t start, std::uint64_t total) {
 void Neighbourhood::plan(std::uint64_t t, std::int64_t time) {
   if (carry_on_) {
     std::vector<daemon::Admission> messages = std::exchange(held_, {});
-    for (daemon::Admission& a : exchange_.take_admissions()) messages.push_back(a);
+    for (daemon::Admission& a : take_admissions(exchange_)) messages.push_back(a);
     carry_out(membership_->start_iteration(t, messages), t);
   }
   in_ = topology_.in_neighbors(self_, time);
@@ -289,7 +320,7 @@ std::optional<daemon::IterationEnd> Neighbourhood::wait(
     return abandon(daemon::kExitStopped, "stop requested (signal)");
   }
   // A neighbour that announced its leave for t is dropped as such (not as a failure).
-  std::vector<daemon::Admission> taken = exchange_.take_admissions();
+  std::vector<daemon::Admission> taken = take_admissions(exchange_);
   membership_->note_leaves(taken);
   held_.insert(held_.end(), taken.begin(), taken.end());
   daemon::MembershipActions actions;

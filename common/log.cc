@@ -3,8 +3,10 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <mutex>
+#include <string_view>
 
 #include "common/clock.h"
 #include "common/enum_names.h"
@@ -13,7 +15,18 @@
 namespace gossip {
 namespace {
 
-std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
+// GOSSIP_LOG_LEVEL=debug|info|warning|error sets the starting level (default info); any other
+// value is ignored.
+int initial_level() {
+  const char* e = std::getenv("GOSSIP_LOG_LEVEL");
+  const std::string_view v = e ? e : "";
+  if (v == "debug") return static_cast<int>(LogLevel::kDebug);
+  if (v == "warning") return static_cast<int>(LogLevel::kWarning);
+  if (v == "error") return static_cast<int>(LogLevel::kError);
+  return static_cast<int>(LogLevel::kInfo);
+}
+
+std::atomic<int> g_level{initial_level()};
 std::mutex g_prefix_mutex;
 std::string g_prefix;  // guarded by g_prefix_mutex
 

@@ -79,6 +79,9 @@ std::map<int, Verdict> ControlMailbox::wait_verdicts(std::uint64_t iteration,
       auto it = verdicts_.find({peer, iteration});
       if (it != verdicts_.end()) {
         got[peer] = it->second;
+      } else if (withdrawn_locked(peer, iteration)) {
+        GOSSIP_LOG(kWarning) << "no verdict of iteration " << iteration << " from node " << peer
+                             << ": it withdrew its admission for that iteration";
       } else if (!gone || !gone(peer)) {
         still.push_back(peer);
       }
@@ -108,6 +111,19 @@ std::vector<Admission> ControlMailbox::take_admissions() {
   std::vector<Admission> out;
   out.swap(admissions_);
   return out;
+}
+
+bool ControlMailbox::withdrawn_locked(int peer, std::uint64_t iteration) const {
+  for (auto a = admissions_.rbegin(); a != admissions_.rend(); ++a) {
+    if (a->peer != peer || a->iteration != iteration || a->kind == Admission::kLeave) continue;
+    return a->kind == Admission::kAccept && !a->accepted;
+  }
+  return false;
+}
+
+bool ControlMailbox::withdrawn(int peer, std::uint64_t iteration) const {
+  std::lock_guard l(mu_);
+  return withdrawn_locked(peer, iteration);
 }
 
 std::map<int, Verdict> ParameterExchange::wait_verdicts_in(
@@ -170,8 +186,8 @@ Status file(ControlMailbox& mailbox, int peer, std::string_view bytes) {
 class TransportPending : public PendingExchange {
  public:
   TransportPending(std::shared_ptr<net::Exchange> exchange, std::span<const Inbox> from,
-                   const net::Transport& transport)
-      : exchange_(std::move(exchange)), transport_(transport) {
+                   const net::Transport& transport, std::shared_ptr<const ControlMailbox> mailbox)
+      : exchange_(std::move(exchange)), transport_(transport), mailbox_(std::move(mailbox)) {
     for (const Inbox& in : from) remaining_[in.peer] = in.buffer.size();
   }
 
@@ -225,7 +241,11 @@ class TransportPending : public PendingExchange {
     std::vector<NeighbourFailure> failures;
     for (net::PeerFailure& f : result.failures) {
       const auto at = transport_.peer_iteration(f.peer);
-      if (at && *at > exchange_->iteration() && f.status.code() == StatusCode::kDeadlineExceeded) {
+      if (mailbox_->withdrawn(f.peer, exchange_->iteration())) {
+        f.status = unavailable("node " + std::to_string(f.peer) +
+                               " withdrew its admission for iteration " +
+                               std::to_string(exchange_->iteration()));
+      } else if (at && *at > exchange_->iteration() && f.status.code() == StatusCode::kDeadlineExceeded) {
         f.status = unavailable("node " + std::to_string(f.peer) + " went on to iteration " +
                                std::to_string(*at) + " without sending its iteration-" +
                                std::to_string(exchange_->iteration()) + " parameters to us");
@@ -238,13 +258,17 @@ class TransportPending : public PendingExchange {
 
  private:
   // Whether every receive still open is from a peer that has announced a later iteration than
-  // this exchange's: frames on a link arrive in order, so its data for this iteration never will.
+  // this exchange's (frames on a link arrive in order, so its data for this iteration never
+  // will), or that withdrew its admission for this iteration (it does not take part in it).
   bool only_past_peers_open() const {
     bool any = false;
     for (const auto& [peer, left] : remaining_) {
       if (left == 0) continue;
       const auto at = transport_.peer_iteration(peer);
-      if (!at || *at <= exchange_->iteration()) return false;
+      if ((!at || *at <= exchange_->iteration()) &&
+          !mailbox_->withdrawn(peer, exchange_->iteration())) {
+        return false;
+      }
       any = true;
     }
     return any;
@@ -252,6 +276,7 @@ class TransportPending : public PendingExchange {
 
   std::shared_ptr<net::Exchange> exchange_;
   const net::Transport& transport_;
+  std::shared_ptr<const ControlMailbox> mailbox_;
   std::map<int, std::size_t> remaining_;  // floats still to arrive, per peer
   std::map<int, double> waits_s_;         // receive_waits_s()
 };
@@ -312,7 +337,7 @@ class TransportExchange : public ParameterExchange {
     recvs.reserve(from.size());
     for (const Inbox& in : from) recvs.push_back({in.peer, in.buffer});
     return std::make_unique<TransportPending>(transport_.exchange(iteration, x, to, recvs), from,
-                                              transport_);
+                                              transport_, mailbox_);
   }
   std::uint64_t bytes_sent() const override { return transport_.stats().bytes_sent; }
   std::uint64_t bytes_received() const override { return transport_.stats().bytes_received; }

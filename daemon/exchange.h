@@ -147,7 +147,7 @@ class ControlMailbox {
   std::size_t admissions_held() const;
   std::uint64_t admissions_dropped() const;
   // Waits until a verdict for `iteration` from each of `peers` arrived, or `gone(peer)` says that
-  // peer's link is down, or `deadline` passes (extended as in PendingExchange::wait while
+  // peer's link is down, or the peer withdrew its admission for `iteration` (withdrawn()), or `deadline` passes (extended as in PendingExchange::wait while
   // `still_coming(peer)` holds for a missing one), or `interrupted()`. Returns what arrived;
   // forgets every verdict for iterations <= `iteration`.
   std::map<int, Verdict> wait_verdicts(std::uint64_t iteration, std::span<const int> peers,
@@ -155,9 +155,15 @@ class ControlMailbox {
                                        const std::function<bool(int)>& still_coming,
                                        const std::function<bool()>& interrupted);
   std::vector<Admission> take_admissions();
+  // Whether `peer`'s last held (not yet taken) message about `iteration` is a withdrawal
+  // (Accept{iteration, false}): it takes no part in an edge admitted for `iteration`. A node that
+  // started `iteration` with that edge before the withdrawal came stops waiting for the peer's
+  // parameters and verdict at once (wait_verdicts does so by itself) instead of for a deadline.
+  bool withdrawn(int peer, std::uint64_t iteration) const;
   void notify() { cv_.notify_all(); }
 
  private:
+  bool withdrawn_locked(int peer, std::uint64_t iteration) const;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   // Guarded by mu_.

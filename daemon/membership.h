@@ -44,29 +44,16 @@
 
 #include "common/clock.h"
 #include "daemon/exchange.h"
+#include "topology/present_weights.h"
 #include "topology/topology.h"
 
 namespace gossip::daemon {
 
-// Whether every W(t) of the topology is symmetric (bit for bit): carry-on needs it.
-bool mixing_is_symmetric(const topology::Topology& topology);
-// Whether node's row of W is the Metropolis–Hastings rule of its degrees, bit for bit (static,
-// undirected, scheme metropolis_hastings or default): then rows are recomputed from degrees.
-bool uses_metropolis_hastings(const topology::Topology& topology, int node);
-
-// Node i's row of W(t) under the carry-on policy, for the edges `used` at t (neighbour -> its
-// planned degree d_j(t)). Metropolis–Hastings: W_ij = 1/(1 + max(d_i(t), d_j(t))), W_ii = 1 − Σ
-// (summed in increasing j, as the topology does). Other schemes: the topology's W_ij for used
-// edges, and the weight of every other neighbour of W(t) moved onto W_ii.
-struct RowWeights {
-  double self = 1.0;
-  std::vector<std::pair<int, double>> neighbours;  // increasing id
-  // Every nonzero entry including the diagonal, ids increasing (the metrics "row").
-  std::vector<std::pair<int, double>> row(int node) const;
-};
-RowWeights row_weights(const topology::Topology& topology, int node, std::int64_t iteration,
-                       bool metropolis_hastings, std::uint32_t planned_degree,
-                       const std::map<int, std::uint32_t>& used);
+// The rows of W on the present subgraph (topology/present_weights.h), shared with gossip-sim.
+using topology::mixing_is_symmetric;
+using topology::row_weights;
+using topology::RowWeights;
+using topology::uses_metropolis_hastings;
 
 // What Membership asks of the network: whether a link is up now and the iteration the peer last
 // announced. The node answers from its ParameterExchange; tests from a table.

@@ -3,6 +3,7 @@
 // matrices, prices every iteration with the network cost model, and prints/writes the result.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -79,6 +80,8 @@ struct Options {
   // --local-steps, --outer, --compression, ...: "field=value" in command-line order, applied to a
   // training config as gossipd applies them (config/sgd_config.h round_config_from_overrides).
   std::vector<std::string> round_settings;
+
+  std::vector<std::string> joins, leaves;  // run: --join / --leave NODE@ITER
 
   std::string config;             // gossipd's training config: replaces config/flags.h's rows
   std::vector<std::string> sets;  // its --set overrides
@@ -600,6 +603,13 @@ struct CommandLine {
                     "Generator (ring, torus, exponential, "
                     "one_peer_exponential, complete, ...) or topology file")
         ->capture_default_str();
+    run->add_option("--join", o.joins,
+                    "NODE@ITER (repeatable): node NODE is absent until iteration ITER, then joins "
+                    "with its present neighbours' mean, as a gossipd standby node "
+                    "(fault.standby_nodes) admitted at ITER; dpsgd on a symmetric W only");
+    run->add_option("--leave", o.leaves,
+                    "NODE@ITER (repeatable): node NODE takes no part from iteration ITER on, as a "
+                    "gossipd node that announced its leave (SIGTERM) for ITER");
     run->add_option("--dump-params", o.dump_params,
                     "Write each node's final parameters to DIR/node_<i>.f32 (raw float32, "
                     "little-endian)");
@@ -762,6 +772,36 @@ std::optional<int> simulate_sweep(const CommandLine& cl, const ExperimentConfig&
   return std::nullopt;
 }
 
+// --join / --leave NODE@ITER into the run's roster (sim/simulator.h RosterEvent).
+Status roster_from_flags(const Options& o, RunConfig& r) {
+  auto add = [&](const std::vector<std::string>& values, RosterEvent::Kind kind,
+                 const char* flag) -> Status {
+    for (const std::string& v : values) {
+      const std::size_t at = v.find('@');
+      std::int64_t node = -1, iteration = -1;
+      auto whole = [](std::string_view text, std::int64_t& out) {
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+        return ec == std::errc() && end == text.data() + text.size() && out >= 0;
+      };
+      if (at == std::string::npos || !whole(std::string_view(v).substr(0, at), node) ||
+          !whole(std::string_view(v).substr(at + 1), iteration) || node > 1 << 30) {
+        return invalid_argument(std::string(flag) + " '" + v +
+                                "': expected NODE@ITER (two whole numbers), e.g. 8@100");
+      }
+      r.roster.push_back({kind, static_cast<int>(node), iteration});
+    }
+    return Status::ok();
+  };
+  GOSSIP_RETURN_IF_ERROR(add(o.joins, RosterEvent::kJoin, "--join"));
+  GOSSIP_RETURN_IF_ERROR(add(o.leaves, RosterEvent::kLeave, "--leave"));
+  if (r.roster.empty()) return Status::ok();
+  std::stable_sort(r.roster.begin(), r.roster.end(),
+                   [](const RosterEvent& a, const RosterEvent& b) {
+                     return a.iteration < b.iteration;
+                   });
+  return r.validate();
+}
+
 int sim_main(int argc, char** argv) {
   CommandLine cl;
   if (const auto rc = parse_command_line(cl.app, argc, argv)) return *rc;
@@ -769,6 +809,7 @@ int sim_main(int argc, char** argv) {
   if (!config.is_ok()) return usage(config.status());
   ExperimentConfig& c = *config;
   if (const auto rc = apply_training_source(cl, c)) return *rc;
+  if (const Status s = roster_from_flags(cl.o, c.run); !s.is_ok()) return usage(s);
   c.per_step_baseline = cl.compare->parsed();
   if (const Status s = check_output_paths(cl.o); !s.is_ok()) return usage(s);
   if (const Status s = check_experiment_memory(c); !s.is_ok()) return usage(s);

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <span>
 #include <utility>
 
@@ -22,6 +23,7 @@
 #include "common/enum_names.h"
 #include "sgd/cpu/cpu_backend.h"
 #include "sgd/cpu/dense_net.h"
+#include "topology/present_weights.h"
 #include "topology/push_sum.h"
 
 namespace gossip::sim {
@@ -60,7 +62,46 @@ Status RunConfig::validate() const {
   }
   if (threads < 0)
     return invalid_argument("threads must be >= 0 (0: one per CPU this process may use)");
+  if (!roster.empty()) {
+    if (algorithm != Algorithm::kDpsgd || order != MixOrder::kCombineThenAdapt ||
+        !round.per_iteration()) {
+      return invalid_argument(
+          "joins and leaves run with per-iteration combine-then-adapt D-PSGD (gossipd's carry-on "
+          "policy), not with " +
+          std::string(algorithm_name(algorithm)) +
+          (round.per_iteration() ? "" : " in rounds") +
+          (order == MixOrder::kCombineThenAdapt ? "" : " adapt-then-combine"));
+    }
+    std::map<int, std::pair<int, int>> seen;  // node -> (joins, leaves)
+    std::map<int, std::int64_t> joined_at;
+    for (const RosterEvent& e : roster) {
+      if (e.node < 0) return invalid_argument(describe(e) + ": node ids are >= 0");
+      if (e.iteration < 1) {
+        return invalid_argument(describe(e) + ": the iteration must be >= 1 (a node present "
+                                "from iteration 0 needs no join)");
+      }
+      auto& [joins, leaves] = seen[e.node];
+      if (e.kind == RosterEvent::kJoin) {
+        if (++joins > 1) return invalid_argument(describe(e) + ": a node joins at most once");
+        joined_at[e.node] = e.iteration;
+      } else if (++leaves > 1) {
+        return invalid_argument(describe(e) + ": a node leaves at most once");
+      }
+    }
+    for (const RosterEvent& e : roster) {
+      auto j = joined_at.find(e.node);
+      if (e.kind == RosterEvent::kLeave && j != joined_at.end() && e.iteration <= j->second) {
+        return invalid_argument(describe(e) + ": it leaves before it joins (join at " +
+                                std::to_string(j->second) + ")");
+      }
+    }
+  }
   return Status::ok();
+}
+
+std::string describe(const RosterEvent& e) {
+  return std::string(e.kind == RosterEvent::kJoin ? "join:" : "leave:") + std::to_string(e.node) +
+         "@" + std::to_string(e.iteration);
 }
 
 namespace {
@@ -108,6 +149,21 @@ Result<std::unique_ptr<Simulator>> Simulator::create(const sgd::Problem& problem
       GOSSIP_ASSIGN_OR_RETURN(auto plan, MixingPlan::from_matrix(topology->mixing_matrix(p)));
       s->plans_.push_back(std::move(plan));
     }
+  }
+  if (!config.roster.empty()) {
+    for (const RosterEvent& e : config.roster) {
+      if (e.node >= s->num_nodes_) {
+        return invalid_argument(describe(e) + ": the topology has nodes 0.." +
+                                std::to_string(s->num_nodes_ - 1));
+      }
+    }
+    if (topology->is_directed() || !topology::mixing_is_symmetric(*topology)) {
+      return invalid_argument(
+          "joins and leaves need a topology whose every W(t) is symmetric (an undirected graph "
+          "with symmetric weights), as gossipd's carry-on policy does; " +
+          topology->name() + " is not");
+    }
+    s->config_.iteration_blocks = false;  // the present set changes between iterations
   }
   // One-thread backends: the simulator's parallelism is across nodes, and a one-thread backend
   // keeps the per-step compute time it measures comparable with one real node's.
@@ -200,6 +256,15 @@ Result<RunTrace> Simulator::run(const ProgressFn& progress) {
   batch_loss_count_ = 0;
   compute_s_ = 0;
   compute_steps_ = 0;
+  present_.clear();
+  if (!config_.roster.empty()) {
+    present_.assign(static_cast<std::size_t>(n), 1);
+    for (const RosterEvent& e : config_.roster) {
+      if (e.kind == RosterEvent::kJoin) present_[static_cast<std::size_t>(e.node)] = 0;
+    }
+    GOSSIP_RETURN_IF_ERROR(build_present_plans());
+  }
+  Status roster_status = Status::ok();
 
   Result<RunTrace> trace = run_loop(
       config_,
@@ -212,6 +277,11 @@ Result<RunTrace> Simulator::run(const ProgressFn& progress) {
           push_sum_step(t);
           return t + 1;
         }
+        if (!present_.empty()) {
+          if (Status st = apply_roster(t); !st.is_ok() && roster_status.is_ok()) {
+            roster_status = st;
+          }
+        }
         if (levels > 1) {
           step_block(t, levels);
         } else {
@@ -222,6 +292,7 @@ Result<RunTrace> Simulator::run(const ProgressFn& progress) {
       [&] { return std::span<const float>(x_.data(), static_cast<std::size_t>(x_.size())); },
       [&](std::int64_t t) { return evaluate(t); }, progress);
   if (!trace.is_ok()) return trace;
+  GOSSIP_RETURN_IF_ERROR(roster_status);
   if (cpsgd) {
     // Every node holds the one model: make params() read like D-PSGD's.
     const StateMatrix one = x_;
@@ -445,6 +516,10 @@ void Simulator::step(std::int64_t t) {
     for_ranges(n, [&](int wi, int first, int last) {
       Worker& w = workers_[wi];
       for (int i = first; i < last; ++i) {
+        if (!present(i)) {  // absent (not joined yet, or left): its x is kept as it is
+          next_.col(i) = x_.col(i);
+          continue;
+        }
         if (cta) {
           batch_losses_[i] = cta_node(w, i, t, plan, x_, next_);
         } else {
@@ -510,8 +585,80 @@ void Simulator::push_sum_step(std::int64_t t) {
 
 void Simulator::add_batch_losses() {
   // In iteration and node order, whatever the workers and blocks: the same sum every time.
+  if (!present_.empty()) {  // step() only: one iteration, the present nodes' losses
+    for (std::size_t i = 0; i < batch_losses_.size(); ++i) {
+      if (!present_[i]) continue;
+      batch_loss_sum_ += batch_losses_[i];
+      ++batch_loss_count_;
+    }
+    return;
+  }
   for (const double loss : batch_losses_) batch_loss_sum_ += loss;
   batch_loss_count_ += static_cast<std::int64_t>(batch_losses_.size());
+}
+
+Status Simulator::build_present_plans() {
+  const int n = num_nodes_;
+  plans_.clear();
+  for (int p = 0; p < topology_->period(); ++p) {
+    // Planned degrees on the present subgraph: d_i(p) = present in-neighbours of i.
+    std::vector<std::uint32_t> degree(static_cast<std::size_t>(n), 0);
+    for (int i = 0; i < n; ++i) {
+      if (!present(i)) continue;
+      for (const topology::Neighbor& nb : topology_->in_neighbors(i, p)) {
+        if (present(nb.node)) ++degree[static_cast<std::size_t>(i)];
+      }
+    }
+    std::vector<Eigen::Triplet<double>> entries;
+    for (int i = 0; i < n; ++i) {
+      if (!present(i)) {
+        entries.emplace_back(i, i, 1.0);
+        continue;
+      }
+      std::map<int, std::uint32_t> used;
+      for (const topology::Neighbor& nb : topology_->in_neighbors(i, p)) {
+        if (present(nb.node)) used[nb.node] = degree[static_cast<std::size_t>(nb.node)];
+      }
+      const topology::RowWeights w = topology::row_weights(
+          *topology_, i, p, topology::uses_metropolis_hastings(*topology_, i),
+          degree[static_cast<std::size_t>(i)], used);
+      for (const auto& [j, v] : w.row(i)) entries.emplace_back(i, j, v);
+    }
+    Eigen::SparseMatrix<double> w(n, n);
+    w.setFromTriplets(entries.begin(), entries.end());
+    GOSSIP_ASSIGN_OR_RETURN(auto plan, MixingPlan::from_matrix(w));
+    plans_.push_back(std::move(plan));
+  }
+  return Status::ok();
+}
+
+Status Simulator::apply_roster(std::int64_t t) {
+  bool changed = false;
+  for (const RosterEvent& e : config_.roster) {  // leaves first: a joiner averages who stays
+    if (e.iteration != t || e.kind != RosterEvent::kLeave) continue;
+    present_[static_cast<std::size_t>(e.node)] = 0;
+    changed = true;
+  }
+  for (const RosterEvent& e : config_.roster) {
+    if (e.iteration != t || e.kind != RosterEvent::kJoin) continue;
+    const int j = e.node;
+    std::vector<double> sum(dim_, 0.0);
+    int count = 0;
+    for (const topology::Neighbor& nb : topology_->in_neighbors(j, t)) {
+      if (!present(nb.node)) continue;
+      const float* xn = x_.col(nb.node).data();
+      for (std::size_t k = 0; k < dim_; ++k) sum[k] += xn[k];
+      ++count;
+    }
+    float* xj = x_.col(j).data();
+    for (std::size_t k = 0; count > 0 && k < dim_; ++k) {
+      xj[k] = static_cast<float>(sum[k] / count);
+    }
+    if (velocity_.size() > 0) velocity_.col(j).setZero();
+    present_[static_cast<std::size_t>(j)] = 1;
+    changed = true;
+  }
+  return changed ? build_present_plans() : Status::ok();
 }
 
 Status check_topology(const topology::Topology* topology, Algorithm algorithm, int num_nodes) {
@@ -563,20 +710,33 @@ EvalPoint evaluate_models(const StateMatrix& x, sgd::Model& model, const sgd::Da
 }
 
 EvalPoint Simulator::evaluate(std::int64_t iteration) {
+  // With joins and leaves, the nodes present at the iteration that ran last.
+  StateMatrix here;
+  if (!present_.empty()) {
+    std::vector<Eigen::Index> cols;
+    for (int i = 0; i < num_nodes_; ++i) {
+      if (present(i)) cols.push_back(i);
+    }
+    here.resize(x_.rows(), static_cast<Eigen::Index>(cols.size()));
+    for (std::size_t k = 0; k < cols.size(); ++k) {
+      here.col(static_cast<Eigen::Index>(k)) = x_.col(cols[k]);
+    }
+  }
+  const StateMatrix& x = present_.empty() ? x_ : here;
   std::vector<double> accuracy;
-  if (problem_->test->is_classification() && config_.eval_local && x_.cols() > 1) {
-    const int n = static_cast<int>(x_.cols());
+  if (problem_->test->is_classification() && config_.eval_local && x.cols() > 1) {
+    const int n = static_cast<int>(x.cols());
     accuracy.resize(static_cast<std::size_t>(n));
     for_ranges(n, [&](int w, int first, int last) {
       for (int i = first; i < last; ++i) {
-        accuracy[i] = workers_[w].model->evaluate(x_.col(i).data(), *eval_test_).accuracy;
+        accuracy[i] = workers_[w].model->evaluate(x.col(i).data(), *eval_test_).accuracy;
       }
     });
   }
-  EvalPoint p = evaluate_models(x_, *workers_[0].model, *eval_train_, *eval_test_, accuracy);
+  EvalPoint p = evaluate_models(x, *workers_[0].model, *eval_train_, *eval_test_, accuracy);
   p.iteration = iteration;
   // C-PSGD: the local models are the one model.
-  if (problem_->test->is_classification() && config_.eval_local && x_.cols() == 1) {
+  if (problem_->test->is_classification() && config_.eval_local && x.cols() == 1) {
     p.local_test_accuracy = p.test_accuracy;
   }
   p.batch_loss = batch_loss_count_ > 0 ? batch_loss_sum_ / batch_loss_count_ : kNaN;

@@ -68,6 +68,25 @@ std::string_view algorithm_name(Algorithm algorithm);
 Result<MixOrder> parse_mix_order(std::string_view name);
 std::string_view mix_order_name(MixOrder order);
 
+// A node joining or leaving a running job, as gossipd's carry-on policy does it (docs/daemon.md
+// "Joins and leaves"): a node with a join event is absent until its iteration (gossipd's
+// fault.standby_nodes), a leave takes a node out from its iteration on (SIGTERM's Leave{t_l}).
+// While absent a node takes no steps and draws no batches; every present node mixes with its
+// present neighbours only, with topology::row_weights (Metropolis–Hastings from the present
+// degrees, else the absent neighbours' weight on W_ii), so W(t) stays symmetric and doubly
+// stochastic on the present nodes. A joiner at t: x := the mean of its present in-neighbours'
+// x^t (summed in double in the topology's in-neighbour order, rounded once; its own x_0 if none is
+// present), zero momentum, its sampler from its first batch, then iteration t as usual — what
+// gossipd's join does when every neighbour admits it at t.
+struct RosterEvent {
+  enum Kind { kJoin, kLeave };
+  Kind kind = kJoin;
+  int node = 0;
+  std::int64_t iteration = 0;
+};
+// "join:NODE@ITER" / "leave:NODE@ITER".
+std::string describe(const RosterEvent& e);
+
 struct RunConfig {
   Algorithm algorithm = Algorithm::kDpsgd;
   MixOrder order = MixOrder::kCombineThenAdapt;
@@ -91,6 +110,11 @@ struct RunConfig {
   // Local steps, the outer optimizer and compression (sgd/round.h). Anything but one exchange per
   // iteration runs in the RoundSimulator (sim/round_simulator.h), not here.
   sgd::RoundConfig round;
+  // Joins and leaves (RosterEvent): per-iteration combine-then-adapt D-PSGD on a topology whose
+  // every W(t) is symmetric (the carry-on policy's condition); at most one join and one leave per
+  // node, the join first, both at iterations >= 1 (one at or past `iterations` does not happen
+  // in this run: a standby node that never joins).
+  std::vector<RosterEvent> roster;
 
   Status validate() const;
 };
@@ -138,6 +162,8 @@ class Simulator {
   const RunConfig& config() const { return config_; }
   // Push-sum: every node's weight w_i after run() (empty for the other algorithms).
   const std::vector<float>& push_sum_weights() const { return weights_; }
+  // Whether node i takes part in the iteration about to run (after run(): in the last one).
+  bool present(int i) const { return present_.empty() || present_[static_cast<std::size_t>(i)]; }
   // Iterations run as one skewed block (1: none): CTA D-PSGD with a banded W (a ring, a torus);
   // the same bits as one iteration at a time, with each node's data reused while in cache.
   int block_levels() const { return block_levels_; }
@@ -176,6 +202,10 @@ class Simulator {
   template <typename Fn>
   void for_ranges(int count, const Fn& fn);
   EvalPoint evaluate(std::int64_t iteration);
+  // Joins and leaves (RunConfig::roster) due at t: the present set changes, a joiner takes its
+  // present in-neighbours' mean, and the plans are rebuilt on the present subgraph.
+  Status apply_roster(std::int64_t t);
+  Status build_present_plans();
 
   const sgd::Problem* problem_ = nullptr;
   const topology::Topology* topology_ = nullptr;
@@ -187,7 +217,8 @@ class Simulator {
   // zeros and stay zero (mixing forms Σ W_ij·0 − γ·0).
   std::size_t rows_ = 0;
   std::unique_ptr<sgd::Optimizer> optimizer_;
-  std::vector<MixingPlan> plans_;  // one per W(t) of the period
+  std::vector<MixingPlan> plans_;  // one per W(t) of the period (on the present nodes)
+  std::vector<char> present_;      // per node (empty: no roster, everyone present)
   std::vector<float> weights_;     // push-sum: w_i^t
   std::vector<sgd::BatchSampler> samplers_;
   std::shared_ptr<const sgd::Dataset> eval_train_, eval_test_;

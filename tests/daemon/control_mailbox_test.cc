@@ -62,4 +62,33 @@ TEST_CASE("ControlMailbox: admissions nobody takes stop at kMaxAdmissions, then 
   CHECK(box.take_admissions().size() == 1);
 }
 
+TEST_CASE(
+    "ControlMailbox: a withdrawal of the waited-for iteration's admission ends the verdict wait "
+    "for that peer at once") {
+  ControlMailbox box;
+  // The peer's last word on iteration 122 decides: a withdrawal, or a new proposal after it.
+  box.put_admission({Admission::kAccept, 8, 122, true, 100});
+  CHECK_FALSE(box.withdrawn(8, 122));
+  box.put_admission({Admission::kAccept, 8, 122, false, 100});
+  box.put_admission({Admission::kAdmit, 8, 127, false, 100});
+  box.put_admission({Admission::kLeave, 8, 122, false, 0});
+  CHECK(box.withdrawn(8, 122));
+  CHECK_FALSE(box.withdrawn(8, 127));
+  CHECK_FALSE(box.withdrawn(7, 122));
+  box.put_admission({Admission::kAdmit, 8, 122, false, 101});
+  CHECK_FALSE(box.withdrawn(8, 122));
+  box.put_admission({Admission::kAccept, 8, 122, false, 101});
+  // Node 7's verdict comes; node 8's never does, and the wait does not run to its 10 s deadline.
+  box.put_verdict(7, {122, true, 4});
+  const int peers[] = {7, 8};
+  const auto start = std::chrono::steady_clock::now();
+  const auto got = box.wait_verdicts(122, peers, start + std::chrono::seconds(10), {}, {}, {});
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+  CHECK(got.size() == 1);
+  CHECK(got.count(7) == 1);
+  // The messages stay for the membership's next boundary.
+  CHECK(box.take_admissions().size() == 6);
+  CHECK_FALSE(box.withdrawn(8, 122));
+}
+
 }  // namespace gossip::daemon

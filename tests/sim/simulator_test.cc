@@ -374,5 +374,85 @@ TEST_CASE("push-sum on the star: weights move, their sum stays n, thread count c
   CHECK(!Simulator::create(problem, &star, c).is_ok());
 }
 
+TEST_CASE(
+    "joins and leaves: absent nodes stay put, a joiner takes its present neighbours' mean, and "
+    "pure gossip keeps the present nodes' sum through every change of the roster") {
+  const int n = 9;
+  const sgd::Problem problem = problem_of(least_squares(n));
+  // A ring mixes slowly enough that the nodes still differ a few iterations after their steps.
+  const topology::Topology ring = topo("ring", n);
+  // SGD steps for 95 iterations (the nodes drift apart on their shards), then a learning rate of
+  // 5e-32: pure gossip in float32 from there on.
+  RunConfig base = run_config(Algorithm::kDpsgd, 0);
+  base.optimizer.schedule.kind = sgd::ScheduleKind::kStep;
+  base.optimizer.schedule.step_size = 95;
+  base.optimizer.schedule.step_factor = 1e-30;
+  base.roster = {{RosterEvent::kJoin, 8, 100}, {RosterEvent::kLeave, 4, 105}};
+  auto ran = [&](std::int64_t iterations) {
+    RunConfig r = base;
+    r.iterations = r.eval_every = iterations;
+    Ran out = run_to_end(problem, &ring, r);
+    return std::pair{out.sim->params(), out.trace};
+  };
+  const auto [a, trace_a] = ran(100);   // before the join
+  const auto [b, trace_b] = ran(105);   // joined, before the leave
+  const auto [c, trace_c] = ran(6000);  // long after the leave
+  const std::vector<float> x0 = problem.initial_params();
+  const auto d = static_cast<Eigen::Index>(x0.size());
+  // Node 8 never stepped before its join.
+  for (Eigen::Index k = 0; k < d; ++k) REQUIRE(a(k, 8) == x0[static_cast<std::size_t>(k)]);
+  CHECK(a.col(0) != a.col(1));
+  CHECK(b.col(3) != b.col(4));
+  // Its in-neighbours on the ring: 0 and 7 (both present at 100).
+  std::vector<int> nbrs;
+  for (const topology::Neighbor& nb : ring.in_neighbors(8, 100)) nbrs.push_back(nb.node);
+  REQUIRE(nbrs.size() == 2);
+  for (Eigen::Index k = 0; k < d; ++k) {
+    double sum_a = 0, mean = 0, sum_b = 0;
+    for (int i = 0; i < 8; ++i) sum_a += a(k, i);
+    for (int j : nbrs) mean += a(k, j) / 2.0;
+    for (int i = 0; i < n; ++i) sum_b += b(k, i);
+    // W on the present nodes is doubly stochastic: the sum is kept, plus the joiner's mean.
+    CHECK(sum_b == doctest::Approx(sum_a + mean).epsilon(1e-5));
+    // Node 4 left at 105: its x stays; the other 8 reach the mean of what they held at 105.
+    CHECK(c(k, 4) == b(k, 4));
+    const double rest = (sum_b - b(k, 4)) / 8.0;
+    for (int i = 0; i < n; ++i) {
+      if (i != 4) CHECK(c(k, i) == doctest::Approx(rest).epsilon(1e-4));
+    }
+  }
+  // The evaluation covers the present nodes only: at the end the 8 agree, so their consensus
+  // distance is ~0 although node 4 holds another value.
+  CHECK(trace_c.points.back().consensus_distance < 1e-8);
+}
+
+TEST_CASE("joins and leaves: bad rosters are refused with the event named") {
+  const sgd::Problem problem = problem_of(least_squares(9));
+  const topology::Topology torus = topo("torus", 9);
+  auto refused = [&](std::vector<RosterEvent> roster, Algorithm algorithm,
+                     const topology::Topology* t) {
+    RunConfig r = run_config(algorithm, 100);
+    r.roster = std::move(roster);
+    auto sim = Simulator::create(problem, t, r);
+    REQUIRE_FALSE(sim.is_ok());
+    return sim.status().message();
+  };
+  CHECK(refused({{RosterEvent::kJoin, 9, 10}}, Algorithm::kDpsgd, &torus).find("join:9@10") !=
+        std::string::npos);
+  CHECK(refused({{RosterEvent::kJoin, 3, 0}}, Algorithm::kDpsgd, &torus).find(">= 1") !=
+        std::string::npos);
+  CHECK(refused({{RosterEvent::kJoin, 3, 50}, {RosterEvent::kLeave, 3, 20}}, Algorithm::kDpsgd,
+                &torus)
+            .find("leaves before it joins") != std::string::npos);
+  CHECK(refused({{RosterEvent::kLeave, 3, 5}, {RosterEvent::kLeave, 3, 9}}, Algorithm::kDpsgd,
+                &torus)
+            .find("at most once") != std::string::npos);
+  CHECK(refused({{RosterEvent::kLeave, 3, 5}}, Algorithm::kPushSum, &torus).find("push_sum") !=
+        std::string::npos);
+  const topology::Topology one_peer = topo("one_peer_exponential", 9);
+  CHECK(refused({{RosterEvent::kLeave, 3, 5}}, Algorithm::kDpsgd, &one_peer).find("symmetric") !=
+        std::string::npos);
+}
+
 }  // namespace
 }  // namespace gossip::sim
