@@ -773,7 +773,7 @@ std::optional<int> simulate_sweep(const CommandLine& cl, const ExperimentConfig&
 }
 
 // --join / --leave NODE@ITER into the run's roster (sim/simulator.h RosterEvent).
-Status roster_from_flags(const Options& o, RunConfig& r) {
+Status roster_from_flags(const Options& o, const std::string& algorithm, RunConfig& r) {
   auto add = [&](const std::vector<std::string>& values, RosterEvent::Kind kind,
                  const char* flag) -> Status {
     for (const std::string& v : values) {
@@ -795,6 +795,10 @@ Status roster_from_flags(const Options& o, RunConfig& r) {
   GOSSIP_RETURN_IF_ERROR(add(o.joins, RosterEvent::kJoin, "--join"));
   GOSSIP_RETURN_IF_ERROR(add(o.leaves, RosterEvent::kLeave, "--leave"));
   if (r.roster.empty()) return Status::ok();
+  if (algorithm != "dpsgd") {
+    return invalid_argument("--join/--leave: joins and leaves are simulated for --algorithm dpsgd "
+                            "(gossipd's carry-on policy), not " + algorithm);
+  }
   std::stable_sort(r.roster.begin(), r.roster.end(),
                    [](const RosterEvent& a, const RosterEvent& b) {
                      return a.iteration < b.iteration;
@@ -809,7 +813,7 @@ int sim_main(int argc, char** argv) {
   if (!config.is_ok()) return usage(config.status());
   ExperimentConfig& c = *config;
   if (const auto rc = apply_training_source(cl, c)) return *rc;
-  if (const Status s = roster_from_flags(cl.o, c.run); !s.is_ok()) return usage(s);
+  if (const Status s = roster_from_flags(cl.o, cl.algorithm, c.run); !s.is_ok()) return usage(s);
   c.per_step_baseline = cl.compare->parsed();
   if (const Status s = check_output_paths(cl.o); !s.is_ok()) return usage(s);
   if (const Status s = check_experiment_memory(c); !s.is_ok()) return usage(s);

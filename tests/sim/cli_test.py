@@ -149,6 +149,12 @@ with tempfile.TemporaryDirectory() as tmp:
                       (["run", *SMALL, "--dump-params", "/dev/null"], 2),
                       # push-sum runs every iteration: rounds are a usage error.
                       (["run", *SMALL, "--algorithm", "push_sum", "--local-steps", "4"], 2),
+                      # Joins and leaves: NODE@ITER, D-PSGD only, a join before the leave.
+                      (["run", *SMALL, "--algorithm", "dpsgd", "--join", "3@x"], 2),
+                      (["run", *SMALL, "--algorithm", "dpsgd", "--leave", "3"], 2),
+                      (["run", *SMALL, "--algorithm", "cpsgd", "--join", "3@5"], 2),
+                      (["run", *SMALL, "--algorithm", "dpsgd", "--join", "3@9",
+                        "--leave", "3@4"], 2),
                       ([], 2)):
         p = sim(*bad, ok=False)
         check(p.returncode == code, f"{bad} exited {p.returncode}, expected {code}: {p.stderr!r}")
