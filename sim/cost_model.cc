@@ -13,7 +13,8 @@
 namespace gossip::sim {
 
 double StragglerModel::slowdown(std::int64_t iteration, int node) const {
-  if (kind == Kind::kNone) return 1.0;
+  if (kind == Kind::kNone || kind == Kind::kLink) return 1.0;
+  if (kind == Kind::kNode) return node == this->node ? factor : 1.0;
   // A fresh stream per (iteration, node): draws do not depend on the order they are asked in.
   Rng rng(mix_seed(seed, static_cast<std::uint64_t>(iteration)), static_cast<std::uint64_t>(node));
   if (kind == Kind::kBernoulli) return rng.uniform() < probability ? factor : 1.0;
@@ -30,6 +31,12 @@ std::string StragglerModel::to_string() const {
       break;
     case Kind::kLognormal:
       s << "lognormal:" << sigma;
+      break;
+    case Kind::kNode:
+      s << "node:" << node << ":" << factor;
+      break;
+    case Kind::kLink:
+      s << "link:" << node << ":" << factor;
       break;
   }
   return s.str();
@@ -65,8 +72,20 @@ Result<StragglerModel> parse_straggler_model(std::string_view spec, std::uint64_
     GOSSIP_ASSIGN_OR_RETURN(m.sigma, number(parts[1], "sigma"));
     return m;
   }
+  if ((parts[0] == "node" || parts[0] == "link") && parts.size() == 3) {
+    m.kind = parts[0] == "node" ? StragglerModel::Kind::kNode : StragglerModel::Kind::kLink;
+    GOSSIP_ASSIGN_OR_RETURN(const double k, number(parts[1], "node"));
+    if (!(k >= 0 && k < 1e9 && k == std::floor(k))) {
+      return invalid_argument("straggler node must be a node id (a whole number >= 0)");
+    }
+    m.node = static_cast<int>(k);
+    GOSSIP_ASSIGN_OR_RETURN(m.factor, number(parts[2], "factor"));
+    if (m.factor < 1) return invalid_argument("straggler factor must be >= 1");
+    return m;
+  }
   return invalid_argument("straggler model '" + std::string(parts[0]) +
-                          "...': expected none, bernoulli:P:FACTOR or lognormal:SIGMA");
+                          "...': expected none, bernoulli:P:FACTOR, lognormal:SIGMA, "
+                          "node:K:FACTOR or link:K:FACTOR");
 }
 
 namespace {
@@ -158,8 +177,12 @@ void SimClock::advance(std::int64_t iteration, const std::vector<std::vector<int
     }
     const bool ps = scheme_ == Scheme::kParameterServer;
     const bool gloo = !ps && in_.allreduce == AllreduceModel::kGloo;
-    last_comm_s_ = ps ? parameter_server_comm_s(num_nodes_, in_.message_bytes, in_.net)
-                      : allreduce_comm_s(in_.allreduce, num_nodes_, in_.message_bytes, in_.net);
+    // A slow link (kLink) carries its share at 1/factor of the rate: every step of a ring, and the
+    // server's fan-in / fan-out, waits for it.
+    Network net = in_.net;
+    if (in_.straggler.kind == StragglerModel::Kind::kLink) net.bandwidth_bps /= in_.straggler.factor;
+    last_comm_s_ = ps ? parameter_server_comm_s(num_nodes_, in_.message_bytes, net)
+                      : allreduce_comm_s(in_.allreduce, num_nodes_, in_.message_bytes, net);
     // Sent and received by the busiest host: the server, or any node of the ring.
     const double moved =
         2.0 * (ps ? topology::parameter_server_bytes(num_nodes_, in_.message_bytes)
@@ -193,10 +216,21 @@ void SimClock::advance(std::int64_t iteration, const std::vector<std::vector<int
   }
   const std::vector<double>& sends = in_.gossip_overlaps_compute ? start_s_ : done;
   double latest = 0;
+  // A slow link (kLink): that node's sends take factor times as long on the wire.
+  const bool slow_link = in_.straggler.kind == StragglerModel::Kind::kLink;
+  double slow_comm_s = last_comm_s_;
+  if (slow_link) {
+    Network net = in_.net;
+    net.bandwidth_bps /= in_.straggler.factor;
+    slow_comm_s = gossip_comm_s(max_degree, in_.message_bytes, net);
+  }
   for (int i = 0; i < num_nodes_; ++i) {
     double t = done[static_cast<std::size_t>(i)];
     // With no in-neighbours (a lone node) nothing is received and nothing is waited for.
-    for (int j : in_neighbours[i]) t = std::max(t, sends[j] + last_comm_s_);
+    for (int j : in_neighbours[i]) {
+      t = std::max(t, sends[j] + (slow_link && j == in_.straggler.node ? slow_comm_s
+                                                                         : last_comm_s_));
+    }
     t += messages[static_cast<std::size_t>(i)] * in_.message_overhead_s;
     next_s_[i] = t;
     latest = std::max(latest, t);

@@ -70,23 +70,30 @@ using topology::gossip_comm_s;
 using topology::parameter_server_comm_s;
 using topology::ring_allreduce_comm_s;
 
-// Per-node, per-iteration compute slowdown.
+// Per-node, per-iteration compute slowdown, or one slow host (its compute, or its link).
 struct StragglerModel {
-  enum class Kind { kNone, kBernoulli, kLognormal };
+  enum class Kind { kNone, kBernoulli, kLognormal, kNode, kLink };
   Kind kind = Kind::kNone;
   double probability = 0;  // kBernoulli: chance that a node is slow at an iteration
-  double factor = 1;       // kBernoulli: its slowdown (≥ 1)
+  double factor = 1;       // kBernoulli, kNode, kLink: the slowdown (≥ 1)
   double sigma = 0;        // kLognormal: slowdown = exp(sigma·z), z ~ N(0, 1)
+  int node = -1;           // kNode, kLink: the slow host
   std::uint64_t seed = 0;
 
-  // The slowdown of `node` at `iteration`: a pure function of (seed, iteration, node), so every
-  // algorithm and every sweep point sees the same draws.
+  // The compute slowdown of `node` at `iteration`: a pure function of (seed, iteration, node), so
+  // every algorithm and every sweep point sees the same draws.
   double slowdown(std::int64_t iteration, int node) const;
+  // How many times longer `node`'s sends take (kLink: its egress at 1/factor of the rate).
+  double link_slowdown(int node) const {
+    return kind == Kind::kLink && node == this->node ? factor : 1.0;
+  }
   std::string to_string() const;
 };
 
 // Parses "none", "bernoulli:P:F" (each node is F times slower with probability P at each
-// iteration) or "lognormal:SIGMA".
+// iteration), "lognormal:SIGMA", "node:K:F" (node K's compute F times slower at every
+// iteration: a host with 1/F of a core) or "link:K:F" (node K's egress link at 1/F of the rate:
+// its sends take F times as long on the wire).
 Result<StragglerModel> parse_straggler_model(std::string_view spec, std::uint64_t seed);
 
 // Bandwidths, durations and counts on the command line and in sweep values are parsed by

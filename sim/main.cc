@@ -183,7 +183,9 @@ void add_cost_flags(CLI::App& app, Options& o) {
                  "simulated model's own size");
   app.add_option("--straggler", o.straggler,
                  "Per-node, per-iteration compute slowdown: none, bernoulli:P:FACTOR, "
-                 "lognormal:SIGMA (drawn from --seed)")
+                 "lognormal:SIGMA (drawn from --seed); or one slow host: node:K:FACTOR (node "
+                 "K's compute FACTOR times slower) or link:K:FACTOR (its egress at 1/FACTOR of "
+                 "the rate)")
       ->capture_default_str();
 }
 
@@ -817,6 +819,11 @@ int sim_main(int argc, char** argv) {
   c.per_step_baseline = cl.compare->parsed();
   if (const Status s = check_output_paths(cl.o); !s.is_ok()) return usage(s);
   if (const Status s = check_experiment_memory(c); !s.is_ok()) return usage(s);
+  if (c.cost.straggler.node >= c.nodes) {
+    return usage(invalid_argument("--straggler " + c.cost.straggler.to_string() + ": node " +
+                                  std::to_string(c.cost.straggler.node) + " is not one of the " +
+                                  std::to_string(c.nodes) + " nodes"));
+  }
   std::ostringstream csv;
   write_csv_header(csv);
   const auto rc = cl.sweep->parsed() ? simulate_sweep(cl, c, csv) : simulate_experiment(cl, c, csv);

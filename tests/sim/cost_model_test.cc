@@ -231,6 +231,51 @@ TEST_CASE("D-PSGD start-time recurrence against a hand-computed schedule") {
   CHECK(ps.now_s() == doctest::Approx(10 + 1 + 1 + 3 * parameter_server_comm_s(3, 0, in.net)));
 }
 
+TEST_CASE("one slow host (node:K:F, link:K:F): lock-step schedules by hand") {
+  CostInputs in;
+  const auto ring = ring_in_neighbours(3);
+  // node:0:10, compute 1, comm 0.5: node 0 takes 10 per iteration and everyone waits for it.
+  in.net = {8.0, 0.5};
+  in.message_bytes = 0;
+  in.compute_s = 1.0;
+  auto node = parse_straggler_model("node:0:10", 1);
+  REQUIRE(node.is_ok());
+  in.straggler = *node;
+  CHECK(node->slowdown(5, 0) == 10);
+  CHECK(node->slowdown(5, 1) == 1);
+  CHECK(node->link_slowdown(0) == 1);
+  SimClock gossip(Scheme::kGossip, 3, in);
+  for (int t = 0; t < 3; ++t) gossip.advance(t, ring, 2);
+  CHECK(gossip.now_s() == doctest::Approx(30.0));
+  // link:0:4 on the ring (Δ = 2, M/B = 1, no latency): a send takes α + 2M/B = 2, node 0's 8;
+  // compute 0.1. S(node 0), S(nodes 1, 2): (2, 8), (10, 10), (12, 18), (20, 20).
+  in.net = {8.0, 0.0};
+  in.message_bytes = 1.0;
+  in.compute_s = 0.1;
+  auto link = parse_straggler_model("link:0:4", 1);
+  REQUIRE(link.is_ok());
+  in.straggler = *link;
+  CHECK(link->slowdown(5, 0) == 1);
+  CHECK(link->link_slowdown(0) == 4);
+  CHECK(link->link_slowdown(2) == 1);
+  SimClock slow(Scheme::kGossip, 3, in);
+  const double expect[] = {8, 10, 18, 20};
+  for (int t = 0; t < 4; ++t) {
+    slow.advance(t, ring, 2);
+    CHECK(slow.now_s() == doctest::Approx(expect[t]));
+  }
+  // An allreduce waits for the slow link at every step: the ring at a quarter of the rate.
+  SimClock ar(Scheme::kRingAllreduce, 3, in);
+  ar.advance(0, {}, 0);
+  Network quarter = in.net;
+  quarter.bandwidth_bps /= 4;
+  CHECK(ar.now_s() == doctest::Approx(0.1 + ring_allreduce_comm_s(3, 1.0, quarter)));
+  CHECK_FALSE(parse_straggler_model("node:-1:2", 1).is_ok());
+  CHECK_FALSE(parse_straggler_model("link:1.5:2", 1).is_ok());
+  CHECK_FALSE(parse_straggler_model("link:1:0.5", 1).is_ok());
+  CHECK(parse_straggler_model("link:3:4", 1)->to_string() == "link:3:4");
+}
+
 TEST_CASE("a node with no in-neighbours waits for nobody") {
   CostInputs in;
   in.net = {8.0, 5.0};
