@@ -6,7 +6,7 @@
 # after warm-up iterations), gossip-sim's prediction for the same training config, topology and
 # link (`gossip-sim run --config`), and the relative error, and appends a row to a CSV.
 #
-#   scripts/cluster-bench.sh [--quick] [--rounds] [--build DIR] [--out DIR] [--no-curves] [--only REGEX]
+#   scripts/cluster-bench.sh [--quick] [--rounds] [--straggler] [--build DIR] [--out DIR] [--no-curves] [--only REGEX]
 #                            [--delays "0 5"]          (added one-way delays in ms, every host's egress)
 #                            [--sysctl KEY=VALUE]...   (set in every host, e.g. net.ipv4.tcp_congestion_control=reno)
 #                            (the grid in docs/cluster.md uses that one, for Gloo and gossipd alike;
@@ -36,6 +36,13 @@
 # per-step ALLREDUCE (Gloo), DiLoCo (ALLREDUCE, H = 25 and 50, int8 with error feedback) and
 # local-step gossip on the one-peer exponential graph (H = 10, 25 and 50, int8 CHOCO), 3750
 # iterations each.
+# With --straggler, instead of the grid: one slow host (docs/cluster.md, "A slow host"), node 3 at a
+# quarter of its speed, the demo MLP on the one-peer exponential graph and ALLREDUCE: CPU-bound
+# (unshaped links; node 3's gossipd in a cgroup whose CPU quota is a quarter of a node's share of
+# the cores) and link-bound (100 Mbit/s; node 3's egress at 25 Mbit/s), each beside the same run
+# unthrottled. Prints the s/it of the 7 others and of node 3, their iterations per second as a
+# share of the unthrottled run's, and gossip-sim's prediction (--straggler node:3:4 / link:3:4);
+# writes straggler.csv.
 # Each cluster run is timed without periodic evaluations; the averaged model's accuracy curve is
 # gossip-sim's run of the same job (the same bits as the daemons), so the time to target is the
 # cluster's wall-clock at the iteration where that curve first reaches the target, and the nodes'
@@ -71,6 +78,7 @@ py=/usr/bin/python3
 quick=0
 curves=1
 rounds=0
+straggler=0
 build="$root/build"
 out=""
 only=""
@@ -86,6 +94,7 @@ while (($#)); do
     --quick) quick=1; curves=0; shift; continue ;;
     --no-curves) curves=0; shift; continue ;;
     --rounds) rounds=1; shift; continue ;;
+    --straggler) straggler=1; shift; continue ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;;
     --build | --out | --only | --sysctl | --delays | --set)
       (($# >= 2)) || usage_error "$1 needs a value"
@@ -207,6 +216,9 @@ cpu_share=$("$py" -c "print('%.4f' % min(1.0, $(nproc) / $nodes))")
   echo "commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 } | tee "$out/calibration.txt"
 
+# --straggler's slow host (empty: none): its node id, its egress rate, the cgroup its gossipd runs in.
+slow_node=3 slow_rate="" slow_cgroup=""
+
 # ---- configs
 write_config() {  # FILE HIDDEN... ; iterations and eval come from --set at run time
   local f=$1
@@ -235,7 +247,7 @@ write_config "$out/tiny.pbtxt" 8
 # compute_s + mix_s of its iterations after two warm-up ones.
 declare -A compute_of
 for model in tiny mlp mlp5m; do
-  [[ $quick == 0 && $rounds == 0 || $model != mlp5m ]] || continue
+  [[ $quick == 0 && $rounds == 0 && $straggler == 0 || $model != mlp5m ]] || continue
   d="$out/calibration-$model"
   rm -rf "$d"
   mkdir -p "$d"
@@ -288,8 +300,8 @@ counters() {
 }
 
 # gossip-sim's prediction for the run in DIR: prints "seconds_per_iteration parameters".
-predict() {  # MODEL BW DELAY DIR ALGO MESSAGE_OVERHEAD_S
-  local model=$1 bw=$2 delay=$3 dir=$4 algo=$5 overhead=$6
+predict() {  # MODEL BW DELAY DIR ALGO MESSAGE_OVERHEAD_S [STRAGGLER]
+  local model=$1 bw=$2 delay=$3 dir=$4 algo=$5 overhead=$6 straggler=${7:-none}
   local fraction=$payload_fraction sim_algo=dpsgd
   [[ $bw != off ]] || fraction=1  # unshaped: the bandwidth is iperf3's payload rate already
   local model_flag=()
@@ -297,7 +309,7 @@ predict() {  # MODEL BW DELAY DIR ALGO MESSAGE_OVERHEAD_S
   "$sim" run --config "$out/$model.pbtxt" --set "iterations=1" --nodes "$nodes" --topology "$dir/topology.pbtxt" \
     --algorithm "$sim_algo" --bandwidth "$(bps_of "$bw")" --latency "${lat_of[$delay]}s" --compute-time "${compute_of[$model]}s" \
     --payload-fraction "$fraction" --cpu-share "$cpu_share" --cpu-per-byte "${cpu_per_byte}s" \
-    --message-overhead "${overhead}s" ${model_flag[@]+"${model_flag[@]}"} --threads 1 --json 2>"$dir/sim.err" | "$py" -c '
+    --message-overhead "${overhead}s" --straggler "$straggler" ${model_flag[@]+"${model_flag[@]}"} --threads 1 --json 2>"$dir/sim.err" | "$py" -c '
 import json, sys
 j = json.load(sys.stdin)
 s = j["series"][0]
@@ -315,11 +327,18 @@ run_cluster() {  # MODEL BW DELAY TOPO WARM MEAS EVAL_EVERY DIR
   if [[ $topo == allreduce ]]; then gen=ring algo=ALLREDUCE; fi
   "$topo_bin" generate "$gen" --nodes "$nodes" --hosts "$hosts" --base-port 7100 --name "cb_$gen" >"$dir/topology.pbtxt"
   "$netns" rate "$bw"
+  [[ -z $slow_rate ]] || "$netns" rate "$slow_rate" "$slow_node"
   set_delay "$delay"
   local total=$((warm + meas)) pids=() i before after
   before=$(counters)
   for ((i = 0; i < nodes; i++)); do
-    "$netns" exec "$i" "$gossipd" run "$dir/topology.pbtxt" --node "$i" --config "$out/$model.pbtxt" \
+    # The slow host of --straggler's CPU points: its gossipd starts inside the quota's cgroup
+    # (entered before `ip netns exec`, which mounts a /sys of its own; children inherit it).
+    local wrap=()
+    if [[ -n $slow_cgroup && $i == "$slow_node" ]]; then
+      wrap=(sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$slow_cgroup")
+    fi
+    ${wrap[@]+"${wrap[@]}"} "$netns" exec "$i" "$gossipd" run "$dir/topology.pbtxt" --node "$i" --config "$out/$model.pbtxt" \
       --insecure --metrics "$dir/metrics-$i.jsonl" --checkpoint-dir "$dir/ckpt" --checkpoint-every 0 \
       --iterations "$total" --eval-every "$eval_every" --set "algorithm=$algo" ${sets[@]+"${sets[@]}"} >"$dir/log-$i.txt" 2>&1 &
     pids+=($!)
@@ -356,10 +375,11 @@ for i in range(n):
         for k in keys: sums[k] += it[t][k]
         sent += it[t]["bytes_sent"]
         cnt += 1
-print("%.6f %s %d" % (sum(per) / n, " ".join("%.6f" % (sums[k] / cnt) for k in keys), sent // cnt))
+print("%.6f %s %d %s" % (sum(per) / n, " ".join("%.6f" % (sums[k] / cnt) for k in keys), sent // cnt,
+                         " ".join("%.6f" % p for p in per)))
 PY
 )
-  read -r meas_s compute exchange wait_s mix sent <<<"$m"
+  read -r meas_s compute exchange wait_s mix sent per_node <<<"$m"
 }
 
 # The link part of a point's id: the bandwidth, then +<delay>ms where a delay is added.
@@ -524,6 +544,61 @@ PY
   "$netns" rate off
   set_delay 0
   echo "cluster-bench.sh: wrote $rounds_csv"
+  exit 0
+fi
+
+if ((straggler)); then
+  # CPU: cgroup v1's cpu controller (cfs quota), or v2's cpu.max.
+  cg=""
+  if [[ -d /sys/fs/cgroup/cpu && -w /sys/fs/cgroup/cpu ]]; then
+    cg=/sys/fs/cgroup/cpu/gossip-cb-slow
+    mkdir -p "$cg"
+    echo 100000 >"$cg/cpu.cfs_period_us"
+    # A quarter of a node's share of the cores (nproc / 8 of a core each).
+    echo "$("$py" -c "print(int(100000 * $cpu_share / 4))")" >"$cg/cpu.cfs_quota_us"
+  elif [[ -f /sys/fs/cgroup/cgroup.controllers ]] && grep -qw cpu /sys/fs/cgroup/cgroup.controllers; then
+    cg=/sys/fs/cgroup/gossip-cb-slow
+    mkdir -p "$cg"
+    echo "$("$py" -c "print(int(100000 * $cpu_share / 4))") 100000" >"$cg/cpu.max"
+  fi
+  scsv="$out/straggler.csv"
+  echo "id,bound,topology,slow,measured_others_s_per_it,measured_slow_s_per_it,unthrottled_s_per_it,others_share,predicted_s_per_it,predicted_unthrottled_s_per_it,rel_error" >"$scsv"
+  for bound in cpu link; do
+    bw=off wm="20 300"
+    [[ $bound == cpu ]] || { bw=100mbit wm="4 40"; }
+    for t in one_peer_exponential allreduce; do
+      algo=DPSGD
+      [[ $t != allreduce ]] || algo=ALLREDUCE
+      base="$out/points/straggler_${bound}_${t}"
+      slow_rate="" slow_cgroup=""
+      run_cluster mlp "$bw" 0 "$t" "${wm% *}" "${wm#* }" 0 "${base}_unthrottled"
+      ref=$meas_s
+      read -r ref_pred _ < <(predict mlp "$bw" 0 "${base}_unthrottled" "$algo" "${overhead_of[$algo]}")
+      if [[ $bound == cpu ]]; then
+        [[ -n $cg ]] || { echo "straggler cpu/$t: SKIP: no writable cgroup cpu controller" >&2; continue; }
+        slow_cgroup=$cg spec="node:$slow_node:4"
+      else
+        slow_rate=25mbit spec="link:$slow_node:4"
+      fi
+      run_cluster mlp "$bw" 0 "$t" "${wm% *}" "${wm#* }" 0 "${base}_slow"
+      slow_rate="" slow_cgroup=""
+      read -r pred _ < <(predict mlp "$bw" 0 "${base}_slow" "$algo" "${overhead_of[$algo]}" "$spec")
+      read -r others slow share err < <("$py" - "$slow_node" "$ref" "$pred" $per_node <<'PY'
+import sys
+k, ref, pred = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+per = [float(v) for v in sys.argv[4:]]
+others = sum(p for i, p in enumerate(per) if i != k) / (len(per) - 1)
+print("%.6f %.6f %.4f %+.3f" % (others, per[k], ref / others, (pred - others) / others))
+PY
+)
+      printf 'straggler %-4s %-22s %-10s others %8.4f s/it (slow node %8.4f)  unthrottled %8.4f  others keep %5.1f%%  predicted %8.4f (unthrottled %8.4f)  error %s\n' \
+        "$bound" "$t" "$spec" "$others" "$slow" "$ref" "$("$py" -c "print(100 * $share)")" "$pred" "$ref_pred" "$err"
+      echo "mlp/$bw/$t/$spec,$bound,$t,$spec,$others,$slow,$ref,$share,$pred,$ref_pred,$err" >>"$scsv"
+    done
+  done
+  [[ -z $cg ]] || rmdir "$cg" 2>/dev/null || true
+  "$netns" rate off
+  echo "cluster-bench.sh: wrote $scsv"
   exit 0
 fi
 
