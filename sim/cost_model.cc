@@ -191,8 +191,12 @@ void SimClock::advance(std::int64_t iteration, const std::vector<std::vector<int
         ps     ? 2.0 * num_nodes_
         : gloo ? 2.0 * (num_nodes_ - 1) * gloo_segments(num_nodes_, in_.message_bytes).per_rank
                : 4.0 * (num_nodes_ - 1);
+    // A slow host (kNode) has less of everything its CPU does: the per-byte work too.
+    const double cpu_slow = in_.straggler.kind == StragglerModel::Kind::kNode
+                                ? in_.straggler.factor
+                                : 1.0;
     now_s_ += compute / in_.cpu_share +
-              std::max(last_comm_s_, in_.cpu_s_per_byte * moved / in_.cpu_share +
+              std::max(last_comm_s_, cpu_slow * in_.cpu_s_per_byte * moved / in_.cpu_share +
                                          messages * in_.message_overhead_s);
     return;
   }
@@ -207,10 +211,13 @@ void SimClock::advance(std::int64_t iteration, const std::vector<std::vector<int
   // When each node's compute is done, and when it sends: at its start (the exchange overlaps the
   // compute) or once its compute is done.
   std::vector<double> done(static_cast<std::size_t>(num_nodes_), 0.0);
+  const bool slow_host = in_.straggler.kind == StragglerModel::Kind::kNode;
   for (int i = 0; i < num_nodes_; ++i) {
+    // A compute straggler slows the step; a slow host (kNode) all of its CPU work.
+    const double s = slow ? in_.straggler.slowdown(iteration, i) : 1.0;
     const double c =
-        (in_.compute_s * (slow ? in_.straggler.slowdown(iteration, i) : 1.0) +
-         in_.cpu_s_per_byte * messages[static_cast<std::size_t>(i)] * in_.message_bytes) /
+        (in_.compute_s * s + in_.cpu_s_per_byte * messages[static_cast<std::size_t>(i)] *
+                                 in_.message_bytes * (slow_host ? s : 1.0)) /
         in_.cpu_share;
     done[static_cast<std::size_t>(i)] = start_s_[i] + c;
   }
