@@ -14,7 +14,8 @@ namespace {
 std::string describe(const daemon::Admission& a) {
   switch (a.kind) {
     case daemon::Admission::kAdmit:
-      return "Admit{" + std::to_string(a.iteration) + ", current " + std::to_string(a.current) + "}";
+      return "Admit{" + std::to_string(a.iteration) + ", current " + std::to_string(a.current) +
+             "}";
     case daemon::Admission::kLeave:
       return "Leave{" + std::to_string(a.iteration) + "}";
     default:

@@ -245,7 +245,8 @@ class TransportPending : public PendingExchange {
         f.status = unavailable("node " + std::to_string(f.peer) +
                                " withdrew its admission for iteration " +
                                std::to_string(exchange_->iteration()));
-      } else if (at && *at > exchange_->iteration() && f.status.code() == StatusCode::kDeadlineExceeded) {
+      } else if (at && *at > exchange_->iteration() &&
+                 f.status.code() == StatusCode::kDeadlineExceeded) {
         f.status = unavailable("node " + std::to_string(f.peer) + " went on to iteration " +
                                std::to_string(*at) + " without sending its iteration-" +
                                std::to_string(exchange_->iteration()) + " parameters to us");

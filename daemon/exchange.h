@@ -147,9 +147,10 @@ class ControlMailbox {
   std::size_t admissions_held() const;
   std::uint64_t admissions_dropped() const;
   // Waits until a verdict for `iteration` from each of `peers` arrived, or `gone(peer)` says that
-  // peer's link is down, or the peer withdrew its admission for `iteration` (withdrawn()), or `deadline` passes (extended as in PendingExchange::wait while
-  // `still_coming(peer)` holds for a missing one), or `interrupted()`. Returns what arrived;
-  // forgets every verdict for iterations <= `iteration`.
+  // peer's link is down, or the peer withdrew its admission for `iteration` (withdrawn()), or
+  // `deadline` passes (extended as in PendingExchange::wait while `still_coming(peer)` holds for a
+  // missing one), or `interrupted()`. Returns what arrived; forgets every verdict for iterations <=
+  // `iteration`.
   std::map<int, Verdict> wait_verdicts(std::uint64_t iteration, std::span<const int> peers,
                                        SteadyTime deadline, const std::function<bool(int)>& gone,
                                        const std::function<bool(int)>& still_coming,

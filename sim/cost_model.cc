@@ -180,7 +180,8 @@ void SimClock::advance(std::int64_t iteration, const std::vector<std::vector<int
     // A slow link (kLink) carries its share at 1/factor of the rate: every step of a ring, and the
     // server's fan-in / fan-out, waits for it.
     Network net = in_.net;
-    if (in_.straggler.kind == StragglerModel::Kind::kLink) net.bandwidth_bps /= in_.straggler.factor;
+    if (in_.straggler.kind == StragglerModel::Kind::kLink)
+      net.bandwidth_bps /= in_.straggler.factor;
     last_comm_s_ = ps ? parameter_server_comm_s(num_nodes_, in_.message_bytes, net)
                       : allreduce_comm_s(in_.allreduce, num_nodes_, in_.message_bytes, net);
     // Sent and received by the busiest host: the server, or any node of the ring.
@@ -192,9 +193,8 @@ void SimClock::advance(std::int64_t iteration, const std::vector<std::vector<int
         : gloo ? 2.0 * (num_nodes_ - 1) * gloo_segments(num_nodes_, in_.message_bytes).per_rank
                : 4.0 * (num_nodes_ - 1);
     // A slow host (kNode) has less of everything its CPU does: the per-byte work too.
-    const double cpu_slow = in_.straggler.kind == StragglerModel::Kind::kNode
-                                ? in_.straggler.factor
-                                : 1.0;
+    const double cpu_slow =
+        in_.straggler.kind == StragglerModel::Kind::kNode ? in_.straggler.factor : 1.0;
     now_s_ += compute / in_.cpu_share +
               std::max(last_comm_s_, cpu_slow * in_.cpu_s_per_byte * moved / in_.cpu_share +
                                          messages * in_.message_overhead_s);
@@ -235,8 +235,8 @@ void SimClock::advance(std::int64_t iteration, const std::vector<std::vector<int
     double t = done[static_cast<std::size_t>(i)];
     // With no in-neighbours (a lone node) nothing is received and nothing is waited for.
     for (int j : in_neighbours[i]) {
-      t = std::max(t, sends[j] + (slow_link && j == in_.straggler.node ? slow_comm_s
-                                                                         : last_comm_s_));
+      t = std::max(t,
+                   sends[j] + (slow_link && j == in_.straggler.node ? slow_comm_s : last_comm_s_));
     }
     t += messages[static_cast<std::size_t>(i)] * in_.message_overhead_s;
     next_s_[i] = t;

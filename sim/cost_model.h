@@ -92,8 +92,8 @@ struct StragglerModel {
 
 // Parses "none", "bernoulli:P:F" (each node is F times slower with probability P at each
 // iteration), "lognormal:SIGMA", "node:K:F" (node K's CPU work, its compute and its per-byte
-// network processing, F times slower at every iteration: a host with 1/F of its share of a core) or "link:K:F" (node K's egress link at 1/F of the rate:
-// its sends take F times as long on the wire).
+// network processing, F times slower at every iteration: a host with 1/F of its share of a core) or
+// "link:K:F" (node K's egress link at 1/F of the rate: its sends take F times as long on the wire).
 Result<StragglerModel> parse_straggler_model(std::string_view spec, std::uint64_t seed);
 
 // Bandwidths, durations and counts on the command line and in sweep values are parsed by

@@ -798,13 +798,14 @@ Status roster_from_flags(const Options& o, const std::string& algorithm, RunConf
   GOSSIP_RETURN_IF_ERROR(add(o.leaves, RosterEvent::kLeave, "--leave"));
   if (r.roster.empty()) return Status::ok();
   if (algorithm != "dpsgd") {
-    return invalid_argument("--join/--leave: joins and leaves are simulated for --algorithm dpsgd "
-                            "(gossipd's carry-on policy), not " + algorithm);
+    return invalid_argument(
+        "--join/--leave: joins and leaves are simulated for --algorithm dpsgd "
+        "(gossipd's carry-on policy), not " +
+        algorithm);
   }
-  std::stable_sort(r.roster.begin(), r.roster.end(),
-                   [](const RosterEvent& a, const RosterEvent& b) {
-                     return a.iteration < b.iteration;
-                   });
+  std::stable_sort(
+      r.roster.begin(), r.roster.end(),
+      [](const RosterEvent& a, const RosterEvent& b) { return a.iteration < b.iteration; });
   return r.validate();
 }
 

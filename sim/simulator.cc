@@ -68,8 +68,7 @@ Status RunConfig::validate() const {
       return invalid_argument(
           "joins and leaves run with per-iteration combine-then-adapt D-PSGD (gossipd's carry-on "
           "policy), not with " +
-          std::string(algorithm_name(algorithm)) +
-          (round.per_iteration() ? "" : " in rounds") +
+          std::string(algorithm_name(algorithm)) + (round.per_iteration() ? "" : " in rounds") +
           (order == MixOrder::kCombineThenAdapt ? "" : " adapt-then-combine"));
     }
     std::map<int, std::pair<int, int>> seen;  // node -> (joins, leaves)
@@ -77,7 +76,8 @@ Status RunConfig::validate() const {
     for (const RosterEvent& e : roster) {
       if (e.node < 0) return invalid_argument(describe(e) + ": node ids are >= 0");
       if (e.iteration < 1) {
-        return invalid_argument(describe(e) + ": the iteration must be >= 1 (a node present "
+        return invalid_argument(describe(e) +
+                                ": the iteration must be >= 1 (a node present "
                                 "from iteration 0 needs no join)");
       }
       auto& [joins, leaves] = seen[e.node];
@@ -619,9 +619,9 @@ Status Simulator::build_present_plans() {
       for (const topology::Neighbor& nb : topology_->in_neighbors(i, p)) {
         if (present(nb.node)) used[nb.node] = degree[static_cast<std::size_t>(nb.node)];
       }
-      const topology::RowWeights w = topology::row_weights(
-          *topology_, i, p, topology::uses_metropolis_hastings(*topology_, i),
-          degree[static_cast<std::size_t>(i)], used);
+      const topology::RowWeights w =
+          topology::row_weights(*topology_, i, p, topology::uses_metropolis_hastings(*topology_, i),
+                                degree[static_cast<std::size_t>(i)], used);
       for (const auto& [j, v] : w.row(i)) entries.emplace_back(i, j, v);
     }
     Eigen::SparseMatrix<double> w(n, n);

@@ -41,8 +41,8 @@ RowWeights row_weights(const Topology& topology, int node, std::int64_t iteratio
   if (metropolis_hastings) {
     double off = 0.0;
     for (const auto& [j, dj] : used) {
-      const double w = metropolis_hastings_weight(static_cast<int>(planned_degree),
-                                                            static_cast<int>(dj));
+      const double w =
+          metropolis_hastings_weight(static_cast<int>(planned_degree), static_cast<int>(dj));
       out.neighbours.emplace_back(j, w);
       off += w;
     }

@@ -318,8 +318,8 @@ TEST_CASE(
   const std::string sim = job.dir.path + "/sim";
   const std::string sim_cmd = bin("sim/gossip-sim") + " run --algorithm dpsgd --topology " +
                               job.topo + " --nodes 5 --config " + job.cfg + " --quiet --join 4@" +
-                              std::to_string(t_a) + " --dump-params " + sim + " > " +
-                              job.dir.path + "/sim.out 2>&1";
+                              std::to_string(t_a) + " --dump-params " + sim + " > " + job.dir.path +
+                              "/sim.out 2>&1";
   REQUIRE_MESSAGE(run_shell(sim_cmd) == 0, read_file(job.dir.path + "/sim.out"));
   for (int i = 0; i < 5; ++i) {
     const std::string name = "/node_" + std::to_string(i) + ".f32";

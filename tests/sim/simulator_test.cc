@@ -444,9 +444,9 @@ TEST_CASE("joins and leaves: bad rosters are refused with the event named") {
   CHECK(refused({{RosterEvent::kJoin, 3, 50}, {RosterEvent::kLeave, 3, 20}}, Algorithm::kDpsgd,
                 &torus)
             .find("leaves before it joins") != std::string::npos);
-  CHECK(refused({{RosterEvent::kLeave, 3, 5}, {RosterEvent::kLeave, 3, 9}}, Algorithm::kDpsgd,
-                &torus)
-            .find("at most once") != std::string::npos);
+  CHECK(
+      refused({{RosterEvent::kLeave, 3, 5}, {RosterEvent::kLeave, 3, 9}}, Algorithm::kDpsgd, &torus)
+          .find("at most once") != std::string::npos);
   CHECK(refused({{RosterEvent::kLeave, 3, 5}}, Algorithm::kPushSum, &torus).find("push_sum") !=
         std::string::npos);
   const topology::Topology one_peer = topo("one_peer_exponential", 9);
