@@ -10,7 +10,7 @@ Same model, initialisation, data shards, batch order, optimizer and epochs on bo
 D-PSGD figure is the test accuracy of the average of the 8 final models.
 
     /usr/bin/python3 examples/torch/fmnist_cnn.py [--epochs 10] [--nodes 8] [--gossipd PATH]
-        [--local-steps H] [--compression none|bf16|int8] [--outer none|sgd|nesterov]
+        [--local-steps H] [--compression none|bf16|int8] [--outer none|sgd|nesterov] [--outer-lr LR]
 
 With --local-steps H each trainer takes H steps of its own between rounds (gossipd's
 `local_steps`; the trainer's GossipOptimizer learns H from its daemon), with the round's messages
@@ -183,7 +183,8 @@ def run_gossip(args, x_test, y_test):
         if args.local_steps > 1 or args.compression != "none" or args.outer != "none":
             f.write(f"local_steps: {args.local_steps}\n"
                     f"compression {{ kind: {args.compression.upper()} }}\n"
-                    f"outer {{ kind: {args.outer.upper()} }}\n")
+                    f"outer {{ kind: {args.outer.upper()}"
+                    + (f" lr: {args.outer_lr}" if args.outer_lr is not None else "") + " }\n")
     trainer = (f"{sys.executable} {os.path.abspath(__file__)} --trainer --out {work} "
                f"--epochs {args.epochs} --nodes {args.nodes} --batch {args.batch} "
                f"--lr {args.lr} --wd {args.wd} --seed {args.seed}")
@@ -264,6 +265,8 @@ def main():
                     help="trainer steps per round (gossipd's local_steps)")
     ap.add_argument("--compression", default="none", choices=["none", "bf16", "int8"])
     ap.add_argument("--outer", default="none", choices=["none", "sgd", "nesterov"])
+    ap.add_argument("--outer-lr", type=float,
+                    help="the outer optimizer's lr (gossipd's outer.lr; default: SGD 1, Nesterov 0.7)")
     ap.add_argument("--only", choices=["gossip", "ddp"], help="run one side only")
     ap.add_argument("--keep", action="store_true", help="keep the gossip run's directory")
     ap.add_argument("--trainer", action="store_true", help=argparse.SUPPRESS)
