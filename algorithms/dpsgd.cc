@@ -13,6 +13,7 @@
 #include "common/divergence.h"
 #include "common/log.h"
 #include "daemon/exit_codes.h"
+#include "sgd/mean.h"
 
 namespace gossip::algorithms {
 namespace {
@@ -78,17 +79,15 @@ IterationOutcome Dpsgd::iterate(std::uint64_t t, LocalStep& step, ParameterBuffe
 void Dpsgd::rejoin_average(std::uint64_t t, ParameterBuffers& buffers) {
   if (!neighbours_.rejoin_due(t) || from_.empty()) return;
   std::map<int, std::string> failed = neighbours_.receive(t, from_);
-  const std::size_t d = buffers.num_params();
-  std::vector<double> sum(d, 0.0);
-  int count = 0;
+  std::vector<const float*> usable;
   for (const daemon::Inbox& in_box : from_) {
     if (failed.count(in_box.peer) || !all_finite(in_box.buffer)) continue;
-    for (std::size_t k = 0; k < d; ++k) sum[k] += in_box.buffer[k];
-    ++count;
+    usable.push_back(in_box.buffer.data());
   }
+  const std::size_t count = usable.size();
   if (count > 0) {
-    std::vector<float> avg(d);
-    for (std::size_t k = 0; k < d; ++k) avg[k] = static_cast<float>(sum[k] / count);
+    std::vector<float> avg(buffers.num_params());
+    sgd::mean_rounded_once(usable, avg.size(), avg.data());
     buffers.set_x(avg);
     GOSSIP_LOG(kInfo) << neighbours_.rejoin_event() << " at iteration " << t << ": x := average of "
                       << count << " neighbours";

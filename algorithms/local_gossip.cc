@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "daemon/membership.h"
 #include "sgd/choco.h"
+#include "sgd/mean.h"
 
 namespace gossip::algorithms {
 
@@ -203,8 +204,7 @@ std::optional<IterationEnd> LocalGossip::rejoin_round(std::uint64_t r,
   for (const topology::Neighbor& nb : neighbours_.in())
     from.push_back({nb.node, inbox_.at(nb.node)});
   const std::map<int, std::string> failed = neighbours_.receive(r, from);
-  std::vector<double> sum(d_, 0.0);
-  int count = 0;
+  std::vector<const float*> usable;
   received_.clear();
   for (const topology::Neighbor& nb : neighbours_.in()) {
     received_[nb.node] = true;  // taken (or failed) here, not received again this round
@@ -215,11 +215,11 @@ std::optional<IterationEnd> LocalGossip::rejoin_round(std::uint64_t r,
                               copy_in_.at(nb.node));
       v = copy_in_.at(nb.node).data();
     }
-    for (std::size_t k = 0; k < d_; ++k) sum[k] += v[k];
-    ++count;
+    usable.push_back(v);
   }
+  const std::size_t count = usable.size();
   if (count > 0) {
-    for (std::size_t k = 0; k < d_; ++k) message_[k] = static_cast<float>(sum[k] / count);
+    sgd::mean_rounded_once(usable, d_, message_.data());
     anchor_ = start_ = message_;
     buffers.set_x(message_);
     GOSSIP_LOG(kInfo) << neighbours_.rejoin_event() << " at iteration " << r * per_round_

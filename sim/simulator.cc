@@ -23,6 +23,7 @@
 #include "common/enum_names.h"
 #include "sgd/cpu/cpu_backend.h"
 #include "sgd/cpu/dense_net.h"
+#include "sgd/mean.h"
 #include "topology/present_weights.h"
 #include "topology/push_sum.h"
 
@@ -642,18 +643,11 @@ Status Simulator::apply_roster(std::int64_t t) {
   for (const RosterEvent& e : config_.roster) {
     if (e.iteration != t || e.kind != RosterEvent::kJoin) continue;
     const int j = e.node;
-    std::vector<double> sum(dim_, 0.0);
-    int count = 0;
+    std::vector<const float*> present_in;
     for (const topology::Neighbor& nb : topology_->in_neighbors(j, t)) {
-      if (!present(nb.node)) continue;
-      const float* xn = x_.col(nb.node).data();
-      for (std::size_t k = 0; k < dim_; ++k) sum[k] += xn[k];
-      ++count;
+      if (present(nb.node)) present_in.push_back(x_.col(nb.node).data());
     }
-    float* xj = x_.col(j).data();
-    for (std::size_t k = 0; count > 0 && k < dim_; ++k) {
-      xj[k] = static_cast<float>(sum[k] / count);
-    }
+    if (!present_in.empty()) sgd::mean_rounded_once(present_in, dim_, x_.col(j).data());
     if (velocity_.size() > 0) velocity_.col(j).setZero();
     present_[static_cast<std::size_t>(j)] = 1;
     changed = true;
