@@ -2,9 +2,12 @@
 // time (CMake GOSSIP_GLOO), so ALLREDUCE's factory exists only where it is built.
 #include "algorithms/factory.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <utility>
 
+#include "algorithms/async_push_sum.h"
 #include "algorithms/dpsgd.h"
 #include "algorithms/local_gossip.h"
 #include "algorithms/push_sum.h"
@@ -32,7 +35,8 @@ class DpsgdFactory final : public daemon::AlgorithmFactory {
         node_(options.node),
         options_(options),
         round_(config::to_round_config(config)),
-        push_sum_(config.algorithm() == config::pb::TrainConfig::PUSH_SUM) {}
+        push_sum_(config.algorithm() == config::pb::TrainConfig::PUSH_SUM),
+        async_(push_sum_ && config.staleness() > 0) {}
 
   std::vector<int> link_peers() const override { return daemon::all_neighbours(topology_, node_); }
   std::string hello_name() const override {
@@ -42,7 +46,8 @@ class DpsgdFactory final : public daemon::AlgorithmFactory {
     return config_.fault().policy() != config::pb::Fault::FAIL_STOP;
   }
   std::vector<int> senders() const override {
-    if (!round_.per_iteration()) return {};  // LocalGossip keeps its own
+    if (!round_.per_iteration() || async_)
+      return {};  // LocalGossip and AsyncPushSum keep their own
     return Neighbourhood::senders(topology_, node_);
   }
   std::size_t state_size() const override {
@@ -51,6 +56,7 @@ class DpsgdFactory final : public daemon::AlgorithmFactory {
     return LocalGossip::state_floats(round_, topology_, node_, options_.num_params);
   }
   std::uint64_t message_floats(std::uint64_t num_params) const override {
+    if (async_) return AsyncPushSum::message_floats(num_params);
     if (push_sum_) return PushSum::message_floats(num_params);
     return LocalGossip::message_floats(round_, num_params);
   }
@@ -58,6 +64,10 @@ class DpsgdFactory final : public daemon::AlgorithmFactory {
     exchange_ = daemon::make_transport_exchange(transport);
   }
   Result<std::unique_ptr<daemon::Algorithm>> connect(const std::atomic<bool>&) override {
+    if (async_) {
+      return std::unique_ptr<daemon::Algorithm>(std::make_unique<AsyncPushSum>(
+          node_, config_, topology_, *exchange_, options_.num_params, options_.checkpoint_dir));
+    }
     if (push_sum_) {
       return std::unique_ptr<daemon::Algorithm>(
           std::make_unique<PushSum>(node_, config_, topology_, *exchange_));
@@ -77,6 +87,7 @@ class DpsgdFactory final : public daemon::AlgorithmFactory {
   const FactoryOptions options_;
   const sgd::RoundConfig round_;
   const bool push_sum_;
+  const bool async_;  // PUSH_SUM with staleness ≥ 1
   std::unique_ptr<daemon::ParameterExchange> exchange_;
 };
 
@@ -137,6 +148,38 @@ class AllreduceFactory final : public daemon::AlgorithmFactory {
 };
 #endif
 
+// PUSH_SUM's staleness τ ≥ 1 on `topology`: at least the longest gap between two messages on one
+// edge (else every node would wait at every period), and message buffers that fit in memory.
+Status check_staleness(const config::TrainConfig& config, const topology::Topology& topology,
+                       const FactoryOptions& options) {
+  const std::uint64_t tau = config.staleness();
+  const std::int64_t gap = topology::push_sum_edge_gap(topology);
+  if (static_cast<std::int64_t>(tau) < gap) {
+    return invalid_argument(
+        "staleness: " + std::to_string(tau) + " is below " + std::to_string(gap) +
+        ", the most iterations between two messages on one edge of topology '" + topology.name() +
+        "': every node would wait for its neighbours at every period; set staleness to at least " +
+        std::to_string(gap) + ", or to 0 for lock step");
+  }
+  const std::uint64_t senders = Neighbourhood::senders(topology, options.node).size();
+  const std::uint64_t bytes = AsyncPushSum::buffer_bytes(tau, senders, options.num_params);
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  const std::uint64_t memory =
+      pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
+                            : 0;
+  if (memory > 0 && bytes > memory / 2) {
+    return invalid_argument("staleness: " + std::to_string(tau) + " needs " +
+                            std::to_string(bytes >> 20) + " MiB of message buffers at node " +
+                            std::to_string(options.node) + " (τ + 1 receives from each of its " +
+                            std::to_string(senders) +
+                            " in-neighbours and τ + 1 messages in flight, " +
+                            std::to_string(AsyncPushSum::message_floats(options.num_params)) +
+                            " floats each), more than half of this machine's " +
+                            std::to_string(memory >> 20) + " MiB: lower staleness");
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<daemon::AlgorithmFactory>> make_algorithm_factory(
@@ -151,6 +194,7 @@ Result<std::unique_ptr<daemon::AlgorithmFactory>> make_algorithm_factory(
   }
   if (config.algorithm() == config::pb::TrainConfig::PUSH_SUM) {
     GOSSIP_RETURN_IF_ERROR(topology::check_push_sum(topology));
+    if (config.staleness() > 0) GOSSIP_RETURN_IF_ERROR(check_staleness(config, topology, options));
   }
   if (config.algorithm() != config::pb::TrainConfig::ALLREDUCE) {
     return std::unique_ptr<daemon::AlgorithmFactory>(

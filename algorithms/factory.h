@@ -31,6 +31,7 @@ struct FactoryOptions {
   sgd::Backend* backend = nullptr;  // the node's; borrowed for the run
   bool attached = false;            // the local step is an external trainer (docs/attach.md)
   bool update_session = false;      // ... which hands gossipd its update at every step
+  std::string checkpoint_dir;       // the node's own ("" none): where an algorithm keeps its logs
 };
 
 // The factory for `config`'s algorithm at node `options.node` of `topology` (both borrowed for

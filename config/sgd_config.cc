@@ -142,7 +142,9 @@ Result<sgd::RoundConfig> round_config_from_overrides(const std::vector<std::stri
 
 std::string hello_algorithm(const TrainConfig& c, std::uint64_t num_params) {
   const bool allreduce = c.algorithm() == pb::TrainConfig::ALLREDUCE;
-  if (c.algorithm() == pb::TrainConfig::PUSH_SUM) return "push_sum";  // per iteration only
+  if (c.algorithm() == pb::TrainConfig::PUSH_SUM) {  // per iteration only
+    return "push_sum staleness=" + std::to_string(c.staleness());
+  }
   const sgd::RoundConfig r = to_round_config(c);
   if (r.per_iteration()) return allreduce ? "allreduce" : "";
   auto number = [](double v) {

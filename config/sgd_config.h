@@ -31,9 +31,9 @@ Result<sgd::RoundConfig> round_config_from_overrides(const std::vector<std::stri
 
 // The algorithm and its settings as gossipd announces them in Hello, so that nodes of one job with
 // different settings refuse each other naming the field: "" (D-PSGD per iteration) or "allreduce"
-// (C-PSGD per iteration) or "push_sum" (PUSH_SUM, per iteration only), else "<dpsgd|allreduce>
-// local_steps=H outer=... compression=... choco_step=... overlap=0|1 params=d" (the model's
-// parameter count: a compressed message's size no longer tells it).
+// (C-PSGD per iteration) or "push_sum staleness=τ" (PUSH_SUM, per iteration only), else
+// "<dpsgd|allreduce> local_steps=H outer=... compression=... choco_step=... overlap=0|1 params=d"
+// (the model's parameter count: a compressed message's size no longer tells it).
 std::string hello_algorithm(const TrainConfig& config, std::uint64_t num_params);
 
 }  // namespace gossip::config

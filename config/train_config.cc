@@ -136,7 +136,15 @@ void collect_round_errors(const TrainConfig& c, std::vector<FieldError>& e) {
 // PUSH_SUM (Stochastic Gradient Push) runs per iteration, uncompressed, under fail-stop: the
 // combinations it supports (docs/daemon.md, "Push-sum").
 void collect_push_sum_errors(const TrainConfig& c, std::vector<FieldError>& e) {
-  if (c.algorithm() != pb::TrainConfig::PUSH_SUM) return;
+  if (c.algorithm() != pb::TrainConfig::PUSH_SUM) {
+    if (c.staleness() > 0) {
+      e.push_back({"staleness",
+                   "bounded staleness needs algorithm: PUSH_SUM (D-PSGD's doubly-stochastic mix "
+                   "needs both ends of an edge at the same iteration, and ALLREDUCE runs in lock "
+                   "step); leave staleness unset or 0"});
+    }
+    return;
+  }
   const char* why = "PUSH_SUM communicates every iteration, uncompressed; ";
   if (c.local_steps() > 1) {
     e.push_back({"local_steps", std::string(why) + "leave local_steps unset or 1 (got " +

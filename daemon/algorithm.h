@@ -126,6 +126,15 @@ class Algorithm {
   // estimate). Must be cheap: it runs on the training thread.
   virtual void observe(MetricsSnapshot& /*snapshot*/) const {}
 
+  // After the last iteration (`total`), before the final evaluation, checkpoint and parameter
+  // files: an algorithm whose messages may still be in flight to this node folds them into the
+  // buffers (asynchronous push-sum). An end stops the run as an abandoned iteration `total` would.
+  // Default: nothing.
+  virtual std::optional<IterationEnd> conclude(std::uint64_t /*total*/,
+                                               ParameterBuffers& /*buffers*/) {
+    return std::nullopt;
+  }
+
   // A stop request ends the run at iteration t (the checkpoint of x_t follows): the algorithm may
   // tell the other nodes that this one takes no part in t or later (carry-on gossip: Leave, so its
   // neighbours drop the edge at once instead of detecting a failure). Default: nothing.

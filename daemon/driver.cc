@@ -92,6 +92,11 @@ NodeResult Driver::loop(std::uint64_t start, std::uint64_t total) {
     if (Status s = step_.end(t, buffers_); !s.is_ok()) return step_failed(t + 1, s);
     if (std::optional<NodeResult> r = after_iteration(t + 1, total)) return *r;
   }
+  if (start < total) {
+    if (std::optional<IterationEnd> end = algorithm_.conclude(total, buffers_)) {
+      return ended(total, step_.position(), *end);
+    }
+  }
   return finish(std::max(start, total));
 }
 

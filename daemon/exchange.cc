@@ -256,6 +256,7 @@ class TransportPending : public PendingExchange {
     return failures;
   }
   std::map<int, double> receive_waits_s() const override { return waits_s_; }
+  bool done() const override { return exchange_->resolved(); }
 
  private:
   // Whether every receive still open is from a peer that has announced a later iteration than

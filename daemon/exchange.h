@@ -108,6 +108,9 @@ class PendingExchange {
   // After wait(): for each peer whose message arrived whole, the seconds from the start of wait()
   // until it did (0 when it was complete before). Empty where the exchange does not measure it.
   virtual std::map<int, double> receive_waits_s() const { return {}; }
+  // Whether every send and receive has finished or failed, so that wait() returns at once. Does
+  // not wait (an asynchronous algorithm polls its posted receives with it).
+  virtual bool done() const = 0;
 };
 
 // Membership control messages (the carry-on fault policy, docs/daemon.md "Fault tolerance").

@@ -88,6 +88,28 @@ void ParameterBuffers::mix(int self, const RowWeights& w, float gamma, bool with
         {static_cast<float>(wj), on_host_ ? inbox_host_.at(j).data() : inbox_device_.at(j).data()});
   }
   if (!self_added) terms_.push_back({self_weight, self_x});
+  finish_mix(gamma, with_update);
+}
+
+void ParameterBuffers::mix_terms(std::span<const sgd::MixTerm> terms, float gamma,
+                                 bool with_update) {
+  terms_.clear();
+  std::size_t copies = 0;
+  for (const sgd::MixTerm& term : terms) {
+    if (term.x == nullptr) {
+      terms_.push_back({term.weight, x()});
+    } else if (on_host_) {
+      terms_.push_back(term);
+    } else {
+      if (copies == term_device_.size()) term_device_.push_back(backend_.alloc(num_params_));
+      backend_.copy_to_device(term_device_[copies].data(), term.x, num_params_);
+      terms_.push_back({term.weight, term_device_[copies++].data()});
+    }
+  }
+  finish_mix(gamma, with_update);
+}
+
+void ParameterBuffers::finish_mix(float gamma, bool with_update) {
   if (!on_host_) backend_.synchronize();
   const float* u = with_update ? update() : nullptr;
   if (mix_into_shared_) {  // in place when x_t is there too: element-wise, read before write

@@ -68,8 +68,15 @@ class ParameterBuffers {
   // id), from the uploaded receive buffers; then x is staged for sending.
   // Without `with_update` the update term is left out (pure gossip).
   void mix(int self, const RowWeights& w, float gamma, bool with_update = true);
+  // The same fused pass over terms the caller orders: x := Σ_k w_k x_k − γ u, where a term's x is
+  // host memory of num_params floats (an algorithm's own receive buffers) or null for x_t itself.
+  // Several terms may come from one peer (asynchronous push-sum mixes every message that arrived).
+  void mix_terms(std::span<const sgd::MixTerm> terms, float gamma, bool with_update = true);
 
  private:
+  // The pass over terms_ (x_t's term at its place), into x (or the shared x), then staged.
+  void finish_mix(float gamma, bool with_update);
+
   sgd::Backend& backend_;
   const std::size_t num_params_;
   const std::size_t message_floats_;
@@ -79,7 +86,8 @@ class ParameterBuffers {
   std::map<int, sgd::DeviceBuffer> inbox_host_;
   std::map<int, sgd::DeviceBuffer> inbox_device_;  // GPU nodes only
   std::vector<sgd::MixTerm> terms_;
-  std::span<float> shared_x_, shared_update_;  // share()
+  std::vector<sgd::DeviceBuffer> term_device_;  // mix_terms' copies on a GPU node
+  std::span<float> shared_x_, shared_update_;   // share()
   bool mix_into_shared_ = false;
   bool x_in_shared_ = false;  // x_t is in shared_x_ (else in x_)
 };

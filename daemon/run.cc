@@ -439,9 +439,13 @@ int run_command(const RunOptions& options) {
   // 3. The job: data, backend, the local step.
   Result<Job> job = make_job(o, in, std::move(trainer), attached);
   if (!job.is_ok()) return usage_error(job.status());
-  algorithms::FactoryOptions fo{o.node_id,           o.insecure,
-                                job->job.num_params, job->backend.get(),
-                                in.attach,           in.attach && job->job.step->has_update()};
+  algorithms::FactoryOptions fo{o.node_id,
+                                o.insecure,
+                                job->job.num_params,
+                                job->backend.get(),
+                                in.attach,
+                                in.attach && job->job.step->has_update(),
+                                in.outputs.checkpoint_dir};
   Result<std::unique_ptr<daemon::AlgorithmFactory>> factory =
       algorithms::make_algorithm_factory(in.config, in.topology, fo, g_stop);
   if (!factory.is_ok()) {

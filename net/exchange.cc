@@ -249,6 +249,11 @@ bool Exchange::sends_done() const {
   return state_->unresolved_sends == 0;
 }
 
+bool Exchange::resolved() const {
+  std::lock_guard l(state_->mu);
+  return state_->unresolved_sends == 0 && state_->unresolved_recvs == 0;
+}
+
 std::uint64_t Exchange::iteration() const { return state_->iteration; }
 
 }  // namespace gossip::net

@@ -158,6 +158,9 @@ class Exchange {
 
   // Whether every send has completed or failed (receives may still be open). Does not wait.
   bool sends_done() const;
+  // Whether every send and every receive has completed or failed: wait() would return at once.
+  // Does not wait.
+  bool resolved() const;
 
   std::uint64_t iteration() const;
 

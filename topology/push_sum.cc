@@ -1,7 +1,9 @@
 // Push-sum weights (see push_sum.h).
 #include "topology/push_sum.h"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "common/check.h"
@@ -45,6 +47,45 @@ std::vector<std::pair<int, double>> push_sum_row(const Topology& topology, int i
   }
   if (!self_added) row.emplace_back(i, p(i, topology.self_weight(i, iteration)));
   return row;
+}
+
+namespace {
+
+// Whether j sends to i at `iteration` (W_ij(iteration) > 0, j ≠ i).
+bool sends_to(const Topology& topology, int j, int i, std::int64_t iteration) {
+  for (const Neighbor& nb : topology.out_neighbors(j, iteration)) {
+    if (nb.node == i) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::int64_t push_sum_edge_gap(const Topology& topology) {
+  const int n = topology.num_nodes();
+  const std::int64_t period = topology.period();
+  std::int64_t gap = 0;
+  for (int j = 0; j < n; ++j) {
+    std::map<int, std::vector<std::int64_t>> times;  // out-neighbour -> the times j sends to it
+    for (std::int64_t p = 0; p < period; ++p) {
+      for (const Neighbor& nb : topology.out_neighbors(j, p)) times[nb.node].push_back(p);
+    }
+    for (const auto& [i, at] : times) {
+      for (std::size_t k = 0; k < at.size(); ++k) {
+        const std::int64_t next = k + 1 < at.size() ? at[k + 1] : at[0] + period;
+        gap = std::max(gap, next - at[k]);
+      }
+    }
+  }
+  return gap;
+}
+
+std::int64_t push_sum_last_send(const Topology& topology, int j, int i, std::int64_t total) {
+  const std::int64_t period = topology.period();
+  for (std::int64_t s = total - 1; s >= 0 && s >= total - period; --s) {
+    if (sends_to(topology, j, i, s)) return s;
+  }
+  return -1;
 }
 
 SparseMatrix push_sum_matrix(const Topology& topology, std::int64_t iteration) {

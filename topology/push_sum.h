@@ -38,6 +38,16 @@ std::vector<std::pair<int, double>> push_sum_row(const Topology& topology, int i
 // P(t), n × n (for analysis and tests: its spectrum gives push-sum's rate).
 SparseMatrix push_sum_matrix(const Topology& topology, std::int64_t iteration);
 
+// Asynchronous push-sum (algorithms/async_push_sum.h), where every node runs on its own clock:
+// the most iterations between two consecutive messages on one edge j → i of the topology, over its
+// period (cyclically; 1 for a static graph, log2 n for the one-peer exponential graph). A node that
+// waits for an in-neighbour after fewer iterations than this without a message would wait at
+// every period even in lock step. 0 for a topology without edges.
+std::int64_t push_sum_edge_gap(const Topology& topology);
+// The last iteration s < `total` at which j sends to i (i ∈ N_out(j, s)), or −1 when it never does
+// (j is not an in-neighbour of i at any time of the period, or total ≤ 0).
+std::int64_t push_sum_last_send(const Topology& topology, int j, int i, std::int64_t total);
+
 // Node i's combination at one iteration (see the file comment).
 struct PushSumMix {
   double weight_sum = 0;  // w_i' = Σ_j p_ij w_j, summed in double in increasing j

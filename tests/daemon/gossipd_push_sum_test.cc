@@ -146,7 +146,7 @@ TEST_CASE("a job mixing PUSH_SUM and DPSGD: refused at the handshake naming the 
       push_sum_config(), Job{}.config_text() + "fault { policy: FAIL_STOP }\n");
   INFO(log);
   CHECK(log.find("algorithm mismatch") != std::string::npos);
-  CHECK(log.find("'push_sum'") != std::string::npos);
+  CHECK(log.find("'push_sum staleness=0'") != std::string::npos);
 }
 
 }  // namespace

@@ -19,6 +19,17 @@ class LocalExchangeHub::NodeExchange : public ParameterExchange {
     Pending(NodeExchange& owner, std::uint64_t iteration, std::span<const Inbox> from)
         : owner_(owner), iteration_(iteration), from_(from.begin(), from.end()) {}
 
+    bool done() const override {
+      LocalExchangeHub& hub = owner_.hub_;
+      std::lock_guard lock(hub.mutex_);
+      for (const Inbox& in : from_) {
+        if (!hub.mailbox_.count(std::make_tuple(in.peer, owner_.self_, iteration_)) &&
+            !hub.failed_[in.peer] && hub.nodes_[in.peer]->iteration_.load() <= iteration_) {
+          return false;
+        }
+      }
+      return true;
+    }
     std::vector<NeighbourFailure> wait(SteadyTime deadline,
                                        const std::function<bool()>& interrupted,
                                        const std::function<bool(int)>& still_coming) override {

@@ -1,0 +1,372 @@
+// PUSH_SUM with bounded staleness (see async_push_sum.h). The order of an iteration is PushSum's
+// where it can be: the gradient runs while the messages travel, and the step's direction (which
+// advances the optimizer state) only once the neighbours' messages are taken, so an iteration
+// that ends on a failure leaves z_t, w_t and the optimizer state as they were.
+#include "algorithms/async_push_sum.h"
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "algorithms/neighbourhood.h"
+#include "common/divergence.h"
+#include "common/log.h"
+#include "daemon/exit_codes.h"
+#include "topology/push_sum.h"
+
+namespace gossip::algorithms {
+
+using daemon::IterationEnd;
+
+namespace {
+
+float bits_to_float(std::uint32_t bits) { return std::bit_cast<float>(bits); }
+std::uint32_t float_to_bits(float f) { return std::bit_cast<std::uint32_t>(f); }
+
+// p_ij(s): node j's entry in row i of P(s), 0 when j does not send to i at s.
+double row_entry(const topology::Topology& topology, int i, int j, std::int64_t s) {
+  for (const auto& [k, p] : topology::push_sum_row(topology, i, s)) {
+    if (k == j) return p;
+  }
+  return 0.0;
+}
+
+}  // namespace
+
+std::uint64_t AsyncPushSum::buffer_bytes(std::uint64_t tau, std::uint64_t senders,
+                                         std::uint64_t num_params) {
+  // Saturating: a τ near 2^32 with a large model must not wrap to a small figure.
+  const long double bytes = static_cast<long double>(tau + 1) *
+                            static_cast<long double>(senders + 1) *
+                            static_cast<long double>(message_floats(num_params)) * sizeof(float);
+  return bytes >= 1.8e19L ? UINT64_MAX : static_cast<std::uint64_t>(bytes);
+}
+
+AsyncPushSum::AsyncPushSum(int node, const config::TrainConfig& config,
+                           const topology::Topology& topology, daemon::ParameterExchange& exchange,
+                           std::size_t num_params, std::string log_dir)
+    : self_(node),
+      cfg_(config),
+      topology_(topology),
+      exchange_(exchange),
+      num_params_(num_params),
+      tau_(config.staleness()),
+      log_path_(log_dir.empty() ? std::string() : log_dir + "/push_sum_order.tsv") {
+  for (int j : Neighbourhood::senders(topology, node)) {
+    inflows_.emplace_back().peer = j;
+  }
+  for (int o : Neighbourhood::receivers(topology, node)) out_seq_[o] = 0;
+}
+
+Status AsyncPushSum::load_state(std::span<const float> state) {
+  if (state.size() != 1 || !std::isfinite(state[0]) || state[0] <= 0.0f) {
+    return invalid_argument(
+        "the checkpoint's push-sum weight is missing or not a finite value > 0");
+  }
+  weight_ = state[0];
+  return Status::ok();
+}
+
+Result<std::uint64_t> AsyncPushSum::start(std::uint64_t start, bool /*rejoining*/,
+                                          std::uint64_t total, daemon::RunServices& services,
+                                          int* exit_code) {
+  services_ = &services;
+  start_ = start;
+  total_ = total;
+  for (Inflow& in : inflows_) {
+    in.last_send =
+        topology::push_sum_last_send(topology_, in.peer, self_, static_cast<std::int64_t>(total));
+    in.finished = in.last_send < 0;
+    in.heard = static_cast<std::int64_t>(start);
+    post(in);
+  }
+  if (!log_path_.empty()) {
+    log_.open(log_path_, std::ios::trunc);
+    if (!log_) {
+      *exit_code = daemon::kExitError;
+      return unavailable("cannot write the push-sum order log " + log_path_);
+    }
+    log_ << "# gossip-sgd push-sum order 1 node " << self_ << " nodes " << topology_.num_nodes()
+         << " start " << start << " total " << total << " staleness " << tau_ << "\n";
+  }
+  counted_sent_ = exchange_.bytes_sent();
+  counted_received_ = exchange_.bytes_received();
+  return start;
+}
+
+std::optional<IterationEnd> AsyncPushSum::fail(const std::string& why, int code) const {
+  if (services_->interrupted()) {
+    return IterationEnd{IterationEnd::Kind::kAbandon, daemon::kExitStopped,
+                        aborted("stop requested (signal)")};
+  }
+  GOSSIP_LOG(kError) << why;
+  return IterationEnd{IterationEnd::Kind::kAbandon, code, aborted(why)};
+}
+
+daemon::SteadyTime AsyncPushSum::deadline() const {
+  return std::chrono::steady_clock::now() +
+         std::chrono::milliseconds(cfg_.timeouts().deadline_ms());
+}
+
+void AsyncPushSum::post(Inflow& in) {
+  const std::size_t floats = message_floats(num_params_);
+  while (in.posted.size() < tau_ + 1) {
+    Posted p;
+    p.seq = in.next_seq++;
+    if (spare_.empty()) {
+      p.buffer.assign(floats, 0.0f);
+    } else {
+      p.buffer = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    const daemon::Inbox inbox{in.peer, std::span<float>(p.buffer)};
+    p.pending = exchange_.begin(p.seq, {}, {}, std::span<const daemon::Inbox>(&inbox, 1));
+    in.posted.push_back(std::move(p));
+  }
+}
+
+std::optional<IterationEnd> AsyncPushSum::take_arrived(Inflow& in, std::int64_t t) {
+  const std::string from = "node " + std::to_string(in.peer);
+  while (!in.posted.empty() && in.posted.front().pending->done()) {
+    Posted p = std::move(in.posted.front());
+    in.posted.pop_front();
+    const std::vector<daemon::NeighbourFailure> failures =
+        p.pending->wait(std::chrono::steady_clock::now(), {}, {});
+    if (!failures.empty()) {
+      return fail("message " + std::to_string(p.seq) + " from " + from +
+                  " failed: " + failures.front().status.to_string());
+    }
+    const std::span<const float> header(p.buffer.data() + num_params_, kHeaderFloats);
+    const float w = header[0];
+    const auto s = static_cast<std::int64_t>(
+        float_to_bits(header[1]) | (static_cast<std::uint64_t>(float_to_bits(header[2])) << 32));
+    const std::uint32_t flags = float_to_bits(header[3]);
+    const bool empty = (flags & kEmpty) != 0;
+    std::string bad;
+    if (in.finished) {
+      bad = "it came after the sender's last message to this node";
+    } else if (s < 0 || s > in.last_send || row_entry(topology_, self_, in.peer, s) == 0.0) {
+      bad = "its iteration " + std::to_string(s) + " is not one at which " + from +
+            " sends to this node";
+    } else if (!empty && (!all_finite(p.buffer) || !(w > 0.0f))) {
+      bad = "it contains NaN or Inf, or its push-sum weight is not > 0";
+    } else if (empty && s != in.last_send) {
+      bad = "an empty message before the sender's last iteration";
+    }
+    if (!bad.empty()) {
+      return fail("message " + std::to_string(p.seq) + " from " + from + " is unusable: " + bad);
+    }
+    in.heard = t;
+    if (s == in.last_send) in.finished = true;
+    if (empty) {
+      spare_.push_back(std::move(p.buffer));
+    } else {
+      taken_.push_back({in.peer, s, w, std::move(p.buffer)});
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<IterationEnd> AsyncPushSum::wait_next(Inflow& in, std::int64_t t) {
+  post(in);
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<daemon::NeighbourFailure> failures = in.posted.front().pending->wait(
+      deadline(), [this] { return services_->interrupted(); },
+      [this](int peer) { return exchange_.link_up(peer); });
+  waited_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!failures.empty()) {
+    return fail("waiting for node " + std::to_string(in.peer) + " at iteration " +
+                std::to_string(t) + " (staleness " + std::to_string(tau_) +
+                "): " + failures.front().status.to_string());
+  }
+  return take_arrived(in, t);
+}
+
+void AsyncPushSum::send(Sent& sent, std::span<const int> to) {
+  for (int o : to) {
+    const std::uint64_t seq = out_seq_[o]++;
+    sent.pending.push_back(exchange_.begin(seq, sent.message, std::span<const int>(&o, 1), {}));
+  }
+}
+
+std::optional<IterationEnd> AsyncPushSum::retire_sends(std::size_t keep) {
+  while (!sent_.empty()) {
+    Sent& oldest = sent_.front();
+    const bool done = std::all_of(oldest.pending.begin(), oldest.pending.end(),
+                                  [](const auto& p) { return p->done(); });
+    if (!done && sent_.size() <= keep) break;
+    const auto start = std::chrono::steady_clock::now();
+    for (const auto& p : oldest.pending) {
+      const std::vector<daemon::NeighbourFailure> failures = p->wait(
+          deadline(), [this] { return services_->interrupted(); },
+          [this](int peer) { return exchange_.link_up(peer); });
+      if (!failures.empty()) {
+        return fail("sending to node " + std::to_string(failures.front().peer) +
+                    " failed: " + failures.front().status.to_string());
+      }
+    }
+    if (!done) {
+      waited_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    spare_.push_back(std::move(oldest.message));
+    sent_.pop_front();
+  }
+  return std::nullopt;
+}
+
+void AsyncPushSum::mix(double self_p, std::optional<float> gamma, bool with_update,
+                       daemon::ParameterBuffers& buffers) {
+  std::sort(taken_.begin(), taken_.end(), [](const Taken& a, const Taken& b) {
+    return a.peer != b.peer ? a.peer < b.peer : a.iteration < b.iteration;
+  });
+  std::vector<std::pair<int, double>> row;
+  std::vector<float> weights;
+  std::vector<const float*> xs;
+  bool self_added = false;
+  auto add_self = [&] {
+    row.emplace_back(self_, self_p);
+    weights.push_back(weight_);
+    xs.push_back(nullptr);
+    self_added = true;
+  };
+  for (const Taken& m : taken_) {
+    if (!self_added && m.peer > self_) add_self();
+    row.emplace_back(m.peer, row_entry(topology_, self_, m.peer, m.iteration));
+    weights.push_back(m.weight);
+    xs.push_back(m.buffer.data());
+  }
+  if (!self_added) add_self();
+  const topology::PushSumMix mix = topology::push_sum_mix(self_, row, weights);
+  std::vector<sgd::MixTerm> terms;
+  std::size_t k = 0;
+  for (const float* x : xs) {
+    const double c = x == nullptr ? mix.self : mix.neighbours[k++].second;
+    terms.push_back({static_cast<float>(c), x});
+  }
+  buffers.mix_terms(terms, gamma ? mix.scaled_gamma(*gamma) : 0.0f, with_update);
+  weight_ = mix.weight;
+}
+
+void AsyncPushSum::log_taken(const std::string& label) {
+  if (!log_.is_open()) return;
+  log_ << label << '\t';
+  for (std::size_t k = 0; k < taken_.size(); ++k) {
+    log_ << (k ? " " : "") << taken_[k].peer << ':' << taken_[k].iteration;
+  }
+  log_ << '\n';
+}
+
+daemon::IterationOutcome AsyncPushSum::iterate(std::uint64_t t, daemon::LocalStep& step,
+                                               daemon::ParameterBuffers& buffers) {
+  Clock& clock = services_->clock;
+  const auto time = static_cast<std::int64_t>(t);
+  waited_s_ = 0;
+  const std::int64_t t0 = clock.monotonic_ns();
+  // 1. Our message to this iteration's out-neighbours, without waiting for the earlier ones
+  // unless τ + 1 are still in flight.
+  if (std::optional<IterationEnd> end = retire_sends(tau_)) return *end;
+  std::vector<int> to;
+  for (const topology::Neighbor& nb : topology_.out_neighbors(self_, time)) to.push_back(nb.node);
+  if (!to.empty()) {
+    Sent sent;
+    if (spare_.empty()) {
+      sent.message.resize(message_floats(num_params_));
+    } else {
+      sent.message = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    const std::span<const float> z = buffers.outgoing();
+    std::copy(z.begin(), z.end(), sent.message.begin());
+    float* header = sent.message.data() + num_params_;
+    header[0] = weight_;
+    header[1] = bits_to_float(static_cast<std::uint32_t>(t));
+    header[2] = bits_to_float(static_cast<std::uint32_t>(t >> 32));
+    header[3] = bits_to_float(0);
+    sent_.push_back(std::move(sent));
+    send(sent_.back(), to);
+  }
+  // 2. The gradient while they travel.
+  const std::optional<double> loss = step.gradient(buffers.x(), t);
+  const std::int64_t t1 = clock.monotonic_ns();
+  // 3. What has arrived; a neighbour not heard from for τ iterations is waited for.
+  taken_.clear();
+  for (Inflow& in : inflows_) {
+    if (std::optional<IterationEnd> end = take_arrived(in, time)) return *end;
+    if (!in.finished && time - in.heard >= static_cast<std::int64_t>(tau_)) {
+      if (std::optional<IterationEnd> end = wait_next(in, time)) return *end;
+    }
+  }
+  if (Status s = step.before_mix(t, buffers); !s.is_ok()) {
+    return IterationEnd{IterationEnd::Kind::kStepFailed, 0, s};
+  }
+  const std::int64_t t2 = clock.monotonic_ns();
+  // 4. The mix with the step.
+  daemon::IterationStats stats;
+  stats.lr = step.direction(buffers.x(), buffers.update(), t);
+  mix(row_entry(topology_, self_, self_, time), static_cast<float>(stats.lr), step.has_update(),
+      buffers);
+  log_taken(std::to_string(t));
+  for (Taken& m : taken_) spare_.push_back(std::move(m.buffer));
+  taken_.clear();
+  for (Inflow& in : inflows_) {
+    if (!in.finished) post(in);
+  }
+  const std::int64_t now = clock.monotonic_ns();
+  stats.mix_s = static_cast<double>(now - t2) * 1e-9;
+  stats.compute_s = static_cast<double>(t1 - t0) * 1e-9;
+  stats.wait_s = waited_s_;
+  stats.exchange_s = static_cast<double>(t2 - t0) * 1e-9;
+  stats.iteration_s = static_cast<double>(now - t0) * 1e-9;
+  const std::uint64_t sent = exchange_.bytes_sent(), received = exchange_.bytes_received();
+  stats.bytes_sent = sent - counted_sent_;
+  stats.bytes_received = received - counted_received_;
+  counted_sent_ = sent;
+  counted_received_ = received;
+  return daemon::IterationReport{loss, stats};
+}
+
+std::optional<IterationEnd> AsyncPushSum::conclude(std::uint64_t total,
+                                                   daemon::ParameterBuffers& buffers) {
+  const auto time = static_cast<std::int64_t>(total);
+  // An out-neighbour whose last message from us falls before this process started gets an empty
+  // one, so that it knows there is no more.
+  for (const auto& [o, seq] : out_seq_) {
+    const std::int64_t last = topology::push_sum_last_send(topology_, self_, o, time);
+    if (last < 0 || last >= static_cast<std::int64_t>(start_)) continue;
+    Sent empty;
+    empty.message.assign(message_floats(num_params_), 0.0f);
+    float* header = empty.message.data() + num_params_;
+    header[1] = bits_to_float(static_cast<std::uint32_t>(last));
+    header[2] = bits_to_float(static_cast<std::uint32_t>(static_cast<std::uint64_t>(last) >> 32));
+    header[3] = bits_to_float(kEmpty);
+    sent_.push_back(std::move(empty));
+    send(sent_.back(), std::span<const int>(&o, 1));
+  }
+  // Everything still due to this node.
+  taken_.clear();
+  for (Inflow& in : inflows_) {
+    if (std::optional<IterationEnd> end = take_arrived(in, time)) return end;
+    while (!in.finished) {
+      if (std::optional<IterationEnd> end = wait_next(in, time)) return end;
+    }
+  }
+  if (std::optional<IterationEnd> end = retire_sends(0)) return end;
+  if (!taken_.empty()) mix(1.0, std::nullopt, false, buffers);
+  log_taken("end");
+  taken_.clear();
+  for (Inflow& in : inflows_) in.posted.clear();  // receives past the last message: abandoned
+  if (log_.is_open()) {
+    char w[64];
+    std::snprintf(w, sizeof w, "%a", static_cast<double>(weight_));
+    log_ << "weight\t" << w << "\n";
+    log_.close();
+    if (!log_) return fail("cannot write the push-sum order log " + log_path_, daemon::kExitError);
+  }
+  GOSSIP_LOG(kInfo) << "push-sum: drained every message due to this node; weight " << weight_;
+  return std::nullopt;
+}
+
+}  // namespace gossip::algorithms
