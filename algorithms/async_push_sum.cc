@@ -130,7 +130,7 @@ void AsyncPushSum::post(Inflow& in) {
 
 std::optional<IterationEnd> AsyncPushSum::take_arrived(Inflow& in, std::int64_t t) {
   const std::string from = "node " + std::to_string(in.peer);
-  while (!in.posted.empty() && in.posted.front().pending->done()) {
+  while (!in.finished && !in.posted.empty() && in.posted.front().pending->done()) {
     Posted p = std::move(in.posted.front());
     in.posted.pop_front();
     const std::vector<daemon::NeighbourFailure> failures =
@@ -146,25 +146,28 @@ std::optional<IterationEnd> AsyncPushSum::take_arrived(Inflow& in, std::int64_t 
     const std::uint32_t flags = float_to_bits(header[3]);
     const bool empty = (flags & kEmpty) != 0;
     std::string bad;
-    if (in.finished) {
-      bad = "it came after the sender's last message to this node";
-    } else if (s < 0 || s > in.last_send || row_entry(topology_, self_, in.peer, s) == 0.0) {
+    if (s < 0 || s > in.last_send || row_entry(topology_, self_, in.peer, s) == 0.0) {
       bad = "its iteration " + std::to_string(s) + " is not one at which " + from +
             " sends to this node";
     } else if (!empty && (!all_finite(p.buffer) || !(w > 0.0f))) {
       bad = "it contains NaN or Inf, or its push-sum weight is not > 0";
-    } else if (empty && s != in.last_send) {
-      bad = "an empty message before the sender's last iteration";
     }
     if (!bad.empty()) {
       return fail("message " + std::to_string(p.seq) + " from " + from + " is unusable: " + bad);
     }
     in.heard = t;
-    if (s == in.last_send) in.finished = true;
+    if (s == in.last_send) {
+      // Nothing more comes from j: the receives posted past its last message are abandoned (they
+      // would fail when j ends and closes the link).
+      in.finished = true;
+      for (Posted& rest : in.posted) rest.pending.reset();
+      in.posted.clear();
+    }
     if (empty) {
       spare_.push_back(std::move(p.buffer));
+      taken_.push_back({in.peer, s, 0.0f, {}, true});  // logged, not mixed
     } else {
-      taken_.push_back({in.peer, s, w, std::move(p.buffer)});
+      taken_.push_back({in.peer, s, w, std::move(p.buffer), false});
     }
   }
   return std::nullopt;
@@ -219,9 +222,7 @@ std::optional<IterationEnd> AsyncPushSum::retire_sends(std::size_t keep) {
 
 void AsyncPushSum::mix(double self_p, std::optional<float> gamma, bool with_update,
                        daemon::ParameterBuffers& buffers) {
-  std::sort(taken_.begin(), taken_.end(), [](const Taken& a, const Taken& b) {
-    return a.peer != b.peer ? a.peer < b.peer : a.iteration < b.iteration;
-  });
+  sort_taken();
   std::vector<std::pair<int, double>> row;
   std::vector<float> weights;
   std::vector<const float*> xs;
@@ -233,6 +234,7 @@ void AsyncPushSum::mix(double self_p, std::optional<float> gamma, bool with_upda
     self_added = true;
   };
   for (const Taken& m : taken_) {
+    if (m.empty) continue;
     if (!self_added && m.peer > self_) add_self();
     row.emplace_back(m.peer, row_entry(topology_, self_, m.peer, m.iteration));
     weights.push_back(m.weight);
@@ -246,15 +248,25 @@ void AsyncPushSum::mix(double self_p, std::optional<float> gamma, bool with_upda
     const double c = x == nullptr ? mix.self : mix.neighbours[k++].second;
     terms.push_back({static_cast<float>(c), x});
   }
-  buffers.mix_terms(terms, gamma ? mix.scaled_gamma(*gamma) : 0.0f, with_update);
+  // The step is applied to the de-biased parameters as it is (not γ / w_i^{t+1}): a node that
+  // pushed for a few iterations without taking a message holds a small weight, and a step scaled
+  // by its inverse would throw it off (docs/design.md §1, "Bounded staleness").
+  buffers.mix_terms(terms, gamma.value_or(0.0f), with_update);
   weight_ = mix.weight;
+}
+
+void AsyncPushSum::sort_taken() {
+  std::sort(taken_.begin(), taken_.end(), [](const Taken& a, const Taken& b) {
+    return a.peer != b.peer ? a.peer < b.peer : a.iteration < b.iteration;
+  });
 }
 
 void AsyncPushSum::log_taken(const std::string& label) {
   if (!log_.is_open()) return;
   log_ << label << '\t';
   for (std::size_t k = 0; k < taken_.size(); ++k) {
-    log_ << (k ? " " : "") << taken_[k].peer << ':' << taken_[k].iteration;
+    log_ << (k ? " " : "") << taken_[k].peer << ':' << taken_[k].iteration
+         << (taken_[k].empty ? "e" : "");
   }
   log_ << '\n';
 }
@@ -270,6 +282,11 @@ daemon::IterationOutcome AsyncPushSum::iterate(std::uint64_t t, daemon::LocalSte
   if (std::optional<IterationEnd> end = retire_sends(tau_)) return *end;
   std::vector<int> to;
   for (const topology::Neighbor& nb : topology_.out_neighbors(self_, time)) to.push_back(nb.node);
+  // Alone: every in-neighbour has sent its last message to this node, so no mass comes back.
+  // The node then keeps its mass (its messages are empty) instead of halving its weight at every
+  // push until it underflows; its steps stay in its own z.
+  const bool alone = !inflows_.empty() && std::all_of(inflows_.begin(), inflows_.end(),
+                                                     [](const Inflow& in) { return in.finished; });
   if (!to.empty()) {
     Sent sent;
     if (spare_.empty()) {
@@ -284,7 +301,7 @@ daemon::IterationOutcome AsyncPushSum::iterate(std::uint64_t t, daemon::LocalSte
     header[0] = weight_;
     header[1] = bits_to_float(static_cast<std::uint32_t>(t));
     header[2] = bits_to_float(static_cast<std::uint32_t>(t >> 32));
-    header[3] = bits_to_float(0);
+    header[3] = bits_to_float(alone ? kEmpty : 0);
     sent_.push_back(std::move(sent));
     send(sent_.back(), to);
   }
@@ -306,10 +323,12 @@ daemon::IterationOutcome AsyncPushSum::iterate(std::uint64_t t, daemon::LocalSte
   // 4. The mix with the step.
   daemon::IterationStats stats;
   stats.lr = step.direction(buffers.x(), buffers.update(), t);
-  mix(row_entry(topology_, self_, self_, time), static_cast<float>(stats.lr), step.has_update(),
-      buffers);
+  mix(alone ? 1.0 : row_entry(topology_, self_, self_, time), static_cast<float>(stats.lr),
+      step.has_update(), buffers);
   log_taken(std::to_string(t));
-  for (Taken& m : taken_) spare_.push_back(std::move(m.buffer));
+  for (Taken& m : taken_) {
+    if (!m.empty) spare_.push_back(std::move(m.buffer));
+  }
   taken_.clear();
   for (Inflow& in : inflows_) {
     if (!in.finished) post(in);
@@ -354,7 +373,10 @@ std::optional<IterationEnd> AsyncPushSum::conclude(std::uint64_t total,
     }
   }
   if (std::optional<IterationEnd> end = retire_sends(0)) return end;
-  if (!taken_.empty()) mix(1.0, std::nullopt, false, buffers);
+  if (std::any_of(taken_.begin(), taken_.end(), [](const Taken& m) { return !m.empty; })) {
+    mix(1.0, std::nullopt, false, buffers);
+  }
+  sort_taken();
   log_taken("end");
   taken_.clear();
   for (Inflow& in : inflows_) in.posted.clear();  // receives past the last message: abandoned

@@ -13,19 +13,25 @@
 //      has run τ iterations without one from j (and j has more to send), wait for j's next;
 //   4. row: the own entry (i, p_ii(t)) and one entry (j, p_ij(s)) per message (j, s), sorted by j
 //      then s; topology::push_sum_mix of the row and the terms' weights; u_t ← the direction at
-//      z_i^t; z_i^{t+1} = Σ_k c_k z_k − fl(γ_t / w_i^{t+1}) u_t in one fused pass.
+//      z_i^t; z_i^{t+1} = Σ_k c_k z_k − γ_t u_t in one fused pass (the step on the de-biased
+//      parameters, not scaled by 1 / w_i^{t+1} as in lock step: a node that pushed for several
+//      iterations without taking a message holds a small weight).
+// A node alone (every in-neighbour has sent it its last message) keeps its mass: its messages are
+// empty (flag kEmpty) and its own entry is 1, so a slow node that runs on after its neighbours
+// ended does not halve its weight at every iteration until it underflows.
 // After its last iteration the node drains: it takes every message still due to it and mixes it in
 // (own weight 1, no step), so no mass is in flight when the run ends and Σ_i w_i = n.
 //
 // Messages on one edge are numbered 0, 1, 2, ... in the order sent (the transport's tag), so a
 // receiver posts its next receives without knowing the sender's clock. A message is the
 // parameters, then the weight, the sender's iteration s (two floats holding its 64 bits) and flags
-// (kEmpty: no mass — a sender resumed past its last iteration that sends to this node says so
-// with one empty message). A receiver knows j's last message to it: the last s < T at which j
+// (kEmpty: no mass — sent by a node alone, and by a sender resumed past its last iteration that
+// sends to this node, which says so with one empty message). A receiver knows j's last message to it: the last s < T at which j
 // sends to it (topology::push_sum_last_send).
 //
 // Each iteration's messages, as mixed, are logged to <node checkpoint dir>/push_sum_order.tsv
-// ("t<TAB>j:s j:s ...", then "end<TAB>..." and "weight<TAB>%a"), which `gossip-sim run
+// ("t<TAB>j:s j:s ...", an empty message as "j:se", then "end<TAB>..." and "weight<TAB>%a"),
+// which `gossip-sim run
 // --replay-push-sum` replays bit for bit.
 //
 // Faults: fail-stop (a failed send or receive, or a deadline passed, ends the run). A checkpoint
@@ -98,6 +104,7 @@ class AsyncPushSum final : public daemon::Algorithm {
     std::int64_t iteration = 0;
     float weight = 0;
     std::vector<float> buffer;
+    bool empty = false;  // no mass: logged, not mixed
   };
   struct Sent {  // one iteration's message, in flight to its out-neighbours
     std::vector<float> message;
@@ -120,6 +127,7 @@ class AsyncPushSum final : public daemon::Algorithm {
   // Mixes the taken messages with the own term `self_p` (and the step when `gamma` is set).
   void mix(double self_p, std::optional<float> gamma, bool with_update,
            daemon::ParameterBuffers& buffers);
+  void sort_taken();  // by (peer, iteration): the row's order
   void log_taken(const std::string& label);
   daemon::SteadyTime deadline() const;
 

@@ -442,39 +442,64 @@ struct Averaged {
 Averaged evaluate_averaged_model(const Launch& l, std::size_t started, int worst) {
   const int n = l.topo.num_nodes();
   if (worst != kExitOk || static_cast<int>(started) != n || !l.o.attach_dir.empty()) return {};
-  Result<sgd::Problem> problem = sgd::make_problem(config::to_problem_config(l.config, n));
-  if (!problem.is_ok()) {
-    std::printf("\naveraged model: %s\n", problem.status().to_string().c_str());
+  std::vector<std::string> files;
+  for (int i = 0; i < n; ++i) files.push_back(dump_params_file(l.final_dir, i));
+  Result<sgd::EvalResult> e = evaluate_mean(l.config, files);
+  if (!e.is_ok()) {
+    std::printf("\naveraged model: %s\n", e.status().to_string().c_str());
     return {};
   }
-  const std::size_t d = problem->spec.num_params();
-  std::vector<double> sum(d, 0.0);
-  bool ok = true;
-  for (int i = 0; i < n && ok; ++i) {
-    auto bytes = Env::system().read_file(dump_params_file(l.final_dir, i));
-    ok = bytes.is_ok() && bytes->size() == d * sizeof(float);
-    if (!ok) break;
-    const float* p = reinterpret_cast<const float*>(bytes->data());
-    for (std::size_t k = 0; k < d; ++k) sum[k] += p[k];
-  }
-  auto backend = sgd::make_backend(sgd::Device::kCpu, 0);
-  if (!ok || !backend.is_ok()) {
-    std::printf("\naveraged model: final parameters missing in %s\n", l.final_dir.c_str());
-    return {};
-  }
-  std::vector<float> avg(d);
-  for (std::size_t k = 0; k < d; ++k) avg[k] = static_cast<float>(sum[k] / n);
-  auto model = (*backend)->make_model(problem->spec);
-  if (!model.is_ok()) return {};
-  const sgd::EvalResult e = (*model)->evaluate(avg.data(), *problem->test);
   std::printf(
       "\naveraged model (mean of %d nodes' final parameters): test accuracy %.4f, test loss %.4f "
       "on %lld examples\n",
-      n, e.accuracy, e.loss, static_cast<long long>(e.examples));
-  return {e.accuracy, e.loss};
+      n, e->accuracy, e->loss, static_cast<long long>(e->examples));
+  return {e->accuracy, e->loss};
 }
 
 }  // namespace
+
+Result<sgd::EvalResult> evaluate_mean(const config::TrainConfig& config,
+                                      std::span<const std::string> files) {
+  if (files.empty()) return invalid_argument("no parameter files to average");
+  GOSSIP_ASSIGN_OR_RETURN(
+      sgd::Problem problem,
+      sgd::make_problem(config::to_problem_config(config, static_cast<int>(files.size()))));
+  const std::size_t d = problem.spec.num_params();
+  std::vector<double> sum(d, 0.0);
+  for (const std::string& file : files) {
+    Result<std::string> bytes = Env::system().read_file(file);
+    if (!bytes.is_ok()) return invalid_argument(file + ": " + bytes.status().message());
+    if (bytes->size() != d * sizeof(float)) {
+      return invalid_argument(file + ": " + std::to_string(bytes->size()) + " bytes, but the model of the config has " +
+                              std::to_string(d) + " float32 parameters (" +
+                              std::to_string(d * sizeof(float)) + " bytes)");
+    }
+    const auto* p = reinterpret_cast<const float*>(bytes->data());
+    for (std::size_t k = 0; k < d; ++k) sum[k] += p[k];
+  }
+  std::vector<float> mean(d);
+  for (std::size_t k = 0; k < d; ++k) mean[k] = static_cast<float>(sum[k] / static_cast<double>(files.size()));
+  GOSSIP_ASSIGN_OR_RETURN(std::unique_ptr<sgd::Backend> backend,
+                          sgd::make_backend(sgd::Device::kCpu, 0));
+  GOSSIP_ASSIGN_OR_RETURN(std::unique_ptr<sgd::Model> model, backend->make_model(problem.spec));
+  return model->evaluate(mean.data(), *problem.test);
+}
+
+int evaluate_command(const EvaluateOptions& o) {
+  Result<config::TrainConfig> config = config::load_config_with_overrides(o.config_path, o.overrides);
+  if (!config.is_ok()) {
+    std::fprintf(stderr, "gossipd evaluate: %s\n", config.status().to_string().c_str());
+    return kExitUsage;
+  }
+  Result<sgd::EvalResult> e = evaluate_mean(*config, o.files);
+  if (!e.is_ok()) {
+    std::fprintf(stderr, "gossipd evaluate: %s\n", e.status().to_string().c_str());
+    return kExitUsage;
+  }
+  std::printf("averaged model (mean of %zu parameter files): test accuracy %.4f, test loss %.4f on %lld examples\n",
+              o.files.size(), e->accuracy, e->loss, static_cast<long long>(e->examples));
+  return kExitOk;
+}
 
 int launch_command(const LaunchOptions& o) {
   set_log_prefix("launch");

@@ -17,8 +17,13 @@
 //    a valid checkpoint for (a consistent cut), passed to the children as --resume-at.
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
+
+#include "common/status.h"
+#include "config/train_config.h"
+#include "sgd/backend.h"
 
 namespace gossip::daemon {
 
@@ -45,5 +50,21 @@ struct LaunchOptions {
 };
 
 int launch_command(const LaunchOptions& options);
+
+// `gossipd evaluate`: the test accuracy of the mean of parameter files (final/node_<i>.f32,
+// --dump-params, final_params_path) of gossipd's own model under a training config — the figure
+// `gossipd launch` prints at its end, for nodes that ran elsewhere.
+struct EvaluateOptions {
+  std::string config_path;
+  std::vector<std::string> overrides;
+  std::vector<std::string> files;
+};
+int evaluate_command(const EvaluateOptions& options);
+
+// The test loss and accuracy of the element-wise mean of `files` (raw little-endian float32, one
+// model each; summed in double) under `config`'s model and test set. InvalidArgument naming a file
+// that cannot be read or does not hold the model's parameter count.
+Result<sgd::EvalResult> evaluate_mean(const config::TrainConfig& config,
+                                      std::span<const std::string> files);
 
 }  // namespace gossip::daemon

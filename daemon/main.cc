@@ -134,6 +134,21 @@ CLI::App* add_launch_command(CLI::App& app, LaunchOptions& launch,
   return cmd;
 }
 
+// `gossipd evaluate`: the averaged model of parameter files.
+CLI::App* add_evaluate_command(CLI::App& app, EvaluateOptions& evaluate,
+                               std::vector<std::string>& overrides) {
+  CLI::App* cmd = app.add_subcommand(
+      "evaluate",
+      "print the test accuracy and loss of the mean of parameter files (final/node_<i>.f32, "
+      "--dump-params, final_params_path) of the config's model, as `launch` does at its end");
+  cmd->add_option("--config", evaluate.config_path, "training config (model and test set)")
+      ->required();
+  cmd->add_option("files", evaluate.files, "raw float32 parameter files, one model each")
+      ->required();
+  gossip::config::add_override_flags(*cmd, overrides);
+  return cmd;
+}
+
 int gossipd_main(int argc, char** argv) {
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) signal(sig, on_crash);
   CLI::App app{
@@ -150,7 +165,10 @@ int gossipd_main(int argc, char** argv) {
   CLI::App* run_cmd = add_run_command(app, run, run_overrides, resume_at, resume_at_opt);
   LaunchOptions launch;
   std::vector<std::string> launch_overrides;
-  add_launch_command(app, launch, launch_overrides);
+  CLI::App* launch_cmd = add_launch_command(app, launch, launch_overrides);
+  EvaluateOptions evaluate;
+  std::vector<std::string> evaluate_overrides;
+  CLI::App* evaluate_cmd = add_evaluate_command(app, evaluate, evaluate_overrides);
 
   static_assert(kExitUsage == gossip::kExitUsageError);
   if (const auto rc = gossip::parse_command_line(app, argc, argv)) return *rc;
@@ -163,6 +181,11 @@ int gossipd_main(int argc, char** argv) {
     if (resume_at_opt->count() > 0) run.resume_at = resume_at;
     return run_command(run);
   }
+  if (evaluate_cmd->parsed()) {
+    evaluate.overrides = evaluate_overrides;
+    return evaluate_command(evaluate);
+  }
+  (void)launch_cmd;
   launch.overrides = launch_overrides;
   launch.self_exe = self_exe(argv[0]);
   return launch_command(launch);

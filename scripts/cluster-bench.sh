@@ -37,12 +37,14 @@
 # local-step gossip on the one-peer exponential graph (H = 10, 25 and 50, int8 CHOCO), 3750
 # iterations each.
 # With --straggler, instead of the grid: one slow host (docs/cluster.md, "A slow host"), node 3 at a
-# quarter of its speed, the demo MLP on the one-peer exponential graph and ALLREDUCE: CPU-bound
-# (unshaped links; node 3's gossipd in a cgroup whose CPU quota is a quarter of a node's share of
-# the cores) and link-bound (100 Mbit/s; node 3's egress at 25 Mbit/s), each beside the same run
-# unthrottled. Prints the s/it of the 7 others and of node 3, their iterations per second as a
-# share of the unthrottled run's, and gossip-sim's prediction (--straggler node:3:4 / link:3:4);
-# writes straggler.csv.
+# quarter of its speed, the demo MLP on the one-peer exponential graph (D-PSGD, and asynchronous
+# PUSH_SUM with staleness 16: push_sum_async), and ALLREDUCE: CPU-bound (unshaped links; node 3's
+# gossipd in a cgroup whose CPU quota is a quarter of a node's share of the cores) and link-bound
+# (100 Mbit/s; node 3's egress at 25 Mbit/s), each beside the same run unthrottled. Prints the s/it
+# of the 7 others and of node 3, their iterations per second as a share of the unthrottled run's,
+# and gossip-sim's prediction (--straggler node:3:4 / link:3:4; for push_sum_async the unthrottled
+# one: its others never wait); writes straggler.csv. --only REGEX picks points by
+# "straggler/<cpu|link>/<topology>".
 # Each cluster run is timed without periodic evaluations; the averaged model's accuracy curve is
 # gossip-sim's run of the same job (the same bits as the daemons), so the time to target is the
 # cluster's wall-clock at the iteration where that curve first reaches the target, and the nodes'
@@ -217,7 +219,9 @@ cpu_share=$("$py" -c "print('%.4f' % min(1.0, $(nproc) / $nodes))")
 } | tee "$out/calibration.txt"
 
 # --straggler's slow host (empty: none): its node id, its egress rate, the cgroup its gossipd runs in.
-slow_node=3 slow_rate="" slow_cgroup=""
+# The staleness of its asynchronous push-sum points: the slow node's messages reach a neighbour
+# every 3 of its iterations on the one-peer exponential graph of 8 nodes, 12 of a 4x faster node's.
+slow_node=3 slow_rate="" slow_cgroup="" staleness=16
 
 # ---- configs
 write_config() {  # FILE HIDDEN... ; iterations and eval come from --set at run time
@@ -323,8 +327,12 @@ run_cluster() {  # MODEL BW DELAY TOPO WARM MEAS EVAL_EVERY DIR
   local id="$model/$(link_of "$bw" "$delay")/$topo"
   rm -rf "$dir"
   mkdir -p "$dir"
-  local gen=$topo algo=DPSGD
+  local gen=$topo algo=DPSGD extra=()
   if [[ $topo == allreduce ]]; then gen=ring algo=ALLREDUCE; fi
+  # Asynchronous push-sum (PUSH_SUM with staleness) on the one-peer exponential graph.
+  if [[ $topo == push_sum_async ]]; then
+    gen=one_peer_exponential algo=PUSH_SUM extra=(--set "staleness=$staleness")
+  fi
   "$topo_bin" generate "$gen" --nodes "$nodes" --hosts "$hosts" --base-port 7100 --name "cb_$gen" >"$dir/topology.pbtxt"
   "$netns" rate "$bw"
   [[ -z $slow_rate ]] || "$netns" rate "$slow_rate" "$slow_node"
@@ -340,7 +348,8 @@ run_cluster() {  # MODEL BW DELAY TOPO WARM MEAS EVAL_EVERY DIR
     fi
     ${wrap[@]+"${wrap[@]}"} "$netns" exec "$i" "$gossipd" run "$dir/topology.pbtxt" --node "$i" --config "$out/$model.pbtxt" \
       --insecure --metrics "$dir/metrics-$i.jsonl" --checkpoint-dir "$dir/ckpt" --checkpoint-every 0 \
-      --iterations "$total" --eval-every "$eval_every" --set "algorithm=$algo" ${sets[@]+"${sets[@]}"} >"$dir/log-$i.txt" 2>&1 &
+      --iterations "$total" --eval-every "$eval_every" --set "algorithm=$algo" ${extra[@]+"${extra[@]}"} \
+      ${sets[@]+"${sets[@]}"} >"$dir/log-$i.txt" 2>&1 &
     pids+=($!)
   done
   local failed=0
@@ -566,7 +575,8 @@ if ((straggler)); then
   for bound in cpu link; do
     bw=off wm="20 300"
     [[ $bound == cpu ]] || { bw=100mbit wm="4 40"; }
-    for t in one_peer_exponential allreduce; do
+    for t in one_peer_exponential allreduce push_sum_async; do
+      [[ -z $only || "straggler/$bound/$t" =~ $only ]] || continue
       algo=DPSGD
       [[ $t != allreduce ]] || algo=ALLREDUCE
       base="$out/points/straggler_${bound}_${t}"
@@ -582,7 +592,11 @@ if ((straggler)); then
       fi
       run_cluster mlp "$bw" 0 "$t" "${wm% *}" "${wm#* }" 0 "${base}_slow"
       slow_rate="" slow_cgroup=""
-      read -r pred _ < <(predict mlp "$bw" 0 "${base}_slow" "$algo" "${overhead_of[$algo]}" "$spec")
+      # Asynchronous push-sum with staleness >= 4 x the edge gap: the others never wait for the slow
+      # node, so the prediction for them is the unthrottled run's (gossip-sim prices lock step).
+      pred_spec=$spec
+      [[ $t != push_sum_async ]] || pred_spec=none
+      read -r pred _ < <(predict mlp "$bw" 0 "${base}_slow" "$algo" "${overhead_of[$algo]}" "$pred_spec")
       read -r others slow share err < <("$py" - "$slow_node" "$ref" "$pred" $per_node <<'PY'
 import sys
 k, ref, pred = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])

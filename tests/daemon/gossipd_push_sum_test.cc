@@ -12,6 +12,7 @@
 //    one job with PUSH_SUM and DPSGD refuse each other at the handshake naming the algorithms.
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "tests/daemon/gossipd_harness.h"
@@ -147,6 +148,101 @@ TEST_CASE("a job mixing PUSH_SUM and DPSGD: refused at the handshake naming the 
   INFO(log);
   CHECK(log.find("algorithm mismatch") != std::string::npos);
   CHECK(log.find("'push_sum staleness=0'") != std::string::npos);
+}
+
+// ---- Bounded staleness (staleness: τ ≥ 1, algorithms/async_push_sum.h)
+
+// The final push-sum weight in node i's order log, and the log's lines.
+struct OrderLog {
+  std::vector<std::string> lines;
+  double weight = 0;
+};
+OrderLog read_order_log(const std::string& path) {
+  OrderLog log;
+  std::istringstream in(read_file(path));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("weight\t", 0) == 0) log.weight = std::strtod(line.c_str() + 7, nullptr);
+    log.lines.push_back(line);
+  }
+  return log;
+}
+
+TEST_CASE(
+    "staleness: asynchronous PUSH_SUM on the one-peer exponential graph conserves mass and "
+    "gossip-sim replays its order log bit for bit") {
+  const int n = 8;
+  TempDir dir;
+  const std::string cfg = dir.path + "/train.pbtxt";
+  std::ofstream(cfg) << push_sum_config("staleness: 3\n");
+  const std::string work = dir.path + "/run", ckpt = dir.path + "/ckpt";
+  std::string topo;
+  const int rc = launch_retrying_ports(dir.path, "ONE_PEER_EXPONENTIAL", n, work, &topo,
+                                       [&](const std::string& t) {
+                                         return launch_command(dir.path, t, cfg, work, ckpt) +
+                                                " > " + dir.path + "/launch.out 2>&1";
+                                       });
+  INFO(read_file(dir.path + "/launch.out"));
+  REQUIRE(rc == kExitOk);
+  // Mass: every message is mixed in before a node ends (the drain), so the weights sum to n.
+  double sum = 0;
+  bool off_step = false;  // some node mixed a message of another iteration than its own
+  for (int i = 0; i < n; ++i) {
+    const OrderLog log = read_order_log(ckpt + "/node-" + std::to_string(i) + "/push_sum_order.tsv");
+    REQUIRE(log.weight > 0);
+    sum += log.weight;
+    for (const std::string& line : log.lines) {
+      const std::size_t tab = line.find('\t');
+      if (line.empty() || line[0] == '#' || tab == std::string::npos) continue;
+      const std::string t = line.substr(0, tab);
+      std::istringstream entries(line.substr(tab + 1));
+      for (std::string e; entries >> e;) off_step |= e.substr(e.find(':') + 1) != t;
+    }
+  }
+  CHECK(sum == doctest::Approx(n).epsilon(1e-5));
+  CHECK(off_step);
+  // The replay: the same models, node by node, bit for bit.
+  const Run sim = run_shell_capture(bin("sim/gossip-sim") + " run --topology " + topo +
+                                    " --nodes " + std::to_string(n) + " --config " + cfg +
+                                    " --replay-push-sum " + ckpt + " --quiet --dump-params " +
+                                    dir.path + "/sim");
+  INFO(sim.out);
+  REQUIRE(sim.code == 0);
+  for (int i = 0; i < n; ++i) {
+    const std::string name = "/node_" + std::to_string(i) + ".f32";
+    const std::vector<float> mine = read_f32(work + "/final" + name);
+    REQUIRE(!mine.empty());
+    CHECK_MESSAGE(mine == read_f32(dir.path + "/sim" + name), "node " << i);
+  }
+  CHECK(read_f32(work + "/final/node_0.f32") != read_f32(work + "/final/node_1.f32"));
+}
+
+TEST_CASE("bad input: a staleness the topology or the memory cannot take is exit 2 naming it") {
+  TempDir dir;
+  // The one-peer exponential graph of 8 sends on each edge every 3 iterations.
+  const std::string opx = write_topology(dir.path, "ONE_PEER_EXPONENTIAL", 8);
+  Run r = run_node0(dir, opx, push_sum_config("staleness: 2\n"));
+  INFO(r.out);
+  CHECK(r.code == kExitUsage);
+  CHECK(r.out.find("staleness: 2 is below 3") != std::string::npos);
+  // τ + 1 receives per in-neighbour of a 4-billion τ: far beyond any machine's memory.
+  r = run_node0(dir, opx, push_sum_config("staleness: 4000000000\n"));
+  INFO(r.out);
+  CHECK(r.code == kExitUsage);
+  CHECK(r.out.find("staleness: 4000000000 needs") != std::string::npos);
+  CHECK(r.out.find("of this machine's") != std::string::npos);
+  // D-PSGD has no bounded staleness.
+  r = run_node0(dir, opx, Job{}.config_text() + "staleness: 3\n");
+  INFO(r.out);
+  CHECK(r.code == kExitUsage);
+  CHECK(r.out.find("staleness:") != std::string::npos);
+  CHECK(r.out.find("needs algorithm: PUSH_SUM") != std::string::npos);
+}
+
+TEST_CASE("a job mixing staleness 0 and 3: refused at the handshake naming staleness") {
+  const std::string log =
+      handshake_refusal_log(push_sum_config(), push_sum_config("staleness: 3\n"));
+  INFO(log);
+  CHECK(log.find("training config mismatch: staleness") != std::string::npos);
 }
 
 }  // namespace

@@ -394,6 +394,54 @@ TEST_CASE("SIGTERM to the launcher is forwarded: every node checkpoints and exit
   }
 }
 
+TEST_CASE(
+    "gossipd evaluate: one node's final parameters score what that node measured, all of them "
+    "what the launcher printed; a file of the wrong size is exit 2 naming it") {
+  const int n = 4;
+  TempDir dir;
+  const std::string topo = write_topology(dir.path, "RING", n);
+  const std::string cfg = dir.path + "/train.pbtxt";
+  std::ofstream(cfg) << Job{}.config_text();
+  const std::string work = dir.path + "/run";
+  REQUIRE(run_shell(launch_command(dir.path, topo, cfg, work, dir.path + "/ckpt") + " > " +
+                    dir.path + "/launch.out 2>&1") == kExitOk);
+  const std::string evaluate = bin("daemon/gossipd") + " evaluate --config " + cfg + " ";
+  // Node 0's own final evaluation (its metrics' last eval line) against its final parameters.
+  std::string last_eval;
+  std::istringstream metrics(read_file(work + "/node-0/metrics.jsonl"));
+  for (std::string line; std::getline(metrics, line);) {
+    if (line.find("\"type\":\"eval\"") != std::string::npos) last_eval = line;
+  }
+  REQUIRE(!last_eval.empty());
+  const std::size_t at = last_eval.find("\"test_accuracy\":") + 16;
+  const double node0 = std::strtod(last_eval.c_str() + at, nullptr);
+  Run one = run_shell_capture(evaluate + work + "/final/node_0.f32");
+  INFO(one.out);
+  REQUIRE(one.code == 0);
+  char expected[64];
+  std::snprintf(expected, sizeof expected, "test accuracy %.4f", node0);
+  CHECK(one.out.find(expected) != std::string::npos);
+  // Every node's: the launcher's averaged-model line.
+  std::string files;
+  for (int i = 0; i < n; ++i) files += work + "/final/node_" + std::to_string(i) + ".f32 ";
+  Run all = run_shell_capture(evaluate + files);
+  INFO(all.out);
+  REQUIRE(all.code == 0);
+  const std::string launched = read_file(dir.path + "/launch.out");
+  const std::size_t acc = all.out.find("test accuracy ");
+  REQUIRE(acc != std::string::npos);
+  CHECK(launched.find(all.out.substr(acc, 40)) != std::string::npos);
+  // Bad input.
+  std::ofstream(dir.path + "/short.f32") << "abcd";
+  Run bad = run_shell_capture(evaluate + dir.path + "/short.f32");
+  INFO(bad.out);
+  CHECK(bad.code == kExitUsage);
+  CHECK(bad.out.find("short.f32: 4 bytes") != std::string::npos);
+  bad = run_shell_capture(evaluate + dir.path + "/missing.f32");
+  CHECK(bad.code == kExitUsage);
+  CHECK(bad.out.find("missing.f32") != std::string::npos);
+}
+
 TEST_CASE("bad input: exit code 2 and a message naming file, line and field") {
   TempDir dir;
   std::string topo = write_topology(dir.path, "RING", 4);
