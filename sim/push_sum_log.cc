@@ -88,9 +88,9 @@ Result<std::vector<PushSumMessage>> parse_entries(std::string_view text, const s
       const PushSumMessage& prev = out.back();
       if (prev == m) return at(path, line, name(m) + ": the message is consumed twice");
       if (std::pair(prev.node, prev.iteration) > std::pair(m.node, m.iteration)) {
-        return at(path, line,
-                  "entries must be sorted by node, then iteration: " + name(prev) + " before " +
-                      name(m));
+        return at(
+            path, line,
+            "entries must be sorted by node, then iteration: " + name(prev) + " before " + name(m));
       }
     }
     out.push_back(m);
@@ -108,8 +108,7 @@ Status parse_header(std::string_view text, const std::string& path, int node, in
   for (int k = 0; ok && k < 5; ++k) ok = whole(f[6 + 2 * k], v[k]);
   if (!ok) return at(path, 1, "not a push-sum order header; expected " + quoted(kHeader));
   if (f[4] != "1") {
-    return at(path, 1,
-              "format version " + std::string(f[4]) + "; this gossip-sim reads version 1");
+    return at(path, 1, "format version " + std::string(f[4]) + "; this gossip-sim reads version 1");
   }
   if (v[0] != node) {
     return at(path, 1,
@@ -151,7 +150,8 @@ Result<std::string_view> keyed(const std::vector<std::string_view>& lines, int l
   const std::string_view text = lines[k];
   const std::size_t tab = text.find('\t');
   if (tab == std::string_view::npos || text.substr(0, tab) != key) {
-    return at(path, line, quoted(text.substr(0, 40)) + ": expected '" + std::string(key) + "<tab>...'");
+    return at(path, line,
+              quoted(text.substr(0, 40)) + ": expected '" + std::string(key) + "<tab>...'");
   }
   return text.substr(tab + 1);
 }
@@ -200,10 +200,10 @@ Result<std::vector<PushSumStep>> causal_order(const std::vector<PushSumOrder>& l
   for (int i = 0; i < n; ++i) {
     if (next[i] > T) continue;
     const PushSumMessage& m = *blocking(i);
-    return invalid_argument(
-        where(logs[i], next[i], T) + ": causally impossible: it consumes " + name(m) + ", which node " +
-        std::to_string(m.node) + " sends only after " + where(logs[m.node], next[m.node], T) +
-        ", which waits in turn: the logs wait on each other in a cycle");
+    return invalid_argument(where(logs[i], next[i], T) + ": causally impossible: it consumes " +
+                            name(m) + ", which node " + std::to_string(m.node) +
+                            " sends only after " + where(logs[m.node], next[m.node], T) +
+                            ", which waits in turn: the logs wait on each other in a cycle");
   }
   return order;
 }
@@ -227,9 +227,8 @@ Status check_against_topology(const PushSumOrder& log, const topology::Topology&
       if (std::none_of(row.begin(), row.end(), [&](const auto& e) { return e.first == m.node; })) {
         return invalid_argument(where(log, t, T) + ": " + name(m) + ": node " +
                                 std::to_string(m.node) + " does not send to node " +
-                                std::to_string(i) + " at iteration " +
-                                std::to_string(m.iteration) + " (topology '" + topology.name() +
-                                "')");
+                                std::to_string(i) + " at iteration " + std::to_string(m.iteration) +
+                                " (topology '" + topology.name() + "')");
       }
       const auto [it, fresh] = seen.emplace(std::pair(m.node, m.iteration), t);
       if (!fresh) {
@@ -314,8 +313,8 @@ Result<PushSumLogs> read_push_sum_logs(const std::string& dir, const topology::T
                             parse_push_sum_order(*text, path, i, out.num_nodes, iterations));
     if (i > 0 && log.staleness != out.logs[0].staleness) {
       return invalid_argument(path + ":1: staleness " + std::to_string(log.staleness) + ", but " +
-                              out.logs[0].path + " says " +
-                              std::to_string(out.logs[0].staleness) + ": not logs of one run");
+                              out.logs[0].path + " says " + std::to_string(out.logs[0].staleness) +
+                              ": not logs of one run");
     }
     GOSSIP_RETURN_IF_ERROR(check_against_topology(log, topology, iterations));
     out.logs.push_back(std::move(log));

@@ -39,114 +39,108 @@ std::string hex(float w) {
   return buf;
 }
 
+// Node i's iteration t (t == T: its drain, `step` not called) from its state `own` and the
+// messages `taken`, as push_sum_replay.h states it; `sent(m)` is the state message m carries.
+template <typename Sent>
+State mix_step(const topology::Topology& topology, int i, std::int64_t t, bool drain,
+               const State& own, const std::vector<PushSumMessage>& taken, const Sent& sent,
+               sgd::Backend& backend, const LocalStepFn& step) {
+  if (drain && taken.empty()) return own;  // nothing was in flight: z and w stay
+  // The row: the messages in (j, s) order, node i's own entry before the first j > i.
+  std::vector<std::pair<int, double>> row;
+  std::vector<float> weights;
+  std::vector<const float*> xs;
+  const auto add = [&](int j, double p, const State& state) {
+    row.emplace_back(j, p);
+    weights.push_back(state.w);
+    xs.push_back(state.z.data());
+  };
+  const auto add_own = [&] { add(i, drain ? 1.0 : push_sum_entry(topology, i, i, t), own); };
+  bool own_added = false;
+  for (const PushSumMessage& m : taken) {
+    if (!own_added && m.node > i) {
+      add_own();
+      own_added = true;
+    }
+    add(m.node, push_sum_entry(topology, i, m.node, m.iteration), sent(m));
+  }
+  if (!own_added) add_own();
+  const topology::PushSumMix mix = topology::push_sum_mix(i, row, weights);
+  std::vector<sgd::MixTerm> terms;
+  std::size_t k = 0;
+  for (std::size_t e = 0; e < row.size(); ++e) {
+    const double c = row[e].first == i ? mix.self : mix.neighbours[k++].second;
+    terms.push_back({static_cast<float>(c), xs[e]});
+  }
+  State next;
+  next.z.resize(own.z.rows(), 1);
+  const auto rows = static_cast<std::size_t>(own.z.rows());
+  if (drain) {
+    backend.mix(next.z.data(), terms, 0.0f, nullptr, rows);
+  } else {
+    const LocalStep local = step(i, t, own.z.data());
+    backend.mix(next.z.data(), terms, mix.scaled_gamma(local.gamma), local.u, rows);
+  }
+  next.w = mix.weight;
+  return next;
+}
+
 }  // namespace
 
-Result<PushSumReplayed> replay_push_sum(const PushSumLogs& logs,
-                                        const topology::Topology& topology,
+Result<PushSumReplayed> replay_push_sum(const PushSumLogs& logs, const topology::Topology& topology,
                                         const StateMatrix& start, sgd::Backend& backend,
                                         const LocalStepFn& step, const ProgressFn& progress) {
   const int n = logs.num_nodes;
   const std::int64_t T = logs.iterations;
   GOSSIP_CHECK_EQ(start.cols(), n);
   GOSSIP_CHECK_EQ(topology.num_nodes(), n);
-  const Eigen::Index rows = start.rows();
-  const auto slots = static_cast<std::size_t>(T + 1);
+  const auto slot = [](std::int64_t s) { return static_cast<std::size_t>(s); };
   // readers[i][s]: the reads of z_i^s still to come (node i's own step s, each message taken).
-  std::vector<std::vector<int>> readers(static_cast<std::size_t>(n), std::vector<int>(slots, 1));
+  std::vector<std::vector<int>> readers(slot(n), std::vector<int>(slot(T + 1), 1));
   for (const PushSumOrder& log : logs.logs) {
     for (const auto& line : log.consumed) {
-      for (const PushSumMessage& m : line) ++readers[m.node][static_cast<std::size_t>(m.iteration)];
+      for (const PushSumMessage& m : line) ++readers[m.node][slot(m.iteration)];
     }
-    for (const PushSumMessage& m : log.drained) {
-      ++readers[m.node][static_cast<std::size_t>(m.iteration)];
-    }
+    for (const PushSumMessage& m : log.drained) ++readers[m.node][slot(m.iteration)];
   }
-  std::vector<std::vector<std::unique_ptr<State>>> states(static_cast<std::size_t>(n));
+  // states[i][s]: (z_i^s, w_i^s) while someone will read it; [T + 1]: after the drain.
+  std::vector<std::vector<std::unique_ptr<State>>> states(slot(n));
   for (int i = 0; i < n; ++i) {
-    states[i].resize(slots + 1);  // [T + 1]: after the drain
+    states[i].resize(slot(T + 2));
     states[i][0] = std::make_unique<State>(State{start.col(i), 1.0f});
   }
   const auto read = [&](int j, std::int64_t s) {
-    if (--readers[j][static_cast<std::size_t>(s)] == 0) states[j][static_cast<std::size_t>(s)].reset();
+    if (--readers[j][slot(s)] == 0) states[j][slot(s)].reset();
   };
-
-  std::vector<std::pair<int, double>> row;
-  std::vector<float> weights;
-  std::vector<const float*> xs;
-  std::vector<sgd::MixTerm> terms;
+  const auto sent = [&](const PushSumMessage& m) -> const State& {
+    return *states[m.node][slot(m.iteration)];
+  };
   std::int64_t done = 0;
-  for (const PushSumStep& st : logs.order) {
-    const int i = st.node;
-    const std::int64_t t = st.iteration;
+  for (const auto& [i, t] : logs.order) {
     const bool drain = t == T;
-    const PushSumOrder& log = logs.logs[i];
     const std::vector<PushSumMessage>& taken =
-        drain ? log.drained : log.consumed[static_cast<std::size_t>(t)];
-    const State& own = *states[i][static_cast<std::size_t>(t)];
-    auto next = std::make_unique<State>();
-    if (drain && taken.empty()) {
-      *next = own;  // nothing in flight: z and w stay
-    } else {
-      // The row: the messages in (j, s) order, node i's own entry before the first j > i.
-      row.clear();
-      weights.clear();
-      xs.clear();
-      const auto add_own = [&] {
-        row.emplace_back(i, drain ? 1.0 : push_sum_entry(topology, i, i, t));
-        weights.push_back(own.w);
-        xs.push_back(own.z.data());
-      };
-      bool own_added = false;
-      for (const PushSumMessage& m : taken) {
-        if (!own_added && m.node > i) {
-          add_own();
-          own_added = true;
-        }
-        const State& sent = *states[m.node][static_cast<std::size_t>(m.iteration)];
-        row.emplace_back(m.node, push_sum_entry(topology, i, m.node, m.iteration));
-        weights.push_back(sent.w);
-        xs.push_back(sent.z.data());
-      }
-      if (!own_added) add_own();
-      const topology::PushSumMix mix = topology::push_sum_mix(i, row, weights);
-      terms.clear();
-      std::size_t k = 0;
-      for (std::size_t e = 0; e < row.size(); ++e) {
-        const double c = row[e].first == i ? mix.self : mix.neighbours[k++].second;
-        terms.push_back({static_cast<float>(c), xs[e]});
-      }
-      next->z.resize(rows, 1);
-      if (drain) {
-        backend.mix(next->z.data(), terms, 0.0f, nullptr, static_cast<std::size_t>(rows));
-      } else {
-        const LocalStep local = step(i, t, own.z.data());
-        backend.mix(next->z.data(), terms, mix.scaled_gamma(local.gamma), local.u,
-                    static_cast<std::size_t>(rows));
-      }
-      next->w = mix.weight;
-    }
-    states[i][static_cast<std::size_t>(t + 1)] = std::move(next);
+        drain ? logs.logs[i].drained : logs.logs[i].consumed[slot(t)];
+    states[i][slot(t + 1)] = std::make_unique<State>(
+        mix_step(topology, i, t, drain, *states[i][slot(t)], taken, sent, backend, step));
     read(i, t);
     for (const PushSumMessage& m : taken) read(m.node, m.iteration);
     if (progress) progress(++done, static_cast<std::int64_t>(logs.order.size()));
   }
 
   PushSumReplayed out;
-  out.params.resize(rows, n);
-  out.weights.resize(static_cast<std::size_t>(n));
+  out.params.resize(start.rows(), n);
+  out.weights.resize(slot(n));
   for (int i = 0; i < n; ++i) {
-    const State& last = *states[i][slots];
+    const State& last = *states[i][slot(T + 1)];
     out.params.col(i) = last.z;
-    out.weights[static_cast<std::size_t>(i)] = last.w;
-  }
-  for (int i = 0; i < n; ++i) {
+    out.weights[slot(i)] = last.w;
     const PushSumOrder& log = logs.logs[i];
-    const float w = out.weights[static_cast<std::size_t>(i)];
-    if (std::bit_cast<std::uint32_t>(w) != std::bit_cast<std::uint32_t>(log.weight)) {
+    if (std::bit_cast<std::uint32_t>(last.w) != std::bit_cast<std::uint32_t>(log.weight)) {
       return failed_precondition(
           log.path + ":" + std::to_string(PushSumOrder::line_of(T + 1)) + ": weight " +
-          hex(log.weight) + ", but the replay ends node " + std::to_string(i) + " with " + hex(w) +
-          ": the replay does not reproduce this run (another config, topology or build?)");
+          hex(log.weight) + ", but the replay ends node " + std::to_string(i) + " with " +
+          hex(last.w) + ": the replay does not reproduce this run (another config, topology or " +
+          "build?)");
     }
   }
   return out;
@@ -185,11 +179,12 @@ Result<PushSumReplayed> PushSumReplay::run(const PushSumLogs& logs, const Progre
   }
   GOSSIP_ASSIGN_OR_RETURN(
       PushSumReplayed out,
-      replay_push_sum(logs, topology_, start, sim.backend(),
-                      [&](int i, std::int64_t t, const float* z) {
-                        return LocalStep{sim.replay_direction(i, t, z), sim.learning_rate(t)};
-                      },
-                      progress));
+      replay_push_sum(
+          logs, topology_, start, sim.backend(),
+          [&](int i, std::int64_t t, const float* z) {
+            return LocalStep{sim.replay_direction(i, t, z), sim.learning_rate(t)};
+          },
+          progress));
   const StateMatrix params = out.params.topRows(static_cast<Eigen::Index>(x0.size()));
   out.params = params;
   return out;

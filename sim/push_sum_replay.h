@@ -59,8 +59,7 @@ struct PushSumReplayed {
 // until its last reader is done. Mixes on `backend`. FailedPrecondition naming the file and line
 // when a node's final weight differs from its log's weight line: the replay does not reproduce
 // that run (another config, topology or build).
-Result<PushSumReplayed> replay_push_sum(const PushSumLogs& logs,
-                                        const topology::Topology& topology,
+Result<PushSumReplayed> replay_push_sum(const PushSumLogs& logs, const topology::Topology& topology,
                                         const StateMatrix& start, sgd::Backend& backend,
                                         const LocalStepFn& step, const ProgressFn& progress = {});
 

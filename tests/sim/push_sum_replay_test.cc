@@ -100,8 +100,8 @@ Compared replay_against_reference(std::int64_t iterations, float gamma, int seed
   auto backend = sgd::make_backend(sgd::Device::kCpu, 1);
   REQUIRE(backend.is_ok());
   std::vector<std::int64_t> next(kNodes, 0);
-  auto replayed = replay_push_sum(
-      *logs, ring, start, **backend, [&](int i, std::int64_t t, const float* z) {
+  auto replayed =
+      replay_push_sum(*logs, ring, start, **backend, [&](int i, std::int64_t t, const float* z) {
         CHECK(t == next[i]++);  // each node's iterations in order
         for (int k = 0; k < kDim; ++k) u[k] = z[k] - static_cast<float>(b[i * kDim + k]);
         return LocalStep{u.data(), gamma};
@@ -118,7 +118,8 @@ double worst_error(const Compared& c) {
   for (int i = 0; i < kNodes; ++i) {
     for (int k = 0; k < kDim; ++k) {
       const double ref = c.z_ref[i * kDim + k];
-      worst = std::max(worst, std::fabs(c.replayed.params(k, i) - ref) / std::max(1.0, std::fabs(ref)));
+      worst =
+          std::max(worst, std::fabs(c.replayed.params(k, i) - ref) / std::max(1.0, std::fabs(ref)));
     }
   }
   return worst;
@@ -142,9 +143,11 @@ TEST_CASE("push-sum replay of an asynchronous schedule on a quadratic matches nu
   CHECK(weight_sum == doctest::Approx(kNodes).epsilon(1e-6));
   // Not vacuous: the weights moved off 1 and the nodes still disagree (b_i differ), far beyond the
   // tolerance.
-  CHECK(std::any_of(c.w_ref.begin(), c.w_ref.end(), [](double w) { return std::fabs(w - 1) > 0.1; }));
+  CHECK(
+      std::any_of(c.w_ref.begin(), c.w_ref.end(), [](double w) { return std::fabs(w - 1) > 0.1; }));
   double spread = 0;
-  for (int k = 0; k < kDim; ++k) spread = std::max(spread, std::fabs(c.z_ref[k] - c.z_ref[kDim + k]));
+  for (int k = 0; k < kDim; ++k)
+    spread = std::max(spread, std::fabs(c.z_ref[k] - c.z_ref[kDim + k]));
   CHECK(spread > 0.1);
 }
 
