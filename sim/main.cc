@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -23,6 +24,7 @@
 #include "sgd/optimizer.h"
 #include "sgd/problem.h"
 #include "sim/experiment.h"
+#include "sim/push_sum_replay.h"
 #include "sim/report.h"
 #include "sim/simulator.h"
 #include "topology/link_flags.h"
@@ -82,6 +84,7 @@ struct Options {
   std::vector<std::string> round_settings;
 
   std::vector<std::string> joins, leaves;  // run: --join / --leave NODE@ITER
+  std::string replay_push_sum;             // run: the logs' directory of an asynchronous run
 
   std::string config;             // gossipd's training config: replaces config/flags.h's rows
   std::vector<std::string> sets;  // its --set overrides
@@ -612,6 +615,12 @@ struct CommandLine {
     run->add_option("--leave", o.leaves,
                     "NODE@ITER (repeatable): node NODE takes no part from iteration ITER on, as a "
                     "gossipd node that announced its leave (SIGTERM) for ITER");
+    run->add_option("--replay-push-sum", o.replay_push_sum,
+                    "DIR: replay, bit for bit, the asynchronous push-sum run whose nodes logged "
+                    "their mixing order to DIR/node-<i>/push_sum_order.tsv (gossipd's "
+                    "checkpoint.dir; a run from iteration 0), with --config its training config "
+                    "(algorithm: PUSH_SUM) and --topology its topology; prints the final push-sum "
+                    "weights and their sum, --dump-params writes the final parameters");
     run->add_option("--dump-params", o.dump_params,
                     "Write each node's final parameters to DIR/node_<i>.f32 (raw float32, "
                     "little-endian)");
@@ -809,6 +818,48 @@ Status roster_from_flags(const Options& o, const std::string& algorithm, RunConf
   return r.validate();
 }
 
+// run --replay-push-sum DIR: the logged asynchronous push-sum run replayed (sim/push_sum_replay.h),
+// each node's final z_i to --dump-params, the final weights and their sum (mass conservation: n up
+// to rounding) on stdout. Bad logs are bad input: exit 2, naming the file and line.
+int replay_push_sum_run(const CommandLine& cl, const ExperimentConfig& c) {
+  const Options& o = cl.o;
+  if (o.config.empty() || !c.push_sum) {
+    return usage(invalid_argument(
+        "--replay-push-sum replays a gossipd push-sum run: give its training config (--config) "
+        "with algorithm: PUSH_SUM" +
+        (o.config.empty() ? std::string() : "; " + o.config + " has another algorithm")));
+  }
+  if (!o.csv.empty() || o.json || !std::isnan(o.target_loss) || !std::isnan(o.target_accuracy)) {
+    return usage(invalid_argument(
+        "--replay-push-sum prints the final push-sum weights only (no evaluation points): leave "
+        "out --csv, --json, --target-loss and --target-accuracy"));
+  }
+  auto replay = PushSumReplay::create(c);
+  if (!replay.is_ok()) return fail(replay.status());
+  const auto logs = (*replay)->read_logs(o.replay_push_sum);
+  if (!logs.is_ok()) return usage(logs.status().with_context("--replay-push-sum"));
+  ProgressBar bar(!o.quiet);
+  auto result = (*replay)->run(*logs, [&bar](std::int64_t done, std::int64_t total) {
+    bar.update("replay push_sum", done, total);
+  });
+  bar.finish();
+  if (!result.is_ok()) return fail(result.status());
+  if (!o.dump_params.empty()) {
+    if (const Status s = dump_params(result->params, o.dump_params); !s.is_ok()) return fail(s);
+  }
+  double sum = 0;
+  for (const float w : result->weights) sum += w;  // in node order
+  char text[64];
+  std::snprintf(text, sizeof text, "%.6f", sum);
+  std::cout << "push-sum weights: sum " << text << " (";
+  for (std::size_t i = 0; i < result->weights.size(); ++i) {
+    std::snprintf(text, sizeof text, "%.9g", static_cast<double>(result->weights[i]));  // exact
+    std::cout << (i > 0 ? " " : "") << text;
+  }
+  std::cout << ")\n";
+  return 0;
+}
+
 int sim_main(int argc, char** argv) {
   CommandLine cl;
   if (const auto rc = parse_command_line(cl.app, argc, argv)) return *rc;
@@ -820,6 +871,7 @@ int sim_main(int argc, char** argv) {
   c.per_step_baseline = cl.compare->parsed();
   if (const Status s = check_output_paths(cl.o); !s.is_ok()) return usage(s);
   if (const Status s = check_experiment_memory(c); !s.is_ok()) return usage(s);
+  if (!cl.o.replay_push_sum.empty()) return replay_push_sum_run(cl, c);
   if (c.cost.straggler.node >= c.nodes) {
     return usage(invalid_argument("--straggler " + c.cost.straggler.to_string() + ": node " +
                                   std::to_string(c.cost.straggler.node) + " is not one of the " +

@@ -224,7 +224,7 @@ void Simulator::plan_blocks() {
   block_levels_ = static_cast<int>(std::min(levels, static_cast<double>(kMaxBlockLevels)));
 }
 
-Result<RunTrace> Simulator::run(const ProgressFn& progress) {
+Status Simulator::reset_state() {
   const int n = num_nodes_;
   const auto d = static_cast<Eigen::Index>(rows_);  // padded: see rows_
   const std::vector<float> x0 = problem_->initial_params();
@@ -265,6 +265,32 @@ Result<RunTrace> Simulator::run(const ProgressFn& progress) {
     }
     GOSSIP_RETURN_IF_ERROR(build_present_plans());
   }
+  return Status::ok();
+}
+
+Status Simulator::start_replay() {
+  if (config_.algorithm != Algorithm::kPushSum) {
+    return invalid_argument("a replay runs push-sum, not " +
+                            std::string(algorithm_name(config_.algorithm)));
+  }
+  return reset_state();
+}
+
+const float* Simulator::replay_direction(int i, std::int64_t t, const float* z) {
+  GOSSIP_CHECK(i >= 0 && i < num_nodes_) << "node " << i;
+  Worker& w = workers_[0];
+  node_direction(w, i, t, z);
+  return w.u.data();
+}
+
+float Simulator::learning_rate(std::int64_t t) const {
+  return static_cast<float>(optimizer_->learning_rate(t));
+}
+
+Result<RunTrace> Simulator::run(const ProgressFn& progress) {
+  GOSSIP_RETURN_IF_ERROR(reset_state());
+  const bool cpsgd = config_.algorithm == Algorithm::kCpsgd;
+  const int n = num_nodes_;
   Status roster_status = Status::ok();
 
   Result<RunTrace> trace = run_loop(

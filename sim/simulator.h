@@ -168,6 +168,20 @@ class Simulator {
   // the same bits as one iteration at a time, with each node's data reused while in cache.
   int block_levels() const { return block_levels_; }
 
+  // ---- Push-sum replay (sim/push_sum_replay.h), which takes the nodes' iterations in an order of
+  // its own instead of run(). start_replay() sets the state run() starts from. replay_direction(i,
+  // t, z) is node i's local step of its iteration t at z exactly as push_sum_step takes it (its
+  // next batch, its gradient, its optimizer's direction with its own momentum state) and returns
+  // the direction u (rows() floats, valid until the next call); node i's iterations must come in
+  // the order 0, 1, ..., each once. z: rows() floats, padding rows zero (a rows() × 1
+  // StateMatrix, laid out as a state column). learning_rate(t): γ_t as push_sum_step rounds it.
+  Status start_replay();
+  const float* replay_direction(int i, std::int64_t t, const float* z);
+  float learning_rate(std::int64_t t) const;
+  std::size_t rows() const { return rows_; }
+  // Worker 0's backend (the cpu backend every worker has).
+  sgd::Backend& backend() { return *workers_[0].backend; }
+
  private:
   Simulator() = default;
   // What one thread owns. Worker 0's model also evaluates the averaged model; its backend runs
@@ -181,6 +195,9 @@ class Simulator {
     std::int64_t compute_steps = 0;
   };
 
+  // The state of iteration 0: x_0 in every column, w = 1, zero momentum, no batch losses (run()
+  // and start_replay()).
+  Status reset_state();
   void step(std::int64_t t);
   // One push-sum iteration (see the file comment).
   void push_sum_step(std::int64_t t);

@@ -1,0 +1,203 @@
+#!/usr/bin/python3
+"""gossip-sim run --replay-push-sum end to end (sim/push_sum_replay.h).
+
+- Lock-step logs (node i mixes at t exactly the messages of iteration t sent to it, empty end line)
+  replay `gossip-sim run` of the same PUSH_SUM config bit for bit, node by node, on the one-peer
+  exponential graph of 8 (weights stay 1) and on the star of 8 (directed mass flows are uneven: the
+  weights leave 1).
+- An asynchronous schedule (push_sum_reference.slow_node_schedule) on the real least-squares
+  problem: the final weights are those of the independent float32 weight recursion, bit for bit
+  (the replay checks them against the logs' weight lines), they sum to n, and the parameters differ
+  from the synchronous run's.
+- Bad logs exit 2 naming the file and line; a weight line the replay does not reproduce exits 1.
+
+Run by CTest with GOSSIP_SIM pointing at the binary, under Debian's /usr/bin/python3 (numpy).
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import push_sum_reference as ref  # noqa: E402
+
+SIM = os.environ["GOSSIP_SIM"]
+T = 30
+CONFIG = ('seed: 5\nalgorithm: PUSH_SUM\nmodel { kind: LEAST_SQUARES }\n'
+          'data { dataset: SYNTHETIC_LEAST_SQUARES num_examples: 1024 dim: 8 test_examples: 256 }\n'
+          'batch_size: 8\noptimizer { kind: MOMENTUM lr: 0.05 momentum: 0.5 }\n'
+          f'iterations: {T}\neval_every: 10\n')
+
+
+def sim(*args):
+    return subprocess.run([SIM, *args], capture_output=True, text=True, timeout=120)
+
+
+def check(cond, what):
+    if not cond:
+        sys.exit("FAIL: " + what)
+
+
+def params(directory, n):
+    return [open(os.path.join(directory, f"node_{i}.f32"), "rb").read() for i in range(n)]
+
+
+def weights_line(stdout):
+    """(sum, [w_i]) from 'push-sum weights: sum S (w_0 ... w_n-1)'."""
+    line = [l for l in stdout.splitlines() if l.startswith("push-sum weights: sum ")]
+    check(len(line) == 1, f"one weights line: {stdout!r}")
+    head, ws = line[0][len("push-sum weights: sum "):].split(" (")
+    return float(head), [np.float32(float(w)) for w in ws.rstrip(")").split()]
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    cfg = os.path.join(tmp, "train.pbtxt")
+    with open(cfg, "w") as f:
+        f.write(CONFIG)
+    dring = os.path.join(tmp, "dring4.pbtxt")
+    with open(dring, "w") as f:
+        f.write('name: "dring4"\ndirected: true\n')
+        f.write("".join(f'node {{ id: {i} address: "127.0.0.1:{7000 + i}" }}\n' for i in range(4)))
+        f.write("".join(f"edge {{ from: {i} to: {(i + 1) % 4} }}\n" for i in range(4)))
+
+    # Lock-step logs replay the synchronous run bit for bit.
+    for name, topo in (("one_peer_exponential", ref.one_peer_exponential(8)), ("star", ref.star(8))):
+        consumed, drained = ref.lockstep(topo, T)
+        expected = ref.float32_weights(topo, T, consumed, drained)
+        logs = os.path.join(tmp, name, "logs")
+        ref.write_logs(logs, 8, T, consumed, drained, expected)
+        common = ["run", "--config", cfg, "--topology", name, "--nodes", "8", "--quiet"]
+        p = sim(*common, "--dump-params", os.path.join(tmp, name, "run"))
+        check(p.returncode == 0, f"{name}: run exited {p.returncode}: {p.stderr}")
+        p = sim(*common, "--replay-push-sum", logs, "--dump-params", os.path.join(tmp, name, "replay"))
+        check(p.returncode == 0, f"{name}: replay exited {p.returncode}: {p.stderr}")
+        run, replay = params(os.path.join(tmp, name, "run"), 8), params(os.path.join(tmp, name, "replay"), 8)
+        for i in range(8):
+            check(len(run[i]) == 4 * 9 and run[i] == replay[i], f"{name}, node {i}: replay == run, bit for bit")
+        total, weights = weights_line(p.stdout)
+        check(weights == expected and abs(total - 8) < 1e-5, f"{name}: weights {p.stdout!r}")
+        if name == "star":
+            check(abs(weights[0] - 32 / 11) < 0.05 and abs(weights[1] - 8 / 11) < 0.05,
+                  f"star: the hub's weight tends to 32/11, a leaf's to 8/11: {weights}")
+
+    # An asynchronous schedule on the real problem: weights of the independent recursion, mass kept.
+    topo, consumed, drained = ref.slow_node_schedule(4, T, seed=3)
+    expected = ref.float32_weights(topo, T, consumed, drained)
+    logs = os.path.join(tmp, "async", "logs")
+    ref.write_logs(logs, 4, T, consumed, drained, expected)
+    common = ["run", "--config", cfg, "--topology", dring, "--quiet"]
+    p = sim(*common, "--replay-push-sum", logs, "--dump-params", os.path.join(tmp, "async", "replay"))
+    check(p.returncode == 0, f"async replay exited {p.returncode}: {p.stderr}")
+    total, weights = weights_line(p.stdout)
+    check(weights == expected and abs(total - 4) < 1e-5, f"async weights: {p.stdout!r} vs {expected}")
+    check(max(abs(w - 1) for w in weights) > 0.1, f"the weights moved: {weights}")
+    check(sim(*common, "--dump-params", os.path.join(tmp, "async", "run")).returncode == 0, "sync run")
+    replay = [np.frombuffer(b, dtype=np.float32) for b in params(os.path.join(tmp, "async", "replay"), 4)]
+    run = [np.frombuffer(b, dtype=np.float32) for b in params(os.path.join(tmp, "async", "run"), 4)]
+    check(all(np.isfinite(r).all() for r in replay), "finite parameters")
+    check(all((a != b).any() for a, b in zip(replay, run)), "the schedule changes every node's result")
+
+    # Bad logs: exit 2 naming the file and line. Each case edits one copy of the asynchronous logs.
+    def node_file(d, i):
+        return os.path.join(d, f"node-{i}", "push_sum_order.tsv")
+
+    def edited(i, edit):
+        d = os.path.join(tmp, "bad")
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.copytree(logs, d)
+        with open(node_file(d, i)) as f:
+            lines = f.read().split("\n")
+        edit(lines)
+        with open(node_file(d, i), "w") as f:
+            f.write("\n".join(lines))
+        return d
+
+    def set_line(t, text):  # the line of iteration t (t == T: end)
+        def edit(lines):
+            lines[t + 1] = ("end" if t == T else str(t)) + "\t" + text
+        return edit
+
+    def header(**fields):
+        def edit(lines):
+            words = lines[0].split(" ")
+            for key, value in fields.items():
+                words[words.index(key) + 1] = str(value)
+            lines[0] = " ".join(words)
+        return edit
+
+    check(consumed[2][10], "node 2 mixes something at its iteration 10")
+    first = consumed[2][10][0]  # node 1's message
+    later = next(t for t in range(11, T) if consumed[2][t])
+    cases = [
+        # (node whose log is edited, edit, line named, words in the message)
+        (2, set_line(10, "1:x"), 12, "expected <node>:<iteration>"),
+        (2, set_line(10, "1 : 3"), 12, "expected <node>:<iteration>"),
+        (2, lambda lines: lines.insert(5, "garbage"), 6, "expected '4<tab>...'"),
+        (2, lambda lines: lines.__delitem__(slice(20, None)), 21, "the log ends here"),
+        (2, lambda lines: lines.insert(T + 3, "extra\t"), T + 4, "after the weight line"),
+        (2, set_line(10, "9:3"), 12, "node 9 is out of range (nodes 0..3)"),
+        (2, set_line(10, f"1:{T}"), 12, f"iteration {T} is out of range"),
+        (2, set_line(10, "2:3"), 12, "node 2's own message"),
+        (2, set_line(10, "1:4 1:3"), 12, "sorted"),
+        (2, header(start=10), 1, "resumed run cannot be replayed"),
+        (2, header(nodes=5), 1, "nodes 5, but the replay has 4"),
+        (2, header(total=T + 1), 1, f"total {T + 1}, but the config runs {T}"),
+        (2, header(node=3), 1, "node 3, but this is node 2's log"),
+        (2, header(order=2), 1, "format version 2"),
+        (1, header(staleness=5), 1, "staleness 5, but"),
+        (2, set_line(10, " ".join(f"{j}:{s}" for j, s in sorted(consumed[2][10] + [(0, 3)]))), 12,
+         "node 0 does not send to node 2 at iteration 3"),
+        (2, set_line(later, " ".join(f"{j}:{s}" for j, s in sorted(consumed[2][later] + [first]))),
+         later + 2, f"{first[0]}:{first[1]}: the message is consumed twice (also on line 12)"),
+        (2, set_line(10, " ".join(f"{j}:{s}" for j, s in consumed[2][10][1:])), T + 2,
+         f"node 1's message {first[0]}:{first[1]} to node 2 is consumed nowhere"),
+        (2, lambda lines: lines.__setitem__(T + 2, "weight\t1.5x"), T + 3, "%a"),
+    ]
+    for node, edit, line, says in cases:
+        d = edited(node, edit)
+        p = sim(*common, "--replay-push-sum", d)
+        where = f"{node_file(d, node)}:{line}:"
+        check(p.returncode == 2 and where in p.stderr and says in p.stderr and p.stdout == "",
+              f"expected exit 2 with {where} ... {says!r}, got {p.returncode}: {p.stderr!r}")
+
+    # A missing log names the file; so does a missing directory (its node 0's log).
+    d = edited(0, lambda lines: None)
+    os.remove(node_file(d, 3))
+    for directory, node in ((d, 3), (os.path.join(tmp, "nowhere"), 0)):
+        p = sim(*common, "--replay-push-sum", directory)
+        check(p.returncode == 2 and f"{node_file(directory, node)}: missing" in p.stderr,
+              f"missing log: {p.returncode} {p.stderr!r}")
+
+    # A cycle: every node mixes its in-neighbour's next message (node 1's iteration 0 needs node 0's
+    # iteration 0 done, which needs node 3's, ..., which needs node 1's).
+    shifted = [[[((i - 1) % 4, s) for s in ([0, 1] if t == 0 else [t + 1] if t + 1 < T else [])]
+                for t in range(T)] for i in range(4)]
+    d = os.path.join(tmp, "cycle")
+    ref.write_logs(d, 4, T, shifted, [[] for _ in range(4)], [1.0] * 4)
+    p = sim(*common, "--replay-push-sum", d)
+    check(p.returncode == 2 and f"{node_file(d, 0)}:2: iteration 0: causally impossible" in p.stderr
+          and "cycle" in p.stderr, f"cycle: {p.returncode} {p.stderr!r}")
+
+    # A weight line the replay does not reproduce: the logs are fine, the run is another: exit 1.
+    d = edited(3, lambda lines: lines.__setitem__(T + 2, "weight\t" + float(np.float32(0.75)).hex()))
+    p = sim(*common, "--replay-push-sum", d)
+    check(p.returncode == 1 and f"{node_file(d, 3)}:{T + 3}: weight 0x1.8p-1, but the replay ends node 3"
+          in p.stderr, f"weight mismatch: {p.returncode} {p.stderr!r}")
+
+    # Without a PUSH_SUM config there is nothing to replay; the replay prints no evaluation points.
+    dpsgd = os.path.join(tmp, "dpsgd.pbtxt")
+    with open(dpsgd, "w") as f:
+        f.write(CONFIG.replace("algorithm: PUSH_SUM\n", ""))
+    small = ["--problem", "least_squares", "--iterations", str(T), "--dim", "8"]
+    for args, says in (([*common[:2], dpsgd, *common[3:]], "has another algorithm"),
+                       (["run", "--topology", dring, "--algorithm", "push_sum", *small, "--quiet"],
+                        "give its training config (--config) with algorithm: PUSH_SUM"),
+                       ([*common, "--csv", os.path.join(tmp, "x.csv")], "leave out --csv")):
+        p = sim(*args, "--replay-push-sum", logs)
+        check(p.returncode == 2 and says in p.stderr and p.stdout == "", f"{args}: {p.returncode} {p.stderr!r}")
+
+    check("--replay-push-sum" in sim("run", "--help").stdout, "run --help lists --replay-push-sum")
+print("ok")
