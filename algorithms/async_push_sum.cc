@@ -286,7 +286,7 @@ daemon::IterationOutcome AsyncPushSum::iterate(std::uint64_t t, daemon::LocalSte
   // The node then keeps its mass (its messages are empty) instead of halving its weight at every
   // push until it underflows; its steps stay in its own z.
   const bool alone = !inflows_.empty() && std::all_of(inflows_.begin(), inflows_.end(),
-                                                     [](const Inflow& in) { return in.finished; });
+                                                      [](const Inflow& in) { return in.finished; });
   if (!to.empty()) {
     Sent sent;
     if (spare_.empty()) {

@@ -26,8 +26,8 @@
 // receiver posts its next receives without knowing the sender's clock. A message is the
 // parameters, then the weight, the sender's iteration s (two floats holding its 64 bits) and flags
 // (kEmpty: no mass — sent by a node alone, and by a sender resumed past its last iteration that
-// sends to this node, which says so with one empty message). A receiver knows j's last message to it: the last s < T at which j
-// sends to it (topology::push_sum_last_send).
+// sends to this node, which says so with one empty message). A receiver knows j's last message to
+// it: the last s < T at which j sends to it (topology::push_sum_last_send).
 //
 // Each iteration's messages, as mixed, are logged to <node checkpoint dir>/push_sum_order.tsv
 // ("t<TAB>j:s j:s ...", an empty message as "j:se", then "end<TAB>..." and "weight<TAB>%a"),

@@ -461,24 +461,25 @@ Averaged evaluate_averaged_model(const Launch& l, std::size_t started, int worst
 Result<sgd::EvalResult> evaluate_mean(const config::TrainConfig& config,
                                       std::span<const std::string> files) {
   if (files.empty()) return invalid_argument("no parameter files to average");
-  GOSSIP_ASSIGN_OR_RETURN(
-      sgd::Problem problem,
-      sgd::make_problem(config::to_problem_config(config, static_cast<int>(files.size()))));
+  GOSSIP_ASSIGN_OR_RETURN(sgd::Problem problem, sgd::make_problem(config::to_problem_config(
+                                                    config, static_cast<int>(files.size()))));
   const std::size_t d = problem.spec.num_params();
   std::vector<double> sum(d, 0.0);
   for (const std::string& file : files) {
     Result<std::string> bytes = Env::system().read_file(file);
     if (!bytes.is_ok()) return invalid_argument(file + ": " + bytes.status().message());
     if (bytes->size() != d * sizeof(float)) {
-      return invalid_argument(file + ": " + std::to_string(bytes->size()) + " bytes, but the model of the config has " +
-                              std::to_string(d) + " float32 parameters (" +
-                              std::to_string(d * sizeof(float)) + " bytes)");
+      return invalid_argument(file + ": " + std::to_string(bytes->size()) +
+                              " bytes, but the model of the config has " + std::to_string(d) +
+                              " float32 parameters (" + std::to_string(d * sizeof(float)) +
+                              " bytes)");
     }
     const auto* p = reinterpret_cast<const float*>(bytes->data());
     for (std::size_t k = 0; k < d; ++k) sum[k] += p[k];
   }
   std::vector<float> mean(d);
-  for (std::size_t k = 0; k < d; ++k) mean[k] = static_cast<float>(sum[k] / static_cast<double>(files.size()));
+  for (std::size_t k = 0; k < d; ++k)
+    mean[k] = static_cast<float>(sum[k] / static_cast<double>(files.size()));
   GOSSIP_ASSIGN_OR_RETURN(std::unique_ptr<sgd::Backend> backend,
                           sgd::make_backend(sgd::Device::kCpu, 0));
   GOSSIP_ASSIGN_OR_RETURN(std::unique_ptr<sgd::Model> model, backend->make_model(problem.spec));
@@ -486,7 +487,8 @@ Result<sgd::EvalResult> evaluate_mean(const config::TrainConfig& config,
 }
 
 int evaluate_command(const EvaluateOptions& o) {
-  Result<config::TrainConfig> config = config::load_config_with_overrides(o.config_path, o.overrides);
+  Result<config::TrainConfig> config =
+      config::load_config_with_overrides(o.config_path, o.overrides);
   if (!config.is_ok()) {
     std::fprintf(stderr, "gossipd evaluate: %s\n", config.status().to_string().c_str());
     return kExitUsage;
@@ -496,8 +498,10 @@ int evaluate_command(const EvaluateOptions& o) {
     std::fprintf(stderr, "gossipd evaluate: %s\n", e.status().to_string().c_str());
     return kExitUsage;
   }
-  std::printf("averaged model (mean of %zu parameter files): test accuracy %.4f, test loss %.4f on %lld examples\n",
-              o.files.size(), e->accuracy, e->loss, static_cast<long long>(e->examples));
+  std::printf(
+      "averaged model (mean of %zu parameter files): test accuracy %.4f, test loss %.4f on %lld "
+      "examples\n",
+      o.files.size(), e->accuracy, e->loss, static_cast<long long>(e->examples));
   return kExitOk;
 }
 

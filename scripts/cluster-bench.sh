@@ -43,8 +43,10 @@
 # (100 Mbit/s; node 3's egress at 25 Mbit/s), each beside the same run unthrottled. Prints the s/it
 # of the 7 others and of node 3, their iterations per second as a share of the unthrottled run's,
 # and gossip-sim's prediction (--straggler node:3:4 / link:3:4; for push_sum_async the unthrottled
-# one: its others never wait); writes straggler.csv. --only REGEX picks points by
-# "straggler/<cpu|link>/<topology>".
+# one: its others never wait); then the averaged model's test accuracy of push_sum_async after the
+# demo's 3750 iterations with node 3 under the CPU quota and without (gossipd evaluate); writes
+# straggler.csv. --only REGEX picks points by "straggler/<cpu|link>/<topology>" and
+# "straggler/accuracy".
 # Each cluster run is timed without periodic evaluations; the averaged model's accuracy curve is
 # gossip-sim's run of the same job (the same bits as the daemons), so the time to target is the
 # cluster's wall-clock at the iteration where that curve first reaches the target, and the nodes'
@@ -571,7 +573,7 @@ if ((straggler)); then
     echo "$("$py" -c "print(int(100000 * $cpu_share / 4))") 100000" >"$cg/cpu.max"
   fi
   scsv="$out/straggler.csv"
-  echo "id,bound,topology,slow,measured_others_s_per_it,measured_slow_s_per_it,unthrottled_s_per_it,others_share,predicted_s_per_it,predicted_unthrottled_s_per_it,rel_error" >"$scsv"
+  echo "id,bound,topology,slow,measured_others_s_per_it,measured_slow_s_per_it,unthrottled_s_per_it,others_share,predicted_s_per_it,predicted_unthrottled_s_per_it,rel_error,averaged_test_accuracy" >"$scsv"
   for bound in cpu link; do
     bw=off wm="20 300"
     [[ $bound == cpu ]] || { bw=100mbit wm="4 40"; }
@@ -607,9 +609,33 @@ PY
 )
       printf 'straggler %-4s %-22s %-10s others %8.4f s/it (slow node %8.4f)  unthrottled %8.4f  others keep %5.1f%%  predicted %8.4f (unthrottled %8.4f)  error %s\n' \
         "$bound" "$t" "$spec" "$others" "$slow" "$ref" "$("$py" -c "print(100 * $share)")" "$pred" "$ref_pred" "$err"
-      echo "mlp/$bw/$t/$spec,$bound,$t,$spec,$others,$slow,$ref,$share,$pred,$ref_pred,$err" >>"$scsv"
+      echo "mlp/$bw/$t/$spec,$bound,$t,$spec,$others,$slow,$ref,$share,$pred,$ref_pred,$err," >>"$scsv"
     done
   done
+  # Accuracy: the averaged model of asynchronous push-sum after the demo's 3750 iterations, with
+  # node 3 under the CPU quota and without (gossipd evaluate of the 8 final parameter files).
+  if [[ -n $cg && ( -z $only || "straggler/accuracy" =~ $only ) ]]; then
+    for variant in unthrottled slow; do
+      adir="$out/points/straggler_accuracy_$variant"
+      slow_cgroup=""
+      [[ $variant == unthrottled ]] || slow_cgroup=$cg
+      saved=(${sets[@]+"${sets[@]}"})
+      sets+=(--dump-params "$adir/final")
+      run_cluster mlp off 0 push_sum_async 1 3749 0 "$adir"
+      sets=(${saved[@]+"${saved[@]}"})
+      slow_cgroup=""
+      acc=$("$gossipd" evaluate --config "$out/mlp.pbtxt" "$adir"/final/node_*.f32 | grep -o 'test accuracy [0-9.]*' | cut -d' ' -f3)
+      read -r others slow < <("$py" - "$slow_node" $per_node <<'PY'
+import sys
+k = int(sys.argv[1])
+per = [float(v) for v in sys.argv[2:]]
+print("%.6f %.6f" % (sum(p for i, p in enumerate(per) if i != k) / (len(per) - 1), per[k]))
+PY
+)
+      printf 'straggler accuracy push_sum_async %-11s averaged model %s after 3750 iterations (others %8.4f s/it, node 3 %8.4f s/it)\n' "$variant" "$acc" "$others" "$slow"
+      echo "mlp/off/push_sum_async/accuracy/$variant,cpu,push_sum_async,$variant,$others,$slow,,,,,,$acc" >>"$scsv"
+    done
+  fi
   [[ -z $cg ]] || rmdir "$cg" 2>/dev/null || true
   "$netns" rate off
   echo "cluster-bench.sh: wrote $scsv"

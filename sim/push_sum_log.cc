@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <deque>
+#include <set>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -61,11 +62,17 @@ Result<std::vector<PushSumMessage>> parse_entries(std::string_view text, const s
   if (text.empty()) return out;
   for (const std::string_view entry : split(text, ' ')) {
     const std::size_t colon = entry.find(':');
+    const bool empty = !entry.empty() && entry.back() == 'e';
+    const std::string_view number =
+        colon == std::string_view::npos
+            ? std::string_view()
+            : entry.substr(colon + 1, entry.size() - colon - 1 - (empty ? 1 : 0));
     std::int64_t j = -1, s = -1;
-    if (colon == std::string_view::npos || !whole(entry.substr(0, colon), j) ||
-        !whole(entry.substr(colon + 1), s)) {
+    if (colon == std::string_view::npos || !whole(entry.substr(0, colon), j) || !whole(number, s)) {
       return at(path, line,
-                quoted(entry) + ": expected <node>:<iteration> (entries separated by one space)");
+                quoted(entry) +
+                    ": expected <node>:<iteration>, or <node>:<iteration>e for an empty message "
+                    "(entries separated by one space)");
     }
     if (j >= num_nodes) {
       return at(path, line,
@@ -83,10 +90,11 @@ Result<std::vector<PushSumMessage>> parse_entries(std::string_view text, const s
                 std::string(entry) + ": node " + std::to_string(node) +
                     "'s own message (a node mixes its own state, it does not send it to itself)");
     }
-    const PushSumMessage m{static_cast<int>(j), s};
+    const PushSumMessage m{static_cast<int>(j), s, empty};
     if (!out.empty()) {
       const PushSumMessage& prev = out.back();
-      if (prev == m) return at(path, line, name(m) + ": the message is consumed twice");
+      if (prev.node == m.node && prev.iteration == m.iteration)
+        return at(path, line, name(m) + ": the message is consumed twice");
       if (std::pair(prev.node, prev.iteration) > std::pair(m.node, m.iteration)) {
         return at(
             path, line,
@@ -210,7 +218,7 @@ Result<std::vector<PushSumStep>> causal_order(const std::vector<PushSumOrder>& l
 
 // Every entry of node i's log is a message j sends to i at s (j in push_sum_row(i, s)), none is
 // consumed twice, and every message sent to i is consumed.
-Status check_against_topology(const PushSumOrder& log, const topology::Topology& topology,
+Status check_against_topology(PushSumOrder& log, const topology::Topology& topology,
                               std::int64_t iterations) {
   const int i = log.node;
   const std::int64_t T = iterations;
@@ -237,6 +245,21 @@ Status check_against_topology(const PushSumOrder& log, const topology::Topology&
                                 std::to_string(PushSumOrder::line_of(it->second)) + ")");
       }
     }
+  }
+  // Alone from the line after the one that took the last in-neighbour's last message (never when
+  // one is taken only at the drain; at once for an in-neighbour that never sends within T).
+  std::set<int> senders;
+  for (std::int64_t p = 0; p < topology.period(); ++p) {
+    for (const auto& [j, w] : topology::push_sum_row(topology, i, p)) {
+      if (j != i) senders.insert(j);
+    }
+  }
+  log.alone_from = senders.empty() ? T : 0;
+  for (const int j : senders) {
+    const std::int64_t last = topology::push_sum_last_send(topology, j, i, T);
+    if (last < 0) continue;
+    const auto at = seen.find(std::pair(j, last));
+    log.alone_from = std::max(log.alone_from, at == seen.end() ? T : std::min(T, at->second + 1));
   }
   for (std::int64_t s = 0; s < T; ++s) {
     for (const auto& [j, p] : topology::push_sum_row(topology, i, s)) {
@@ -320,6 +343,23 @@ Result<PushSumLogs> read_push_sum_logs(const std::string& dir, const topology::T
     out.logs.push_back(std::move(log));
   }
   GOSSIP_ASSIGN_OR_RETURN(out.order, causal_order(out.logs, iterations));
+  // A message is empty exactly when its sender was alone at its iteration.
+  for (const PushSumOrder& log : out.logs) {
+    for (std::int64_t t = 0; t <= iterations; ++t) {
+      for (const PushSumMessage& m :
+           t < iterations ? log.consumed[static_cast<std::size_t>(t)] : log.drained) {
+        const bool alone = m.iteration >= out.logs[static_cast<std::size_t>(m.node)].alone_from;
+        if (m.empty != alone) {
+          return invalid_argument(
+              where(log, t, iterations) + ": " + name(m) + (m.empty ? "e" : "") + ": node " +
+              std::to_string(m.node) +
+              (alone ? " was alone at iteration " : " was not alone at iteration ") +
+              std::to_string(m.iteration) + ", so the message is " +
+              (alone ? "empty (j:se)" : "not empty (j:s)"));
+        }
+      }
+    }
+  }
   return out;
 }
 

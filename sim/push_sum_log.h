@@ -6,7 +6,8 @@
 //   # gossip-sgd push-sum order 1 node <i> nodes <n> start <t0> total <T> staleness <τ>
 //   <t>\t<j>:<s> <j>:<s> ...     t = 0 .. T−1, one line each, in order: L_t, the messages node i
 //                                consumed at its iteration t ((j, s): node j's message of its
-//                                iteration s), sorted by j then s; may be empty
+//                                iteration s; "j:se" an empty one), sorted by j then s; may be
+//                                empty
 //   end\t<j>:<s> ...             L_end, consumed after the last iteration (the drain)
 //   weight\t<w_i^final, %a>
 //
@@ -30,6 +31,7 @@ namespace gossip::sim {
 struct PushSumMessage {
   int node = 0;
   std::int64_t iteration = 0;
+  bool empty = false;  // "j:se": no mass (its sender was alone), taken but not mixed
   friend bool operator==(const PushSumMessage&, const PushSumMessage&) = default;
 };
 
@@ -41,6 +43,9 @@ struct PushSumOrder {
   std::vector<std::vector<PushSumMessage>> consumed;  // L_t, t = 0 .. T−1
   std::vector<PushSumMessage> drained;                // L_end
   float weight = 1;                                   // w_i^final as the node ended
+  // The first iteration at which the node is alone (it took every in-neighbour's last message on
+  // an earlier line): its own entry is 1 and its messages are empty from there; T if never.
+  std::int64_t alone_from = 0;
   // The file's line of iteration t (t = T: the end line) and of the weight.
   static int line_of(std::int64_t t) { return static_cast<int>(t + 2); }
 };
@@ -72,8 +77,9 @@ Result<PushSumOrder> parse_push_sum_order(const std::string& text, const std::st
 // DIR/node-<i>/push_sum_order.tsv for i = 0 .. n − 1 (n the topology's), each parsed as above,
 // then checked against the topology and each other: every entry (j, s) of node i's log is a
 // message j sends to i at s (j in topology::push_sum_row(topology, i, s)), consumed once in all of
-// node i's log, every message sent is consumed (mass conservation), all logs have the same
-// staleness, and the logs admit a causal order (no cycle of iterations waiting on each other).
+// node i's log, every message sent is consumed (mass conservation), a message is empty exactly
+// when its sender was alone (PushSumOrder::alone_from), all logs have the same staleness, and the
+// logs admit a causal order (no cycle of iterations waiting on each other).
 // InvalidArgument naming the file (and line) otherwise; a missing file is named as such.
 Result<PushSumLogs> read_push_sum_logs(const std::string& dir, const topology::Topology& topology,
                                        std::int64_t iterations, Env& env = Env::system());

@@ -4,6 +4,7 @@
 // the run's length.
 #include "sim/push_sum_replay.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstdio>
 #include <cstring>
@@ -42,10 +43,12 @@ std::string hex(float w) {
 // Node i's iteration t (t == T: its drain, `step` not called) from its state `own` and the
 // messages `taken`, as push_sum_replay.h states it; `sent(m)` is the state message m carries.
 template <typename Sent>
-State mix_step(const topology::Topology& topology, int i, std::int64_t t, bool drain,
+State mix_step(const topology::Topology& topology, int i, std::int64_t t, bool drain, bool alone,
                const State& own, const std::vector<PushSumMessage>& taken, const Sent& sent,
                sgd::Backend& backend, const LocalStepFn& step) {
-  if (drain && taken.empty()) return own;  // nothing was in flight: z and w stay
+  const bool any_mass =
+      std::any_of(taken.begin(), taken.end(), [](const PushSumMessage& m) { return !m.empty; });
+  if (drain && !any_mass) return own;  // nothing with mass was in flight: z and w stay
   // The row: the messages in (j, s) order, node i's own entry before the first j > i.
   std::vector<std::pair<int, double>> row;
   std::vector<float> weights;
@@ -55,9 +58,12 @@ State mix_step(const topology::Topology& topology, int i, std::int64_t t, bool d
     weights.push_back(state.w);
     xs.push_back(state.z.data());
   };
-  const auto add_own = [&] { add(i, drain ? 1.0 : push_sum_entry(topology, i, i, t), own); };
+  const auto add_own = [&] {
+    add(i, drain || alone ? 1.0 : push_sum_entry(topology, i, i, t), own);
+  };
   bool own_added = false;
   for (const PushSumMessage& m : taken) {
+    if (m.empty) continue;
     if (!own_added && m.node > i) {
       add_own();
       own_added = true;
@@ -79,7 +85,7 @@ State mix_step(const topology::Topology& topology, int i, std::int64_t t, bool d
     backend.mix(next.z.data(), terms, 0.0f, nullptr, rows);
   } else {
     const LocalStep local = step(i, t, own.z.data());
-    backend.mix(next.z.data(), terms, mix.scaled_gamma(local.gamma), local.u, rows);
+    backend.mix(next.z.data(), terms, local.gamma, local.u, rows);
   }
   next.w = mix.weight;
   return next;
@@ -120,8 +126,9 @@ Result<PushSumReplayed> replay_push_sum(const PushSumLogs& logs, const topology:
     const bool drain = t == T;
     const std::vector<PushSumMessage>& taken =
         drain ? logs.logs[i].drained : logs.logs[i].consumed[slot(t)];
-    states[i][slot(t + 1)] = std::make_unique<State>(
-        mix_step(topology, i, t, drain, *states[i][slot(t)], taken, sent, backend, step));
+    states[i][slot(t + 1)] =
+        std::make_unique<State>(mix_step(topology, i, t, drain, t >= logs.logs[i].alone_from,
+                                         *states[i][slot(t)], taken, sent, backend, step));
     read(i, t);
     for (const PushSumMessage& m : taken) read(m.node, m.iteration);
     if (progress) progress(++done, static_cast<std::int64_t>(logs.order.size()));

@@ -14,13 +14,17 @@
 //     mix = topology::push_sum_mix(i, row, weights);
 //  3. gradient and direction u at z_i^t, γ_t: node i's local step of its iteration t;
 //  4. z_i^{t+1} = Backend::mix over the row's terms in order, weights float(c) (mix.self for the
-//     own entry, mix.neighbours[k] for the others), x = z_i^t or z_j^s, gamma =
-//     mix.scaled_gamma(γ_t), update u — the fused chain acc = w_0·x_0, acc = fma(w_k, x_k, acc),
-//     out = fma(−gamma, u, acc); w_i^{t+1} = mix.weight.
+//     own entry, mix.neighbours[k] for the others), x = z_i^t or z_j^s, gamma = γ_t (the step on
+//     the de-biased parameters, not scaled by the weight), update u — the fused chain
+//     acc = w_0·x_0, acc = fma(w_k, x_k, acc), out = fma(−gamma, u, acc); w_i^{t+1} = mix.weight.
+// An entry "j:se" is an empty message: taken (it counts for the rule below) but not mixed. Node i
+// is alone from the iteration after the one at which it took the last message (j, last_send(j →
+// i)) of every in-neighbour j over the topology's period (PushSumOrder::alone_from): from then on
+// its own entry is (i, 1) and every message it sends is empty.
 // After iteration T − 1 it drains L_end the same way with the own entry (i, 1), gamma 0 and no
-// update (no mix at all when L_end is empty). Every message is mixed once, so Σ_i w_i^final = n
-// up to float rounding, and without steps Σ_i w_i z_i is kept: the de-biased z_i tend to the exact
-// average of the starts.
+// update (no mix at all when L_end has no message with mass). Every message is mixed once, so Σ_i
+// w_i^final = n up to float rounding, and without steps Σ_i w_i z_i is kept: the de-biased z_i tend
+// to the exact average of the starts.
 //
 // With every L_t = {(j, t) : j sends to i at t} and L_end empty, this is the synchronous push-sum
 // of sim/simulator.h to the bit (the same row, weights and rounding).

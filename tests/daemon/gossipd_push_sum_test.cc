@@ -176,18 +176,18 @@ TEST_CASE(
   std::ofstream(cfg) << push_sum_config("staleness: 3\n");
   const std::string work = dir.path + "/run", ckpt = dir.path + "/ckpt";
   std::string topo;
-  const int rc = launch_retrying_ports(dir.path, "ONE_PEER_EXPONENTIAL", n, work, &topo,
-                                       [&](const std::string& t) {
-                                         return launch_command(dir.path, t, cfg, work, ckpt) +
-                                                " > " + dir.path + "/launch.out 2>&1";
-                                       });
+  const int rc = launch_retrying_ports(
+      dir.path, "ONE_PEER_EXPONENTIAL", n, work, &topo, [&](const std::string& t) {
+        return launch_command(dir.path, t, cfg, work, ckpt) + " > " + dir.path + "/launch.out 2>&1";
+      });
   INFO(read_file(dir.path + "/launch.out"));
   REQUIRE(rc == kExitOk);
   // Mass: every message is mixed in before a node ends (the drain), so the weights sum to n.
   double sum = 0;
   bool off_step = false;  // some node mixed a message of another iteration than its own
   for (int i = 0; i < n; ++i) {
-    const OrderLog log = read_order_log(ckpt + "/node-" + std::to_string(i) + "/push_sum_order.tsv");
+    const OrderLog log =
+        read_order_log(ckpt + "/node-" + std::to_string(i) + "/push_sum_order.tsv");
     REQUIRE(log.weight > 0);
     sum += log.weight;
     for (const std::string& line : log.lines) {
@@ -201,10 +201,10 @@ TEST_CASE(
   CHECK(sum == doctest::Approx(n).epsilon(1e-5));
   CHECK(off_step);
   // The replay: the same models, node by node, bit for bit.
-  const Run sim = run_shell_capture(bin("sim/gossip-sim") + " run --topology " + topo +
-                                    " --nodes " + std::to_string(n) + " --config " + cfg +
-                                    " --replay-push-sum " + ckpt + " --quiet --dump-params " +
-                                    dir.path + "/sim");
+  const Run sim =
+      run_shell_capture(bin("sim/gossip-sim") + " run --topology " + topo + " --nodes " +
+                        std::to_string(n) + " --config " + cfg + " --replay-push-sum " + ckpt +
+                        " --quiet --dump-params " + dir.path + "/sim");
   INFO(sim.out);
   REQUIRE(sim.code == 0);
   for (int i = 0; i < n; ++i) {

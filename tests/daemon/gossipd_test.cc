@@ -396,7 +396,7 @@ TEST_CASE("SIGTERM to the launcher is forwarded: every node checkpoints and exit
 
 TEST_CASE(
     "gossipd evaluate: one node's final parameters score what that node measured, all of them "
-    "what the launcher printed; a file of the wrong size is exit 2 naming it") {
+    "what the launcher printed, and a file of the wrong size is exit 2 naming it") {
   const int n = 4;
   TempDir dir;
   const std::string topo = write_topology(dir.path, "RING", n);

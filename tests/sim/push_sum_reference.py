@@ -6,7 +6,8 @@ A schedule is, for each node i, consumed[i][t] (the messages (j, s) node i mixes
 t, sorted) and drained[i] (those it mixes after its last iteration). The reference keeps the
 numerator x_i = w_i z_i and the weight w_i, and at node i's iteration t
 
-    x_i <- p_ii(t) x_i + sum_(j,s) p_ij(s) x_j^s - gamma u_i,   w_i <- p_ii(t) w_i + sum p_ij(s) w_j^s
+    w_i <- p_ii(t) w_i + sum p_ij(s) w_j^s,   x_i <- p_ii(t) x_i + sum_(j,s) p_ij(s) x_j^s - gamma w_i u_i
+    (the step on the de-biased parameters z = x / w; p_ii = 1 and empty messages once i is alone)
 
 with u_i = z_i - b_i (node i's loss 1/2 |z - b_i|^2, its gradient at z_i = x_i / w_i); the drain
 the same with p_ii = 1 and no step. p_ij(s) = 1 / (1 + |out-neighbours of j at s|).
@@ -111,18 +112,47 @@ def causal_order(n, T, consumed, drained):
     return order
 
 
+def last_send(topo, j, i, T):
+    """The last iteration s < T at which j sends to i, or -1."""
+    return next((s for s in range(T - 1, -1, -1) if j in topo.in_neighbours(i, s)), -1)
+
+
+def alone_from(topo, T, consumed, i):
+    """The first iteration at which node i is alone: it took every in-neighbour's last message on
+    an earlier line (T when one comes only in the drain or never)."""
+    senders = {j for t in range(T) for j in topo.in_neighbours(i, t)}
+    if not senders:
+        return T
+    at = 0
+    for j in senders:
+        s = last_send(topo, j, i, T)
+        if s < 0:
+            continue
+        line = next((t for t in range(T) if (j, s) in consumed[i][t]), None)
+        at = max(at, T if line is None else min(T, line + 1))
+    return at
+
+
+def empties(topo, T, consumed, drained):
+    """Every message (j, s) sent while j was alone: it carries no mass and is not mixed."""
+    alone = [alone_from(topo, T, consumed, i) for i in range(topo.n)]
+    return {(j, s) for i in range(topo.n) for line in consumed[i] + [drained[i]]
+            for j, s in line if s >= alone[j]}, alone
+
+
 def float32_weights(topo, T, consumed, drained):
     """w_i^final as gossipd keeps it: each new weight summed in float64 over the row (own entry at
     its place by node id) and rounded to float32 (topology::push_sum_mix), for the weight lines."""
     n = topo.n
+    empty, alone = empties(topo, T, consumed, drained)
     w = {(i, 0): np.float32(1) for i in range(n)}
     final = [None] * n
     for i, t in causal_order(n, T, consumed, drained):
-        msgs = consumed[i][t] if t < T else drained[i]
+        msgs = [m for m in (consumed[i][t] if t < T else drained[i]) if m not in empty]
         if t == T and not msgs:
             final[i] = w[(i, T)]
             continue
-        own = (i, topo.p(i, t) if t < T else 1.0, w[(i, t)])
+        own = (i, topo.p(i, t) if t < T and t < alone[i] else 1.0, w[(i, t)])
         row = [(j, topo.p(j, s), w[(j, s)]) for j, s in msgs]
         k = next((k for k, (j, _, _) in enumerate(row) if j > i), len(row))
         row.insert(k, own)
@@ -139,31 +169,31 @@ def float32_weights(topo, T, consumed, drained):
 def numerator_reference(topo, T, consumed, drained, z0, b, gamma):
     """The float64 numerator-form recursion (module docstring): the final z_i = x_i / w_i and w_i."""
     n = topo.n
+    empty, alone = empties(topo, T, consumed, drained)
     x = {(i, 0): np.array(z0[i], dtype=np.float64) for i in range(n)}
     w = {(i, 0): 1.0 for i in range(n)}
     for i, t in causal_order(n, T, consumed, drained):
-        msgs = consumed[i][t] if t < T else drained[i]
-        if t < T:
-            z = x[(i, t)] / w[(i, t)]
-            p_own, step = topo.p(i, t), gamma * (z - b[i])
-        else:
-            p_own, step = 1.0, 0.0
-        xi = p_own * x[(i, t)] - step
+        msgs = [m for m in (consumed[i][t] if t < T else drained[i]) if m not in empty]
+        p_own = topo.p(i, t) if t < T and t < alone[i] else 1.0
+        xi = p_own * x[(i, t)]
         wi = p_own * w[(i, t)]
         for j, s in msgs:
             xi = xi + topo.p(j, s) * x[(j, s)]
             wi += topo.p(j, s) * w[(j, s)]
+        if t < T:  # the step on the de-biased parameters: the numerator moves by gamma w' u
+            xi = xi - gamma * wi * (x[(i, t)] / w[(i, t)] - b[i])
         x[(i, t + 1)], w[(i, t + 1)] = xi, wi
     z = np.array([x[(i, T + 1)] / w[(i, T + 1)] for i in range(n)])
     return z, np.array([w[(i, T + 1)] for i in range(n)])
 
 
-def write_logs(directory, n, T, consumed, drained, weights, staleness=3, header=None):
+def write_logs(directory, n, T, consumed, drained, weights, staleness=3, header=None, topo=None):
     """gossipd's push_sum_order.tsv of every node; `header(i)` replaces node i's header line."""
     for i in range(n):
         d = os.path.join(directory, f"node-{i}")
         os.makedirs(d, exist_ok=True)
-        entries = lambda msgs: " ".join(f"{j}:{s}" for j, s in msgs)
+        empty, _ = empties(topo, T, consumed, drained) if topo else (set(), None)
+        entries = lambda msgs: " ".join(f"{j}:{s}" + ("e" if (j, s) in empty else "") for j, s in msgs)
         lines = [header(i) if header else
                  f"# gossip-sgd push-sum order 1 node {i} nodes {n} start 0 total {T} staleness {staleness}"]
         lines += [f"{t}\t{entries(consumed[i][t])}" for t in range(T)]
@@ -196,7 +226,7 @@ def main(argv):
     b = (3 * rng.normal(size=(n, d))).astype(np.float32).astype(np.float64)
     z, w = numerator_reference(topo, T, consumed, drained, z0, b, gamma)
     write_logs(os.path.join(directory, "logs"), n, T, consumed, drained,
-               float32_weights(topo, T, consumed, drained))
+               float32_weights(topo, T, consumed, drained), topo=topo)
     for name, a in (("z0", z0), ("b", b), ("z", z), ("w", w)):
         np.ascontiguousarray(a, dtype=np.float64).tofile(os.path.join(directory, name + ".f64"))
 
