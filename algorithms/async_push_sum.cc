@@ -76,6 +76,10 @@ Result<std::uint64_t> AsyncPushSum::start(std::uint64_t start, bool /*rejoining*
   services_ = &services;
   start_ = start;
   total_ = total;
+  for (const auto& [o, seq] : out_seq_) {
+    last_out_[o] =
+        topology::push_sum_last_send(topology_, self_, o, static_cast<std::int64_t>(total));
+  }
   for (Inflow& in : inflows_) {
     in.last_send =
         topology::push_sum_last_send(topology_, in.peer, self_, static_cast<std::int64_t>(total));
@@ -192,6 +196,7 @@ void AsyncPushSum::send(Sent& sent, std::span<const int> to) {
   for (int o : to) {
     const std::uint64_t seq = out_seq_[o]++;
     sent.pending.push_back(exchange_.begin(seq, sent.message, std::span<const int>(&o, 1), {}));
+    latest_send_[o] = sent.pending.back().get();
   }
 }
 
@@ -213,6 +218,9 @@ std::optional<IterationEnd> AsyncPushSum::retire_sends(std::size_t keep) {
     }
     if (!done) {
       waited_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    for (const auto& p : oldest.pending) {
+      std::erase_if(latest_send_, [&](const auto& entry) { return entry.second == p.get(); });
     }
     spare_.push_back(std::move(oldest.message));
     sent_.pop_front();
@@ -261,12 +269,16 @@ void AsyncPushSum::sort_taken() {
   });
 }
 
-void AsyncPushSum::log_taken(const std::string& label) {
+void AsyncPushSum::log_taken(const std::string& label, std::span<const int> kept) {
   if (!log_.is_open()) return;
   log_ << label << '\t';
   for (std::size_t k = 0; k < taken_.size(); ++k) {
     log_ << (k ? " " : "") << taken_[k].peer << ':' << taken_[k].iteration
          << (taken_[k].empty ? "e" : "");
+  }
+  if (!kept.empty()) {
+    log_ << "\tkept";
+    for (int o : kept) log_ << ' ' << o;
   }
   log_ << '\n';
 }
@@ -287,6 +299,19 @@ daemon::IterationOutcome AsyncPushSum::iterate(std::uint64_t t, daemon::LocalSte
   // push until it underflows; its steps stay in its own z.
   const bool alone = !inflows_.empty() && std::all_of(inflows_.begin(), inflows_.end(),
                                                       [](const Inflow& in) { return in.finished; });
+  // An out-neighbour still reading our previous message (a slow node) is skipped: its share stays
+  // here (column-stochastic still: the own entry takes it), so a slow reader neither holds up this
+  // node's sends nor gets a backlog. Never its last message, which it waits for.
+  std::vector<int> kept;
+  if (!alone) {
+    std::erase_if(to, [&](int o) {
+      const auto it = latest_send_.find(o);
+      const bool busy = it != latest_send_.end() && !it->second->done() && time != last_out_.at(o);
+      if (busy) kept.push_back(o);
+      return busy;
+    });
+  }
+  std::sort(kept.begin(), kept.end());
   if (!to.empty()) {
     Sent sent;
     if (spare_.empty()) {
@@ -323,9 +348,10 @@ daemon::IterationOutcome AsyncPushSum::iterate(std::uint64_t t, daemon::LocalSte
   // 4. The mix with the step.
   daemon::IterationStats stats;
   stats.lr = step.direction(buffers.x(), buffers.update(), t);
-  mix(alone ? 1.0 : row_entry(topology_, self_, self_, time), static_cast<float>(stats.lr),
-      step.has_update(), buffers);
-  log_taken(std::to_string(t));
+  double self_p = alone ? 1.0 : row_entry(topology_, self_, self_, time);
+  for (int o : kept) self_p += row_entry(topology_, o, self_, time);
+  mix(self_p, static_cast<float>(stats.lr), step.has_update(), buffers);
+  log_taken(std::to_string(t), kept);
   for (Taken& m : taken_) {
     if (!m.empty) spare_.push_back(std::move(m.buffer));
   }

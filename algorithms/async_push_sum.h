@@ -7,7 +7,9 @@
 //
 // Node i, its iteration t (state z_i^t, the driver's buffers, and the weight w_i^t):
 //   1. send (z_i^t, w_i^t, t) to each o ∈ N_out(i, t), without waiting: at most τ + 1 iterations'
-//      messages are in flight (the oldest is waited for beyond that);
+//      messages are in flight (the oldest is waited for beyond that). An out-neighbour still
+//      reading the previous message to it is skipped and its share p_oi(t) added to the own entry
+//      (logged as "kept o"), except at the last iteration that sends to it;
 //   2. the local step's gradient at z_i^t;
 //   3. take every message that has arrived, in order per in-neighbour j (several, or none); if i
 //      has run τ iterations without one from j (and j has more to send), wait for j's next;
@@ -30,7 +32,8 @@
 // it: the last s < T at which j sends to it (topology::push_sum_last_send).
 //
 // Each iteration's messages, as mixed, are logged to <node checkpoint dir>/push_sum_order.tsv
-// ("t<TAB>j:s j:s ...", an empty message as "j:se", then "end<TAB>..." and "weight<TAB>%a"),
+// ("t<TAB>j:s j:s ...[<TAB>kept o ...]", an empty message as "j:se", then "end<TAB>..." and
+// "weight<TAB>%a"),
 // which `gossip-sim run
 // --replay-push-sum` replays bit for bit.
 //
@@ -128,7 +131,8 @@ class AsyncPushSum final : public daemon::Algorithm {
   void mix(double self_p, std::optional<float> gamma, bool with_update,
            daemon::ParameterBuffers& buffers);
   void sort_taken();  // by (peer, iteration): the row's order
-  void log_taken(const std::string& label);
+  // One line of the order log: the messages taken, and the out-neighbours skipped (kept).
+  void log_taken(const std::string& label, std::span<const int> kept = {});
   daemon::SteadyTime deadline() const;
 
   const int self_;
@@ -141,9 +145,11 @@ class AsyncPushSum final : public daemon::Algorithm {
   daemon::RunServices* services_ = nullptr;
   std::uint64_t start_ = 0, total_ = 0;
   float weight_ = 1.0f;
-  std::deque<Inflow> inflows_;             // by increasing peer id (a deque: Inflow is move-only)
-  std::map<int, std::uint64_t> out_seq_;   // the next seq to each out-neighbour
-  std::deque<Sent> sent_;                  // oldest first
+  std::deque<Inflow> inflows_;            // by increasing peer id (a deque: Inflow is move-only)
+  std::map<int, std::uint64_t> out_seq_;  // the next seq to each out-neighbour
+  std::deque<Sent> sent_;                 // oldest first
+  std::map<int, daemon::PendingExchange*> latest_send_;  // the last send to each out-neighbour
+  std::map<int, std::int64_t> last_out_;   // our last iteration that sends to each out-neighbour
   std::vector<Taken> taken_;               // sorted by (peer, iteration) before a mix
   std::vector<std::vector<float>> spare_;  // buffers to reuse
   std::ofstream log_;

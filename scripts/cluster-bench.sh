@@ -6,7 +6,7 @@
 # after warm-up iterations), gossip-sim's prediction for the same training config, topology and
 # link (`gossip-sim run --config`), and the relative error, and appends a row to a CSV.
 #
-#   scripts/cluster-bench.sh [--quick] [--rounds] [--straggler] [--build DIR] [--out DIR] [--no-curves] [--only REGEX]
+#   scripts/cluster-bench.sh [--quick] [--rounds] [--straggler [--staleness N]] [--build DIR] [--out DIR] [--no-curves] [--only REGEX]
 #                            [--delays "0 5"]          (added one-way delays in ms, every host's egress)
 #                            [--sysctl KEY=VALUE]...   (set in every host, e.g. net.ipv4.tcp_congestion_control=reno)
 #                            (the grid in docs/cluster.md uses that one, for Gloo and gossipd alike;
@@ -88,6 +88,10 @@ out=""
 only=""
 sysctls=()
 sets=()
+# --staleness: push_sum_async's. The slow node's messages reach a neighbour every 3 of its
+# iterations on the one-peer exponential graph of 8, 12 of a 4x faster node's (more when a CPU
+# quota stops it for most of a period).
+staleness=16
 delays="0 5"
 usage_error() {
   echo "cluster-bench.sh: $1 (see --help)" >&2
@@ -100,7 +104,7 @@ while (($#)); do
     --rounds) rounds=1; shift; continue ;;
     --straggler) straggler=1; shift; continue ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;;
-    --build | --out | --only | --sysctl | --delays | --set)
+    --build | --out | --only | --sysctl | --delays | --set | --staleness)
       (($# >= 2)) || usage_error "$1 needs a value"
       [[ -n $2 ]] || usage_error "$1: empty value" ;;
     *) usage_error "unknown argument '$1'" ;;
@@ -118,6 +122,9 @@ while (($#)); do
       [[ $2 =~ ^[A-Za-z0-9_./-]+=.+$ ]] || usage_error "--sysctl: '$2' is not KEY=VALUE (e.g. net.ipv4.tcp_congestion_control=reno)"
       sysctls+=("$2") ;;
     --delays) delays=${2//,/ } ;;
+    --staleness)
+      [[ $2 =~ ^[1-9][0-9]*$ ]] || usage_error "--staleness: '$2' is not an integer >= 1"
+      staleness=$2 ;;
     --set)
       [[ $2 =~ ^[A-Za-z0-9_.]+=.*$ ]] || usage_error "--set: '$2' is not FIELD=VALUE (e.g. fault.policy=FAIL_STOP)"
       sets+=(--set "$2") ;;
@@ -221,9 +228,7 @@ cpu_share=$("$py" -c "print('%.4f' % min(1.0, $(nproc) / $nodes))")
 } | tee "$out/calibration.txt"
 
 # --straggler's slow host (empty: none): its node id, its egress rate, the cgroup its gossipd runs in.
-# The staleness of its asynchronous push-sum points: the slow node's messages reach a neighbour
-# every 3 of its iterations on the one-peer exponential graph of 8 nodes, 12 of a 4x faster node's.
-slow_node=3 slow_rate="" slow_cgroup="" staleness=16
+slow_node=3 slow_rate="" slow_cgroup=""
 
 # ---- configs
 write_config() {  # FILE HIDDEN... ; iterations and eval come from --set at run time

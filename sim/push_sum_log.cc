@@ -261,15 +261,6 @@ Status check_against_topology(PushSumOrder& log, const topology::Topology& topol
     const auto at = seen.find(std::pair(j, last));
     log.alone_from = std::max(log.alone_from, at == seen.end() ? T : std::min(T, at->second + 1));
   }
-  for (std::int64_t s = 0; s < T; ++s) {
-    for (const auto& [j, p] : topology::push_sum_row(topology, i, s)) {
-      if (j == i || seen.contains(std::pair(j, s))) continue;
-      return invalid_argument(where(log, T, T) + ": node " + std::to_string(j) + "'s message " +
-                              name({j, s}) + " to node " + std::to_string(i) +
-                              " is consumed nowhere; every message sent is consumed once (at the "
-                              "latest on the end line), or the weights lose mass");
-    }
-  }
   return Status::ok();
 }
 
@@ -288,11 +279,30 @@ Result<PushSumOrder> parse_push_sum_order(const std::string& text, const std::st
   log.consumed.reserve(static_cast<std::size_t>(T));
   for (std::int64_t t = 0; t <= T; ++t) {
     const int line = PushSumOrder::line_of(t);
-    GOSSIP_ASSIGN_OR_RETURN(const std::string_view rest,
+    GOSSIP_ASSIGN_OR_RETURN(std::string_view rest,
                             keyed(lines, line, t < T ? std::to_string(t) : "end", path));
+    std::vector<int> kept;
+    if (const std::size_t tab = rest.find('\t'); tab != std::string_view::npos) {
+      const std::string_view field = rest.substr(tab + 1);
+      rest = rest.substr(0, tab);
+      const std::vector<std::string_view> words = split(field, ' ');
+      if (t == T || words.size() < 2 || words[0] != "kept") {
+        return at(path, line, quoted(field) + ": expected 'kept <node> ...' after the entries");
+      }
+      for (std::size_t k = 1; k < words.size(); ++k) {
+        std::int64_t o = -1;
+        if (!whole(words[k], o) || o >= num_nodes || o == node ||
+            (!kept.empty() && o <= kept.back())) {
+          return at(path, line,
+                    quoted(words[k]) + ": expected a node id other than this node's, increasing");
+        }
+        kept.push_back(static_cast<int>(o));
+      }
+    }
     GOSSIP_ASSIGN_OR_RETURN(auto entries,
                             parse_entries(rest, path, line, node, num_nodes, iterations));
     if (t < T) {
+      log.kept.push_back(std::move(kept));
       log.consumed.push_back(std::move(entries));
     } else {
       log.drained = std::move(entries);
@@ -341,6 +351,50 @@ Result<PushSumLogs> read_push_sum_logs(const std::string& dir, const topology::T
     }
     GOSSIP_RETURN_IF_ERROR(check_against_topology(log, topology, iterations));
     out.logs.push_back(std::move(log));
+  }
+  // Kept out-neighbours are out-neighbours at t, never at the sender's last iteration to them;
+  // every message sent is consumed once, and none that was kept.
+  for (const PushSumOrder& log : out.logs) {
+    const int i = log.node;
+    std::set<std::pair<int, std::int64_t>> taken;
+    for (std::int64_t t = 0; t <= iterations; ++t) {
+      for (const PushSumMessage& m :
+           t < iterations ? log.consumed[static_cast<std::size_t>(t)] : log.drained) {
+        taken.emplace(m.node, m.iteration);
+      }
+    }
+    for (std::int64_t t = 0; t < iterations; ++t) {
+      for (const int o : log.kept[static_cast<std::size_t>(t)]) {
+        const auto row = topology::push_sum_row(topology, o, t);
+        if (std::none_of(row.begin(), row.end(), [&](const auto& e) { return e.first == i; }) ||
+            t == topology::push_sum_last_send(topology, i, o, iterations)) {
+          return invalid_argument(where(log, t, iterations) + ": kept " + std::to_string(o) +
+                                  ": not an out-neighbour at this iteration, or the last "
+                                  "iteration that sends to it (never kept)");
+        }
+      }
+    }
+    for (std::int64_t s = 0; s < iterations; ++s) {
+      for (const auto& [j, p] : topology::push_sum_row(topology, i, s)) {
+        if (j == i) continue;
+        const std::vector<int>& by_j =
+            out.logs[static_cast<std::size_t>(j)].kept[static_cast<std::size_t>(s)];
+        const bool kept = std::binary_search(by_j.begin(), by_j.end(), i);
+        const bool seen = taken.contains(std::pair(j, s));
+        if (kept && seen) {
+          return invalid_argument(log.path + ": " + name({j, s}) + " is taken, but node " +
+                                  std::to_string(j) + " kept that share (" +
+                                  out.logs[static_cast<std::size_t>(j)].path + ")");
+        }
+        if (!kept && !seen) {
+          return invalid_argument(where(log, iterations, iterations) + ": node " +
+                                  std::to_string(j) + "'s message " + name({j, s}) + " to node " +
+                                  std::to_string(i) +
+                                  " is consumed nowhere; every message sent is consumed once (at "
+                                  "the latest on the end line), or the weights lose mass");
+        }
+      }
+    }
   }
   GOSSIP_ASSIGN_OR_RETURN(out.order, causal_order(out.logs, iterations));
   // A message is empty exactly when its sender was alone at its iteration.

@@ -8,6 +8,7 @@
 //                                consumed at its iteration t ((j, s): node j's message of its
 //                                iteration s; "j:se" an empty one), sorted by j then s; may be
 //                                empty
+//                                a third field "kept o o ...": the out-neighbours it skipped at t
 //   end\t<j>:<s> ...             L_end, consumed after the last iteration (the drain)
 //   weight\t<w_i^final, %a>
 //
@@ -42,7 +43,10 @@ struct PushSumOrder {
   int staleness = 1;
   std::vector<std::vector<PushSumMessage>> consumed;  // L_t, t = 0 .. T−1
   std::vector<PushSumMessage> drained;                // L_end
-  float weight = 1;                                   // w_i^final as the node ended
+  // kept[t]: the out-neighbours node i skipped at t ("<TAB>kept o ..."): their share p_oi(t) went
+  // to its own entry, and no message (i, t) went to them.
+  std::vector<std::vector<int>> kept;
+  float weight = 1;  // w_i^final as the node ended
   // The first iteration at which the node is alone (it took every in-neighbour's last message on
   // an earlier line): its own entry is 1 and its messages are empty from there; T if never.
   std::int64_t alone_from = 0;

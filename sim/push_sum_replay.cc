@@ -44,8 +44,9 @@ std::string hex(float w) {
 // messages `taken`, as push_sum_replay.h states it; `sent(m)` is the state message m carries.
 template <typename Sent>
 State mix_step(const topology::Topology& topology, int i, std::int64_t t, bool drain, bool alone,
-               const State& own, const std::vector<PushSumMessage>& taken, const Sent& sent,
-               sgd::Backend& backend, const LocalStepFn& step) {
+               const std::vector<int>& kept, const State& own,
+               const std::vector<PushSumMessage>& taken, const Sent& sent, sgd::Backend& backend,
+               const LocalStepFn& step) {
   const bool any_mass =
       std::any_of(taken.begin(), taken.end(), [](const PushSumMessage& m) { return !m.empty; });
   if (drain && !any_mass) return own;  // nothing with mass was in flight: z and w stay
@@ -59,7 +60,11 @@ State mix_step(const topology::Topology& topology, int i, std::int64_t t, bool d
     xs.push_back(state.z.data());
   };
   const auto add_own = [&] {
-    add(i, drain || alone ? 1.0 : push_sum_entry(topology, i, i, t), own);
+    double p = drain || alone ? 1.0 : push_sum_entry(topology, i, i, t);
+    if (!drain && !alone) {
+      for (const int o : kept) p += push_sum_entry(topology, o, i, t);  // skipped: stays here
+    }
+    add(i, p, own);
   };
   bool own_added = false;
   for (const PushSumMessage& m : taken) {
@@ -128,6 +133,7 @@ Result<PushSumReplayed> replay_push_sum(const PushSumLogs& logs, const topology:
         drain ? logs.logs[i].drained : logs.logs[i].consumed[slot(t)];
     states[i][slot(t + 1)] =
         std::make_unique<State>(mix_step(topology, i, t, drain, t >= logs.logs[i].alone_from,
+                                         drain ? std::vector<int>() : logs.logs[i].kept[slot(t)],
                                          *states[i][slot(t)], taken, sent, backend, step));
     read(i, t);
     for (const PushSumMessage& m : taken) read(m.node, m.iteration);
