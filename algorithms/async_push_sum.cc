@@ -37,11 +37,12 @@ double row_entry(const topology::Topology& topology, int i, int j, std::int64_t 
 }  // namespace
 
 std::uint64_t AsyncPushSum::buffer_bytes(std::uint64_t tau, std::uint64_t senders,
-                                         std::uint64_t num_params) {
+                                         std::uint64_t receivers, std::uint64_t num_params) {
   // Saturating: a τ near 2^32 with a large model must not wrap to a small figure.
-  const long double bytes = static_cast<long double>(tau + 1) *
-                            static_cast<long double>(senders + 1) *
-                            static_cast<long double>(message_floats(num_params)) * sizeof(float);
+  const long double messages =
+      static_cast<long double>(tau + 1) * static_cast<long double>(senders) + 2.0L * receivers;
+  const long double bytes =
+      messages * static_cast<long double>(message_floats(num_params)) * sizeof(float);
   return bytes >= 1.8e19L ? UINT64_MAX : static_cast<std::uint64_t>(bytes);
 }
 
@@ -201,13 +202,21 @@ void AsyncPushSum::send(Sent& sent, std::span<const int> to) {
 }
 
 std::optional<IterationEnd> AsyncPushSum::retire_sends(std::size_t keep) {
-  while (!sent_.empty()) {
-    Sent& oldest = sent_.front();
-    const bool done = std::all_of(oldest.pending.begin(), oldest.pending.end(),
-                                  [](const auto& p) { return p->done(); });
-    if (!done && sent_.size() <= keep) break;
+  // A finished message is retired wherever it is in the queue: one still reading (a slow
+  // out-neighbour) must not hold up the others' buffers.
+  const auto finished = [](const Sent& sent) {
+    return std::all_of(sent.pending.begin(), sent.pending.end(),
+                       [](const auto& p) { return p->done(); });
+  };
+  for (auto it = sent_.begin(); it != sent_.end() || sent_.size() > keep;) {
+    if (it == sent_.end()) it = sent_.begin();  // more than `keep` left: wait for the oldest
+    const bool done = finished(*it);
+    if (!done && sent_.size() <= keep) {
+      ++it;
+      continue;
+    }
     const auto start = std::chrono::steady_clock::now();
-    for (const auto& p : oldest.pending) {
+    for (const auto& p : it->pending) {
       const std::vector<daemon::NeighbourFailure> failures = p->wait(
           deadline(), [this] { return services_->interrupted(); },
           [this](int peer) { return exchange_.link_up(peer); });
@@ -219,11 +228,11 @@ std::optional<IterationEnd> AsyncPushSum::retire_sends(std::size_t keep) {
     if (!done) {
       waited_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
-    for (const auto& p : oldest.pending) {
+    for (const auto& p : it->pending) {
       std::erase_if(latest_send_, [&](const auto& entry) { return entry.second == p.get(); });
     }
-    spare_.push_back(std::move(oldest.message));
-    sent_.pop_front();
+    spare_.push_back(std::move(it->message));
+    it = sent_.erase(it);
   }
   return std::nullopt;
 }
@@ -289,9 +298,10 @@ daemon::IterationOutcome AsyncPushSum::iterate(std::uint64_t t, daemon::LocalSte
   const auto time = static_cast<std::int64_t>(t);
   waited_s_ = 0;
   const std::int64_t t0 = clock.monotonic_ns();
-  // 1. Our message to this iteration's out-neighbours, without waiting for the earlier ones
-  // unless τ + 1 are still in flight.
-  if (std::optional<IterationEnd> end = retire_sends(tau_)) return *end;
+  // 1. Our message to this iteration's out-neighbours, without waiting for the earlier ones:
+  // skipping an out-neighbour still reading (below) leaves at most two unfinished messages to each,
+  // so the queue stays short without a bound of its own.
+  if (std::optional<IterationEnd> end = retire_sends(SIZE_MAX)) return *end;
   std::vector<int> to;
   for (const topology::Neighbor& nb : topology_.out_neighbors(self_, time)) to.push_back(nb.node);
   // Alone: every in-neighbour has sent its last message to this node, so no mass comes back.

@@ -6,8 +6,7 @@
 // whatever arrives when (docs/design.md §1, "Bounded staleness").
 //
 // Node i, its iteration t (state z_i^t, the driver's buffers, and the weight w_i^t):
-//   1. send (z_i^t, w_i^t, t) to each o ∈ N_out(i, t), without waiting: at most τ + 1 iterations'
-//      messages are in flight (the oldest is waited for beyond that). An out-neighbour still
+//   1. send (z_i^t, w_i^t, t) to each o ∈ N_out(i, t), without waiting. An out-neighbour still
 //      reading the previous message to it is skipped and its share p_oi(t) added to the own entry
 //      (logged as "kept o"), except at the last iteration that sends to it;
 //   2. the local step's gradient at z_i^t;
@@ -66,10 +65,11 @@ class AsyncPushSum final : public daemon::Algorithm {
   static std::uint64_t message_floats(std::uint64_t num_params) {
     return num_params + kHeaderFloats;
   }
-  // Bytes of message buffers a node holds at staleness τ with `senders` in-neighbours over the
-  // topology's period: τ + 1 posted receives per in-neighbour and τ + 1 messages in flight.
+  // Bytes of message buffers a node holds at staleness τ with `senders` in-neighbours and
+  // `receivers` out-neighbours over the topology's period: τ + 1 posted receives per in-neighbour,
+  // at most two unfinished sends per out-neighbour.
   static std::uint64_t buffer_bytes(std::uint64_t tau, std::uint64_t senders,
-                                    std::uint64_t num_params);
+                                    std::uint64_t receivers, std::uint64_t num_params);
 
   // Node `node` of `topology` under `config` (staleness ≥ 1), over `exchange`; the order log goes
   // to `log_dir`/push_sum_order.tsv ("" for none). All borrowed for the run.
@@ -125,7 +125,8 @@ class AsyncPushSum final : public daemon::Algorithm {
   std::optional<daemon::IterationEnd> wait_next(Inflow& in, std::int64_t t);
   // Sends `message` (already filled) to `to`, one tag per edge.
   void send(Sent& sent, std::span<const int> to);
-  // Retires finished sends; with `keep` ≥ 0 waits for the oldest until at most `keep` remain.
+  // Retires finished sends (anywhere in the queue), then waits for the oldest until at most `keep`
+  // remain.
   std::optional<daemon::IterationEnd> retire_sends(std::size_t keep);
   // Mixes the taken messages with the own term `self_p` (and the step when `gamma` is set).
   void mix(double self_p, std::optional<float> gamma, bool with_update,

@@ -162,20 +162,22 @@ Status check_staleness(const config::TrainConfig& config, const topology::Topolo
         std::to_string(gap) + ", or to 0 for lock step");
   }
   const std::uint64_t senders = Neighbourhood::senders(topology, options.node).size();
-  const std::uint64_t bytes = AsyncPushSum::buffer_bytes(tau, senders, options.num_params);
+  const std::uint64_t receivers = Neighbourhood::receivers(topology, options.node).size();
+  const std::uint64_t bytes =
+      AsyncPushSum::buffer_bytes(tau, senders, receivers, options.num_params);
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
   const std::uint64_t memory =
       pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
                             : 0;
   if (memory > 0 && bytes > memory / 2) {
-    return invalid_argument("staleness: " + std::to_string(tau) + " needs " +
-                            std::to_string(bytes >> 20) + " MiB of message buffers at node " +
-                            std::to_string(options.node) + " (τ + 1 receives from each of its " +
-                            std::to_string(senders) +
-                            " in-neighbours and τ + 1 messages in flight, " +
-                            std::to_string(AsyncPushSum::message_floats(options.num_params)) +
-                            " floats each), more than half of this machine's " +
-                            std::to_string(memory >> 20) + " MiB: lower staleness");
+    return invalid_argument(
+        "staleness: " + std::to_string(tau) + " needs " + std::to_string(bytes >> 20) +
+        " MiB of message buffers at node " + std::to_string(options.node) +
+        " (τ + 1 receives from each of its " + std::to_string(senders) +
+        " in-neighbours and up to two sends to each of its " + std::to_string(receivers) +
+        " out-neighbours, " + std::to_string(AsyncPushSum::message_floats(options.num_params)) +
+        " floats each), more than half of this machine's " + std::to_string(memory >> 20) +
+        " MiB: lower staleness");
   }
   return Status::ok();
 }
