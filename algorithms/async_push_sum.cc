@@ -85,6 +85,7 @@ Result<std::uint64_t> AsyncPushSum::start(std::uint64_t start, bool /*rejoining*
     in.last_send =
         topology::push_sum_last_send(topology_, in.peer, self_, static_cast<std::int64_t>(total));
     in.finished = in.last_send < 0;
+    in.exhausted = in.finished;
     in.heard = static_cast<std::int64_t>(start);
     post(in);
   }
@@ -161,10 +162,13 @@ std::optional<IterationEnd> AsyncPushSum::take_arrived(Inflow& in, std::int64_t 
       return fail("message " + std::to_string(p.seq) + " from " + from + " is unusable: " + bad);
     }
     in.heard = t;
+    // An empty message: its sender is alone and sends no mass from now on.
+    if (empty) in.exhausted = true;
     if (s == in.last_send) {
       // Nothing more comes from j: the receives posted past its last message are abandoned (they
       // would fail when j ends and closes the link).
       in.finished = true;
+      in.exhausted = true;
       for (Posted& rest : in.posted) rest.pending.reset();
       in.posted.clear();
     }
@@ -304,11 +308,13 @@ daemon::IterationOutcome AsyncPushSum::iterate(std::uint64_t t, daemon::LocalSte
   if (std::optional<IterationEnd> end = retire_sends(SIZE_MAX)) return *end;
   std::vector<int> to;
   for (const topology::Neighbor& nb : topology_.out_neighbors(self_, time)) to.push_back(nb.node);
-  // Alone: every in-neighbour has sent its last message to this node, so no mass comes back.
-  // The node then keeps its mass (its messages are empty) instead of halving its weight at every
-  // push until it underflows; its steps stay in its own z.
-  const bool alone = !inflows_.empty() && std::all_of(inflows_.begin(), inflows_.end(),
-                                                      [](const Inflow& in) { return in.finished; });
+  // Alone: every in-neighbour has sent its last message to this node or is alone itself (it sent
+  // an empty message), so no mass comes back. The node then keeps its mass (its messages are
+  // empty) instead of halving its weight at every push until it underflows; its steps stay in its
+  // own z.
+  const bool alone =
+      !inflows_.empty() &&
+      std::all_of(inflows_.begin(), inflows_.end(), [](const Inflow& in) { return in.exhausted; });
   // An out-neighbour still reading our previous message (a slow node) is skipped: its share stays
   // here (column-stochastic still: the own entry takes it), so a slow reader neither holds up this
   // node's sends nor gets a backlog. Never its last message, which it waits for.

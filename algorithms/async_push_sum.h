@@ -17,11 +17,11 @@
 //      z_i^t; z_i^{t+1} = Σ_k c_k z_k − γ_t u_t in one fused pass (the step on the de-biased
 //      parameters, not scaled by 1 / w_i^{t+1} as in lock step: a node that pushed for several
 //      iterations without taking a message holds a small weight).
-// A node alone (every in-neighbour has sent it its last message) keeps its mass: its messages are
-// empty (flag kEmpty) and its own entry is 1, so a slow node that runs on after its neighbours
-// ended does not halve its weight at every iteration until it underflows.
-// After its last iteration the node drains: it takes every message still due to it and mixes it in
-// (own weight 1, no step), so no mass is in flight when the run ends and Σ_i w_i = n.
+// A node alone (every in-neighbour has sent it its last message, or an empty one) keeps its mass:
+// its messages are empty (flag kEmpty) and its own entry is 1, so a slow node that runs on after
+// its neighbours ended does not halve its weight at every iteration until it underflows. After its
+// last iteration the node drains: it takes every message still due to it and mixes it in (own
+// weight 1, no step), so no mass is in flight when the run ends and Σ_i w_i = n.
 //
 // Messages on one edge are numbered 0, 1, 2, ... in the order sent (the transport's tag), so a
 // receiver posts its next receives without knowing the sender's clock. A message is the
@@ -101,6 +101,7 @@ class AsyncPushSum final : public daemon::Algorithm {
     std::int64_t last_send = -1;  // j's last iteration that sends here (-1: none)
     std::int64_t heard = 0;       // this node's iteration when it last took a message from j
     bool finished = false;        // j's last message is taken
+    bool exhausted = false;       // ... or an empty one: no more mass comes from j
   };
   struct Taken {  // a message taken for the next mix
     int peer = -1;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <deque>
+#include <map>
 #include <set>
 #include <string_view>
 #include <unordered_map>
@@ -255,11 +256,20 @@ Status check_against_topology(PushSumOrder& log, const topology::Topology& topol
     }
   }
   log.alone_from = senders.empty() ? T : 0;
+  // j is exhausted from the line that took its last message or its first empty one (it was alone).
+  std::map<int, std::int64_t> exhausted;
+  for (std::int64_t t = 0; t < T; ++t) {
+    for (const PushSumMessage& m : log.consumed[static_cast<std::size_t>(t)]) {
+      if (m.empty || m.iteration == topology::push_sum_last_send(topology, m.node, i, T)) {
+        exhausted.emplace(m.node, t);
+      }
+    }
+  }
   for (const int j : senders) {
-    const std::int64_t last = topology::push_sum_last_send(topology, j, i, T);
-    if (last < 0) continue;
-    const auto at = seen.find(std::pair(j, last));
-    log.alone_from = std::max(log.alone_from, at == seen.end() ? T : std::min(T, at->second + 1));
+    if (topology::push_sum_last_send(topology, j, i, T) < 0) continue;
+    const auto at = exhausted.find(j);
+    log.alone_from =
+        std::max(log.alone_from, at == exhausted.end() ? T : std::min(T, at->second + 1));
   }
   return Status::ok();
 }

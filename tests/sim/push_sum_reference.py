@@ -117,26 +117,25 @@ def last_send(topo, j, i, T):
     return next((s for s in range(T - 1, -1, -1) if j in topo.in_neighbours(i, s)), -1)
 
 
-def alone_from(topo, T, consumed, i):
-    """The first iteration at which node i is alone: it took every in-neighbour's last message on
-    an earlier line (T when one comes only in the drain or never)."""
-    senders = {j for t in range(T) for j in topo.in_neighbours(i, t)}
-    if not senders:
-        return T
-    at = 0
-    for j in senders:
-        s = last_send(topo, j, i, T)
-        if s < 0:
-            continue
-        line = next((t for t in range(T) if (j, s) in consumed[i][t]), None)
-        at = max(at, T if line is None else min(T, line + 1))
-    return at
-
-
 def empties(topo, T, consumed, drained):
-    """Every message (j, s) sent while j was alone: it carries no mass and is not mixed."""
-    alone = [alone_from(topo, T, consumed, i) for i in range(topo.n)]
-    return {(j, s) for i in range(topo.n) for line in consumed[i] + [drained[i]]
+    """Every message (j, s) sent while j was alone: it carries no mass and is not mixed. Node i is
+    alone from the line after the one where every in-neighbour j was exhausted: its last message
+    taken, or its first empty one (j alone). Computed in a causal order, since j's being alone
+    decides which of its messages are empty."""
+    n = topo.n
+    senders = [{j for t in range(T) for j in topo.in_neighbours(i, t)} for i in range(n)]
+    alone = [T] * n
+    exhausted = [dict() for _ in range(n)]  # j -> the line that exhausted it
+    for i, t in causal_order(n, T, consumed, drained):
+        if t == T:
+            continue
+        for j, s in consumed[i][t]:
+            if j not in exhausted[i] and (s >= alone[j] or s == last_send(topo, j, i, T)):
+                exhausted[i][j] = t
+        live = [j for j in senders[i] if last_send(topo, j, i, T) >= 0]
+        if senders[i] and alone[i] == T and all(j in exhausted[i] for j in live):
+            alone[i] = min(T, max([exhausted[i][j] for j in live], default=-1) + 1)
+    return {(j, s) for i in range(n) for line in consumed[i] + [drained[i]]
             for j, s in line if s >= alone[j]}, alone
 
 
