@@ -47,8 +47,9 @@ struct PushSumOrder {
   // to its own entry, and no message (i, t) went to them.
   std::vector<std::vector<int>> kept;
   float weight = 1;  // w_i^final as the node ended
-  // The first iteration at which the node is alone (it took every in-neighbour's last message on
-  // an earlier line): its own entry is 1 and its messages are empty from there; T if never.
+  // The first iteration at which the node is alone (it took every in-neighbour's last message, or
+  // an empty one, on an earlier line): its own entry is 1 and its messages are empty from there;
+  // T if never.
   std::int64_t alone_from = 0;
   // The file's line of iteration t (t = T: the end line) and of the weight.
   static int line_of(std::int64_t t) { return static_cast<int>(t + 2); }

@@ -18,9 +18,10 @@
 //     the de-biased parameters, not scaled by the weight), update u — the fused chain
 //     acc = w_0·x_0, acc = fma(w_k, x_k, acc), out = fma(−gamma, u, acc); w_i^{t+1} = mix.weight.
 // An entry "j:se" is an empty message: taken (it counts for the rule below) but not mixed. Node i
-// is alone from the iteration after the one at which it took the last message (j, last_send(j →
-// i)) of every in-neighbour j over the topology's period (PushSumOrder::alone_from): from then on
-// its own entry is (i, 1) and every message it sends is empty.
+// is alone from the iteration after the one at which every in-neighbour j over the topology's
+// period was exhausted — it took j's last message (j, last_send(j → i)) or an empty one from j —
+// (PushSumOrder::alone_from): from then on its own entry is (i, 1) and every message it sends is
+// empty.
 // After iteration T − 1 it drains L_end the same way with the own entry (i, 1), gamma 0 and no
 // update (no mix at all when L_end has no message with mass). Every message is mixed once, so Σ_i
 // w_i^final = n up to float rounding, and without steps Σ_i w_i z_i is kept: the de-biased z_i tend
