@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <string>
 
 #include "algorithms/neighbourhood.h"
@@ -368,6 +369,13 @@ daemon::IterationOutcome AsyncPushSum::iterate(std::uint64_t t, daemon::LocalSte
   for (int o : kept) self_p += row_entry(topology_, o, self_, time);
   mix(self_p, static_cast<float>(stats.lr), step.has_update(), buffers);
   log_taken(std::to_string(t), kept);
+  if (!(weight_ >= std::numeric_limits<float>::min())) {
+    // Cannot happen while every in-neighbour keeps sending within τ iterations (each message
+    // brings mass back); a clear end instead of a weight that rounds to 0 at the next mix.
+    return *fail("push-sum weight " + std::to_string(weight_) + " at iteration " +
+                     std::to_string(t) + ": this node pushed its mass away without taking any back",
+                 daemon::kExitError);
+  }
   for (Taken& m : taken_) {
     if (!m.empty) spare_.push_back(std::move(m.buffer));
   }
