@@ -13,6 +13,7 @@
 #include <string>
 
 #include "algorithms/neighbourhood.h"
+#include "algorithms/push_sum.h"
 #include "common/divergence.h"
 #include "common/log.h"
 #include "daemon/exit_codes.h"
@@ -64,12 +65,7 @@ AsyncPushSum::AsyncPushSum(int node, const config::TrainConfig& config,
 }
 
 Status AsyncPushSum::load_state(std::span<const float> state) {
-  if (state.size() != 1 || !std::isfinite(state[0]) || state[0] <= 0.0f) {
-    return invalid_argument(
-        "the checkpoint's push-sum weight is missing or not a finite value > 0");
-  }
-  weight_ = state[0];
-  return Status::ok();
+  return load_push_sum_weight(state, weight_);
 }
 
 Result<std::uint64_t> AsyncPushSum::start(std::uint64_t start, bool /*rejoining*/,

@@ -23,13 +23,17 @@ PushSum::PushSum(int node, const config::TrainConfig& config, const topology::To
       topology_(topology),
       neighbours_(node, config, topology, exchange) {}
 
-Status PushSum::load_state(std::span<const float> state) {
+Status load_push_sum_weight(std::span<const float> state, float& weight) {
   if (state.size() != 1 || !std::isfinite(state[0]) || state[0] <= 0.0f) {
     return invalid_argument(
         "the checkpoint's push-sum weight is missing or not a finite value > 0");
   }
-  weight_ = state[0];
+  weight = state[0];
   return Status::ok();
+}
+
+Status PushSum::load_state(std::span<const float> state) {
+  return load_push_sum_weight(state, weight_);
 }
 
 Result<std::uint64_t> PushSum::start(std::uint64_t start, bool /*rejoining*/,

@@ -31,6 +31,10 @@
 
 namespace gossip::algorithms {
 
+// Loads a checkpoint's push-sum weight (the one float of PushSum's and AsyncPushSum's state)
+// into `weight`: InvalidArgument unless it is one finite value > 0.
+Status load_push_sum_weight(std::span<const float> state, float& weight);
+
 class PushSum final : public daemon::Algorithm {
  public:
   // Node `node` of `topology` under `config`, over `exchange` (all borrowed for the run).

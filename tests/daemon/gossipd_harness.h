@@ -157,6 +157,17 @@ inline void wait_all_reach(const std::string& work, int n, double iteration,
   REQUIRE_MESSAGE(reached, read_file(launch_out));
 }
 
+// Every node's final parameters (final_dir/node_<i>.f32) equal the simulator's (sim_dir), bit for
+// bit, and are not empty.
+inline void check_equal_to_sim(const std::string& final_dir, const std::string& sim_dir, int n) {
+  for (int i = 0; i < n; ++i) {
+    const std::string name = "/node_" + std::to_string(i) + ".f32";
+    const std::vector<float> mine = read_f32(final_dir + name);
+    REQUIRE(!mine.empty());
+    CHECK_MESSAGE(mine == read_f32(sim_dir + name), "node " << i);
+  }
+}
+
 // Max |daemon − sim| over every node and coordinate.
 inline double compare_with_sim(const std::string& final_dir, const std::string& sim_dir, int n) {
   double max_diff = 0;

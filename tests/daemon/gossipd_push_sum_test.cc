@@ -46,12 +46,7 @@ void exact(const std::string& kind, int n, bool regular) {
   INFO(sim.out);
   REQUIRE(sim.code == 0);
   CHECK(sim.out.find("PUSH_SUM") != std::string::npos);
-  for (int i = 0; i < n; ++i) {
-    const std::string name = "/node_" + std::to_string(i) + ".f32";
-    const std::vector<float> mine = read_f32(work + "/final" + name);
-    REQUIRE(!mine.empty());
-    CHECK_MESSAGE(mine == read_f32(dir.path + "/sim" + name), "node " << i);
-  }
+  check_equal_to_sim(work + "/final", dir.path + "/sim", n);
   // Not vacuous: the models moved and differ between nodes.
   CHECK(read_f32(work + "/final/node_0.f32") != read_f32(work + "/final/node_1.f32"));
   // Against D-PSGD on the same job.
@@ -207,12 +202,7 @@ TEST_CASE(
                         " --quiet --dump-params " + dir.path + "/sim");
   INFO(sim.out);
   REQUIRE(sim.code == 0);
-  for (int i = 0; i < n; ++i) {
-    const std::string name = "/node_" + std::to_string(i) + ".f32";
-    const std::vector<float> mine = read_f32(work + "/final" + name);
-    REQUIRE(!mine.empty());
-    CHECK_MESSAGE(mine == read_f32(dir.path + "/sim" + name), "node " << i);
-  }
+  check_equal_to_sim(work + "/final", dir.path + "/sim", n);
   CHECK(read_f32(work + "/final/node_0.f32") != read_f32(work + "/final/node_1.f32"));
 }
 

@@ -47,12 +47,7 @@ std::string launch_and_simulate(const TempDir& dir, const RoundJob& job, const s
                                     " --quiet --dump-params " + dir.path + "/sim");
   INFO(sim.out);
   REQUIRE(sim.code == 0);
-  for (int i = 0; i < n; ++i) {
-    const std::string name = "/node_" + std::to_string(i) + ".f32";
-    const std::vector<float> mine = read_f32(work + "/final" + name);
-    REQUIRE(!mine.empty());
-    CHECK_MESSAGE(mine == read_f32(dir.path + "/sim" + name), "node " << i);
-  }
+  check_equal_to_sim(work + "/final", dir.path + "/sim", n);
   // Not vacuous: the models moved from x_0 (and, for gossip, differ between nodes).
   if (!allreduce) {
     CHECK(read_f32(work + "/final/node_0.f32") != read_f32(work + "/final/node_1.f32"));
