@@ -28,14 +28,6 @@ namespace {
 float bits_to_float(std::uint32_t bits) { return std::bit_cast<float>(bits); }
 std::uint32_t float_to_bits(float f) { return std::bit_cast<std::uint32_t>(f); }
 
-// p_ij(s): node j's entry in row i of P(s), 0 when j does not send to i at s.
-double row_entry(const topology::Topology& topology, int i, int j, std::int64_t s) {
-  for (const auto& [k, p] : topology::push_sum_row(topology, i, s)) {
-    if (k == j) return p;
-  }
-  return 0.0;
-}
-
 }  // namespace
 
 std::uint64_t AsyncPushSum::buffer_bytes(std::uint64_t tau, std::uint64_t senders,
@@ -149,7 +141,8 @@ std::optional<IterationEnd> AsyncPushSum::take_arrived(Inflow& in, std::int64_t 
     const std::uint32_t flags = float_to_bits(header[3]);
     const bool empty = (flags & kEmpty) != 0;
     std::string bad;
-    if (s < 0 || s > in.last_send || row_entry(topology_, self_, in.peer, s) == 0.0) {
+    if (s < 0 || s > in.last_send ||
+        topology::push_sum_entry(topology_, self_, in.peer, s) == 0.0) {
       bad = "its iteration " + std::to_string(s) + " is not one at which " + from +
             " sends to this node";
     } else if (!empty && (!all_finite(p.buffer) || !(w > 0.0f))) {
@@ -254,7 +247,7 @@ void AsyncPushSum::mix(double self_p, std::optional<float> gamma, bool with_upda
   for (const Taken& m : taken_) {
     if (m.empty) continue;
     if (!self_added && m.peer > self_) add_self();
-    row.emplace_back(m.peer, row_entry(topology_, self_, m.peer, m.iteration));
+    row.emplace_back(m.peer, topology::push_sum_entry(topology_, self_, m.peer, m.iteration));
     weights.push_back(m.weight);
     xs.push_back(m.buffer.data());
   }
@@ -361,8 +354,8 @@ daemon::IterationOutcome AsyncPushSum::iterate(std::uint64_t t, daemon::LocalSte
   // 4. The mix with the step.
   daemon::IterationStats stats;
   stats.lr = step.direction(buffers.x(), buffers.update(), t);
-  double self_p = alone ? 1.0 : row_entry(topology_, self_, self_, time);
-  for (int o : kept) self_p += row_entry(topology_, o, self_, time);
+  double self_p = alone ? 1.0 : topology::push_sum_entry(topology_, self_, self_, time);
+  for (int o : kept) self_p += topology::push_sum_entry(topology_, o, self_, time);
   mix(self_p, static_cast<float>(stats.lr), step.has_update(), buffers);
   log_taken(std::to_string(t), kept);
   if (!(weight_ >= std::numeric_limits<float>::min())) {

@@ -18,17 +18,6 @@ namespace gossip::sim {
 
 namespace {
 
-// p_ij(s): the weight node j gave the message it sent node i at its iteration s (j == i: what
-// node i keeps of its own state at s).
-double push_sum_entry(const topology::Topology& topology, int i, int j, std::int64_t s) {
-  for (const auto& [node, p] : topology::push_sum_row(topology, i, s)) {
-    if (node == j) return p;
-  }
-  GOSSIP_CHECK(false) << "node " << j << " does not send to node " << i << " at " << s
-                      << " (read_push_sum_logs checks this)";
-  return 0;
-}
-
 struct State {
   StateMatrix z;  // rows × 1
   float w = 1;
@@ -60,9 +49,10 @@ State mix_step(const topology::Topology& topology, int i, std::int64_t t, bool d
     xs.push_back(state.z.data());
   };
   const auto add_own = [&] {
-    double p = drain || alone ? 1.0 : push_sum_entry(topology, i, i, t);
+    double p = drain || alone ? 1.0 : topology::push_sum_entry(topology, i, i, t);
     if (!drain && !alone) {
-      for (const int o : kept) p += push_sum_entry(topology, o, i, t);  // skipped: stays here
+      for (const int o : kept)
+        p += topology::push_sum_entry(topology, o, i, t);  // skipped: stays here
     }
     add(i, p, own);
   };
@@ -73,7 +63,7 @@ State mix_step(const topology::Topology& topology, int i, std::int64_t t, bool d
       add_own();
       own_added = true;
     }
-    add(m.node, push_sum_entry(topology, i, m.node, m.iteration), sent(m));
+    add(m.node, topology::push_sum_entry(topology, i, m.node, m.iteration), sent(m));
   }
   if (!own_added) add_own();
   const topology::PushSumMix mix = topology::push_sum_mix(i, row, weights);

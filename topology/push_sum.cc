@@ -88,6 +88,13 @@ std::int64_t push_sum_last_send(const Topology& topology, int j, int i, std::int
   return -1;
 }
 
+double push_sum_entry(const Topology& topology, int i, int j, std::int64_t iteration) {
+  for (const auto& [k, p] : push_sum_row(topology, i, iteration)) {
+    if (k == j) return p;
+  }
+  return 0.0;
+}
+
 SparseMatrix push_sum_matrix(const Topology& topology, std::int64_t iteration) {
   const int n = topology.num_nodes();
   std::vector<Eigen::Triplet<double>> entries;

@@ -35,6 +35,8 @@ Status check_push_sum(const Topology& topology);
 // Row i of P(t): (j, p_ij(t)) for j ∈ N_in(i, t) ∪ {i}, j increasing.
 std::vector<std::pair<int, double>> push_sum_row(const Topology& topology, int i,
                                                  std::int64_t iteration);
+// p_ij(t): node j's entry in row i of P(t) (push_sum_row), 0 when j does not send to i at t.
+double push_sum_entry(const Topology& topology, int i, int j, std::int64_t iteration);
 // P(t), n × n (for analysis and tests: its spectrum gives push-sum's rate).
 SparseMatrix push_sum_matrix(const Topology& topology, std::int64_t iteration);
 
