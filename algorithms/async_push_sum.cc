@@ -74,7 +74,6 @@ Result<std::uint64_t> AsyncPushSum::start(std::uint64_t start, bool /*rejoining*
     in.last_send =
         topology::push_sum_last_send(topology_, in.peer, self_, static_cast<std::int64_t>(total));
     in.finished = in.last_send < 0;
-    in.exhausted = in.finished;
     in.heard = static_cast<std::int64_t>(start);
     post(in);
   }
@@ -84,7 +83,7 @@ Result<std::uint64_t> AsyncPushSum::start(std::uint64_t start, bool /*rejoining*
       *exit_code = daemon::kExitError;
       return unavailable("cannot write the push-sum order log " + log_path_);
     }
-    log_ << "# gossip-sgd push-sum order 1 node " << self_ << " nodes " << topology_.num_nodes()
+    log_ << "# gossip-sgd push-sum order 2 node " << self_ << " nodes " << topology_.num_nodes()
          << " start " << start << " total " << total << " staleness " << tau_ << "\n";
   }
   counted_sent_ = exchange_.bytes_sent();
@@ -145,6 +144,9 @@ std::optional<IterationEnd> AsyncPushSum::take_arrived(Inflow& in, std::int64_t 
         topology::push_sum_entry(topology_, self_, in.peer, s) == 0.0) {
       bad = "its iteration " + std::to_string(s) + " is not one at which " + from +
             " sends to this node";
+    } else if (empty && s != in.last_send) {
+      bad = "it is empty, but only " + from + "'s last message to this node (its iteration " +
+            std::to_string(in.last_send) + ") may be";
     } else if (!empty && (!all_finite(p.buffer) || !(w > 0.0f))) {
       bad = "it contains NaN or Inf, or its push-sum weight is not > 0";
     }
@@ -152,13 +154,10 @@ std::optional<IterationEnd> AsyncPushSum::take_arrived(Inflow& in, std::int64_t 
       return fail("message " + std::to_string(p.seq) + " from " + from + " is unusable: " + bad);
     }
     in.heard = t;
-    // An empty message: its sender is alone and sends no mass from now on.
-    if (empty) in.exhausted = true;
     if (s == in.last_send) {
       // Nothing more comes from j: the receives posted past its last message are abandoned (they
       // would fail when j ends and closes the link).
       in.finished = true;
-      in.exhausted = true;
       for (Posted& rest : in.posted) rest.pending.reset();
       in.posted.clear();
     }
@@ -298,25 +297,16 @@ daemon::IterationOutcome AsyncPushSum::iterate(std::uint64_t t, daemon::LocalSte
   if (std::optional<IterationEnd> end = retire_sends(SIZE_MAX)) return *end;
   std::vector<int> to;
   for (const topology::Neighbor& nb : topology_.out_neighbors(self_, time)) to.push_back(nb.node);
-  // Alone: every in-neighbour has sent its last message to this node or is alone itself (it sent
-  // an empty message), so no mass comes back. The node then keeps its mass (its messages are
-  // empty) instead of halving its weight at every push until it underflows; its steps stay in its
-  // own z.
-  const bool alone =
-      !inflows_.empty() &&
-      std::all_of(inflows_.begin(), inflows_.end(), [](const Inflow& in) { return in.exhausted; });
   // An out-neighbour still reading our previous message (a slow node) is skipped: its share stays
   // here (column-stochastic still: the own entry takes it), so a slow reader neither holds up this
   // node's sends nor gets a backlog. Never its last message, which it waits for.
   std::vector<int> kept;
-  if (!alone) {
-    std::erase_if(to, [&](int o) {
-      const auto it = latest_send_.find(o);
-      const bool busy = it != latest_send_.end() && !it->second->done() && time != last_out_.at(o);
-      if (busy) kept.push_back(o);
-      return busy;
-    });
-  }
+  std::erase_if(to, [&](int o) {
+    const auto it = latest_send_.find(o);
+    const bool busy = it != latest_send_.end() && !it->second->done() && time != last_out_.at(o);
+    if (busy) kept.push_back(o);
+    return busy;
+  });
   std::sort(kept.begin(), kept.end());
   if (!to.empty()) {
     Sent sent;
@@ -332,7 +322,7 @@ daemon::IterationOutcome AsyncPushSum::iterate(std::uint64_t t, daemon::LocalSte
     header[0] = weight_;
     header[1] = bits_to_float(static_cast<std::uint32_t>(t));
     header[2] = bits_to_float(static_cast<std::uint32_t>(t >> 32));
-    header[3] = bits_to_float(alone ? kEmpty : 0);
+    header[3] = bits_to_float(0);
     sent_.push_back(std::move(sent));
     send(sent_.back(), to);
   }
@@ -354,7 +344,7 @@ daemon::IterationOutcome AsyncPushSum::iterate(std::uint64_t t, daemon::LocalSte
   // 4. The mix with the step.
   daemon::IterationStats stats;
   stats.lr = step.direction(buffers.x(), buffers.update(), t);
-  double self_p = alone ? 1.0 : topology::push_sum_entry(topology_, self_, self_, time);
+  double self_p = topology::push_sum_entry(topology_, self_, self_, time);
   for (int o : kept) self_p += topology::push_sum_entry(topology_, o, self_, time);
   mix(self_p, static_cast<float>(stats.lr), step.has_update(), buffers);
   log_taken(std::to_string(t), kept);
@@ -386,14 +376,23 @@ daemon::IterationOutcome AsyncPushSum::iterate(std::uint64_t t, daemon::LocalSte
   return daemon::IterationReport{loss, stats};
 }
 
-std::optional<IterationEnd> AsyncPushSum::conclude(std::uint64_t total,
+bool AsyncPushSum::ends_at(std::uint64_t /*t*/) const {
+  // Alone: every in-neighbour has sent its last message to this node, so no mass comes back.
+  return !inflows_.empty() && std::all_of(inflows_.begin(), inflows_.end(),
+                                          [](const Inflow& in) { return in.finished; });
+}
+
+std::optional<IterationEnd> AsyncPushSum::conclude(std::uint64_t end,
                                                    daemon::ParameterBuffers& buffers) {
-  const auto time = static_cast<std::int64_t>(total);
-  // An out-neighbour whose last message from us falls before this process started gets an empty
-  // one, so that it knows there is no more.
+  // An out-neighbour whose last message from us is not among the iterations this process ran
+  // (start_ .. end − 1: it falls after an early end, or before a resume) gets an empty one in its
+  // place, so that it knows there is no more.
   for (const auto& [o, seq] : out_seq_) {
-    const std::int64_t last = topology::push_sum_last_send(topology_, self_, o, time);
-    if (last < 0 || last >= static_cast<std::int64_t>(start_)) continue;
+    const std::int64_t last = last_out_.at(o);
+    if (last < 0 ||
+        (last >= static_cast<std::int64_t>(start_) && last < static_cast<std::int64_t>(end))) {
+      continue;
+    }
     Sent empty;
     empty.message.assign(message_floats(num_params_), 0.0f);
     float* header = empty.message.data() + num_params_;
@@ -403,15 +402,16 @@ std::optional<IterationEnd> AsyncPushSum::conclude(std::uint64_t total,
     sent_.push_back(std::move(empty));
     send(sent_.back(), std::span<const int>(&o, 1));
   }
+  const auto time = static_cast<std::int64_t>(end);
   // Everything still due to this node.
   taken_.clear();
   for (Inflow& in : inflows_) {
-    if (std::optional<IterationEnd> end = take_arrived(in, time)) return end;
+    if (std::optional<IterationEnd> why = take_arrived(in, time)) return why;
     while (!in.finished) {
-      if (std::optional<IterationEnd> end = wait_next(in, time)) return end;
+      if (std::optional<IterationEnd> why = wait_next(in, time)) return why;
     }
   }
-  if (std::optional<IterationEnd> end = retire_sends(0)) return end;
+  if (std::optional<IterationEnd> why = retire_sends(0)) return why;
   if (std::any_of(taken_.begin(), taken_.end(), [](const Taken& m) { return !m.empty; })) {
     mix(1.0, std::nullopt, false, buffers);
   }

@@ -17,24 +17,25 @@
 //      z_i^t; z_i^{t+1} = Σ_k c_k z_k − γ_t u_t in one fused pass (the step on the de-biased
 //      parameters, not scaled by 1 / w_i^{t+1} as in lock step: a node that pushed for several
 //      iterations without taking a message holds a small weight).
-// A node alone (every in-neighbour has sent it its last message, or an empty one) keeps its mass:
-// its messages are empty (flag kEmpty) and its own entry is 1, so a slow node that runs on after
-// its neighbours ended does not halve its weight at every iteration until it underflows. After its
+// A node alone — every in-neighbour has sent it its last message — ends its run there
+// (Algorithm::ends_at): no mass comes back to it, so whatever it computed from then on would reach
+// nobody. Its last message to each out-neighbour that still expects one is an empty one (flag
+// kEmpty: no mass). A slow node thus ends with the job instead of training on alone. After its
 // last iteration the node drains: it takes every message still due to it and mixes it in (own
 // weight 1, no step), so no mass is in flight when the run ends and Σ_i w_i = n.
 //
 // Messages on one edge are numbered 0, 1, 2, ... in the order sent (the transport's tag), so a
 // receiver posts its next receives without knowing the sender's clock. A message is the
 // parameters, then the weight, the sender's iteration s (two floats holding its 64 bits) and flags
-// (kEmpty: no mass — sent by a node alone, and by a sender resumed past its last iteration that
-// sends to this node, which says so with one empty message). A receiver knows j's last message to
-// it: the last s < T at which j sends to it (topology::push_sum_last_send).
+// (kEmpty: no mass, the sender's last message to this node, labelled with the iteration s it would
+// have been sent at; sent by a node that ended early, and by a sender resumed past its last
+// iteration that sends to this node). A receiver knows j's last message to it: the last s < T at
+// which j sends to it (topology::push_sum_last_send).
 //
 // Each iteration's messages, as mixed, are logged to <node checkpoint dir>/push_sum_order.tsv
-// ("t<TAB>j:s j:s ...[<TAB>kept o ...]", an empty message as "j:se", then "end<TAB>..." and
-// "weight<TAB>%a"),
-// which `gossip-sim run
-// --replay-push-sum` replays bit for bit.
+// ("t<TAB>j:s j:s ...[<TAB>kept o ...]", an empty message as "j:se", one line per iteration run,
+// then "end<TAB>..." and "weight<TAB>%a"), which `gossip-sim run --replay-push-sum` replays bit
+// for bit.
 //
 // Faults: fail-stop (a failed send or receive, or a deadline passed, ends the run). A checkpoint
 // holds z_i and w_i; messages in flight at a stop are in no checkpoint, so a resumed job goes on
@@ -85,7 +86,8 @@ class AsyncPushSum final : public daemon::Algorithm {
                               daemon::RunServices& services, int* exit_code) override;
   daemon::IterationOutcome iterate(std::uint64_t t, daemon::LocalStep& step,
                                    daemon::ParameterBuffers& buffers) override;
-  std::optional<daemon::IterationEnd> conclude(std::uint64_t total,
+  bool ends_at(std::uint64_t t) const override;
+  std::optional<daemon::IterationEnd> conclude(std::uint64_t end,
                                                daemon::ParameterBuffers& buffers) override;
 
  private:
@@ -100,8 +102,7 @@ class AsyncPushSum final : public daemon::Algorithm {
     std::uint64_t next_seq = 0;   // the next seq to post
     std::int64_t last_send = -1;  // j's last iteration that sends here (-1: none)
     std::int64_t heard = 0;       // this node's iteration when it last took a message from j
-    bool finished = false;        // j's last message is taken
-    bool exhausted = false;       // ... or an empty one: no more mass comes from j
+    bool finished = false;        // j's last message (perhaps an empty one) is taken
   };
   struct Taken {  // a message taken for the next mix
     int peer = -1;

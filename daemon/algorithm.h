@@ -126,11 +126,17 @@ class Algorithm {
   // estimate). Must be cheap: it runs on the training thread.
   virtual void observe(MetricsSnapshot& /*snapshot*/) const {}
 
-  // After the last iteration (`total`), before the final evaluation, checkpoint and parameter
-  // files: an algorithm whose messages may still be in flight to this node folds them into the
-  // buffers (asynchronous push-sum). An end stops the run as an abandoned iteration `total` would.
-  // Default: nothing.
-  virtual std::optional<IterationEnd> conclude(std::uint64_t /*total*/,
+  // Before iteration t (start ≤ t < total): whether this node's part of the job is over, so the
+  // run ends after t iterations (asynchronous push-sum: every node that sends to this one has
+  // ended, so whatever it computed from now on would reach nobody). conclude(t) and the final
+  // evaluation, checkpoint and parameter files follow. Default: never.
+  virtual bool ends_at(std::uint64_t /*t*/) const { return false; }
+
+  // After the last iteration (`end`: `total`, or the t at which ends_at said so), before the final
+  // evaluation, checkpoint and parameter files: an algorithm whose messages may still be in flight
+  // to this node folds them into the buffers (asynchronous push-sum). An end stops the run as an
+  // abandoned iteration `end` would. Default: nothing.
+  virtual std::optional<IterationEnd> conclude(std::uint64_t /*end*/,
                                                ParameterBuffers& /*buffers*/) {
     return std::nullopt;
   }

@@ -75,7 +75,15 @@ class Driver {
 };
 
 NodeResult Driver::loop(std::uint64_t start, std::uint64_t total) {
+  std::uint64_t end = total;
   for (std::uint64_t t = start; t < total; ++t) {
+    if (algorithm_.ends_at(t)) {
+      end = t;
+      GOSSIP_LOG(kInfo) << "the run ends at iteration " << t << " of " << total << " ("
+                        << algorithm_.name() << ": every node that sends to this one has ended)";
+      metrics_.event(t, "ended_early", "every node that sends to this one has ended");
+      break;
+    }
     const sgd::SamplerState before = step_.position();
     if (services_.interrupted()) {
       return stop_at(t, before, kExitStopped, "stop requested (signal)");
@@ -93,11 +101,11 @@ NodeResult Driver::loop(std::uint64_t start, std::uint64_t total) {
     if (std::optional<NodeResult> r = after_iteration(t + 1, total)) return *r;
   }
   if (start < total) {
-    if (std::optional<IterationEnd> end = algorithm_.conclude(total, buffers_)) {
-      return ended(total, step_.position(), *end);
+    if (std::optional<IterationEnd> why = algorithm_.conclude(end, buffers_)) {
+      return ended(end, step_.position(), *why);
     }
   }
-  return finish(std::max(start, total));
+  return finish(std::max(start, end));
 }
 
 void Driver::publish(std::uint64_t done, const IterationStats* stats) {

@@ -21,7 +21,7 @@ namespace gossip::sim {
 namespace {
 
 constexpr std::string_view kHeader =
-    "# gossip-sgd push-sum order 1 node <i> nodes <n> start <t0> total <T> staleness <tau>";
+    "# gossip-sgd push-sum order 2 node <i> nodes <n> start <t0> total <T> staleness <tau>";
 
 Status at(const std::string& path, int line, const std::string& what) {
   return invalid_argument(path + ":" + std::to_string(line) + ": " + what);
@@ -116,8 +116,8 @@ Status parse_header(std::string_view text, const std::string& path, int node, in
             f[11] == "total" && f[13] == "staleness";
   for (int k = 0; ok && k < 5; ++k) ok = whole(f[6 + 2 * k], v[k]);
   if (!ok) return at(path, 1, "not a push-sum order header; expected " + quoted(kHeader));
-  if (f[4] != "1") {
-    return at(path, 1, "format version " + std::string(f[4]) + "; this gossip-sim reads version 1");
+  if (f[4] != "2") {
+    return at(path, 1, "format version " + std::string(f[4]) + "; this gossip-sim reads version 2");
   }
   if (v[0] != node) {
     return at(path, 1,
@@ -165,37 +165,41 @@ Result<std::string_view> keyed(const std::vector<std::string_view>& lines, int l
   return text.substr(tab + 1);
 }
 
-// The iteration (or drain, t == T) and line a message consumed by node i sits on, for errors.
-std::string where(const PushSumOrder& log, std::int64_t t, std::int64_t iterations) {
+// The iteration (or drain, t == E) and line a message consumed by node i sits on, for errors.
+std::string where(const PushSumOrder& log, std::int64_t t) {
   return log.path + ":" + std::to_string(PushSumOrder::line_of(t)) +
-         (t < iterations ? ": iteration " + std::to_string(t) : std::string(": the end line"));
+         (t < log.ran() ? ": iteration " + std::to_string(t) : std::string(": the end line"));
+}
+
+// The messages node i takes at its step t (t == E: the drain).
+const std::vector<PushSumMessage>& taken_at(const PushSumOrder& log, std::int64_t t) {
+  return t < log.ran() ? log.consumed[static_cast<std::size_t>(t)] : log.drained;
 }
 
 // The steps of every node in a causal order (PushSumLogs::order), or the cycle that prevents one.
-Result<std::vector<PushSumStep>> causal_order(const std::vector<PushSumOrder>& logs,
-                                              std::int64_t iterations) {
+Result<std::vector<PushSumStep>> causal_order(const std::vector<PushSumOrder>& logs) {
   const int n = static_cast<int>(logs.size());
-  const std::int64_t T = iterations;
-  // next[i]: node i's next step (T: its drain, T + 1: done); z_j^s exists once next[j] >= s.
+  // next[i]: node i's next step (E_i: its drain, E_i + 1: done); z_j^s exists once next[j] >= s,
+  // an empty message of j once next[j] >= E_j.
   std::vector<std::int64_t> next(static_cast<std::size_t>(n), 0);
   std::vector<std::vector<int>> waiters(static_cast<std::size_t>(n));  // nodes waiting on node j
-  const auto messages = [&](int i) -> const std::vector<PushSumMessage>& {
-    return next[i] < T ? logs[i].consumed[static_cast<std::size_t>(next[i])] : logs[i].drained;
-  };
   const auto blocking = [&](int i) -> const PushSumMessage* {
-    for (const PushSumMessage& m : messages(i)) {
-      if (next[m.node] < m.iteration) return &m;
+    for (const PushSumMessage& m : taken_at(logs[i], next[i])) {
+      const std::int64_t needs = m.empty ? logs[m.node].ran() : m.iteration;
+      if (next[m.node] < needs) return &m;
     }
     return nullptr;
   };
   std::vector<PushSumStep> order;
-  order.reserve(static_cast<std::size_t>(n) * static_cast<std::size_t>(T + 1));
+  std::size_t steps = 0;
+  for (const PushSumOrder& log : logs) steps += static_cast<std::size_t>(log.ran()) + 1;
+  order.reserve(steps);
   std::deque<int> queue;
   for (int i = 0; i < n; ++i) queue.push_back(i);
   while (!queue.empty()) {
     const int i = queue.front();
     queue.pop_front();
-    while (next[i] <= T) {
+    while (next[i] <= logs[i].ran()) {
       if (const PushSumMessage* m = blocking(i)) {
         waiters[m->node].push_back(i);
         break;
@@ -207,69 +211,80 @@ Result<std::vector<PushSumStep>> causal_order(const std::vector<PushSumOrder>& l
     }
   }
   for (int i = 0; i < n; ++i) {
-    if (next[i] > T) continue;
+    if (next[i] > logs[i].ran()) continue;
     const PushSumMessage& m = *blocking(i);
-    return invalid_argument(where(logs[i], next[i], T) + ": causally impossible: it consumes " +
-                            name(m) + ", which node " + std::to_string(m.node) +
-                            " sends only after " + where(logs[m.node], next[m.node], T) +
+    return invalid_argument(where(logs[i], next[i]) + ": causally impossible: it consumes " +
+                            name(m) + (m.empty ? "e" : "") + ", which node " +
+                            std::to_string(m.node) + " sends only after " +
+                            where(logs[m.node], next[m.node]) +
                             ", which waits in turn: the logs wait on each other in a cycle");
   }
   return order;
 }
 
 // Every entry of node i's log is a message j sends to i at s (j in push_sum_row(i, s)), none is
-// consumed twice, and every message sent to i is consumed.
-Status check_against_topology(PushSumOrder& log, const topology::Topology& topology,
+// consumed twice, and the log ends before T exactly where node i is alone.
+Status check_against_topology(const PushSumOrder& log, const topology::Topology& topology,
                               std::int64_t iterations) {
   const int i = log.node;
-  const std::int64_t T = iterations;
+  const std::int64_t T = iterations, E = log.ran();
   struct Hash {
     std::size_t operator()(const std::pair<int, std::int64_t>& k) const {
       return std::hash<std::int64_t>()(k.second * 1000003 + k.first);
     }
   };
   std::unordered_map<std::pair<int, std::int64_t>, std::int64_t, Hash> seen;  // (j, s) -> t
-  for (std::int64_t t = 0; t <= T; ++t) {
-    for (const PushSumMessage& m :
-         t < T ? log.consumed[static_cast<std::size_t>(t)] : log.drained) {
+  for (std::int64_t t = 0; t <= E; ++t) {
+    for (const PushSumMessage& m : taken_at(log, t)) {
       const auto row = topology::push_sum_row(topology, i, m.iteration);
       if (std::none_of(row.begin(), row.end(), [&](const auto& e) { return e.first == m.node; })) {
-        return invalid_argument(where(log, t, T) + ": " + name(m) + ": node " +
+        return invalid_argument(where(log, t) + ": " + name(m) + ": node " +
                                 std::to_string(m.node) + " does not send to node " +
                                 std::to_string(i) + " at iteration " + std::to_string(m.iteration) +
                                 " (topology '" + topology.name() + "')");
       }
       const auto [it, fresh] = seen.emplace(std::pair(m.node, m.iteration), t);
       if (!fresh) {
-        return invalid_argument(where(log, t, T) + ": " + name(m) +
+        return invalid_argument(where(log, t) + ": " + name(m) +
                                 ": the message is consumed twice (also on line " +
                                 std::to_string(PushSumOrder::line_of(it->second)) + ")");
       }
     }
   }
-  // Alone from the line after the one that took the last in-neighbour's last message (never when
-  // one is taken only at the drain; at once for an in-neighbour that never sends within T).
+  // Alone from the line after the one that took the last in-neighbour's last message (at once when
+  // no in-neighbour sends within T; never for a node without in-neighbours).
   std::set<int> senders;
   for (std::int64_t p = 0; p < topology.period(); ++p) {
     for (const auto& [j, w] : topology::push_sum_row(topology, i, p)) {
       if (j != i) senders.insert(j);
     }
   }
-  log.alone_from = senders.empty() ? T : 0;
-  // j is exhausted from the line that took its last message or its first empty one (it was alone).
-  std::map<int, std::int64_t> exhausted;
-  for (std::int64_t t = 0; t < T; ++t) {
-    for (const PushSumMessage& m : log.consumed[static_cast<std::size_t>(t)]) {
-      if (m.empty || m.iteration == topology::push_sum_last_send(topology, m.node, i, T)) {
-        exhausted.emplace(m.node, t);
-      }
-    }
-  }
+  std::int64_t alone = senders.empty() ? T : 0;
+  int waiting = -1;  // an in-neighbour whose last message is not taken before E
   for (const int j : senders) {
-    if (topology::push_sum_last_send(topology, j, i, T) < 0) continue;
-    const auto at = exhausted.find(j);
-    log.alone_from =
-        std::max(log.alone_from, at == exhausted.end() ? T : std::min(T, at->second + 1));
+    const std::int64_t last = topology::push_sum_last_send(topology, j, i, T);
+    if (last < 0) continue;
+    const auto it = seen.find(std::pair(j, last));
+    if (it == seen.end() || it->second >= E) {
+      alone = T;
+      waiting = j;
+      continue;
+    }
+    alone = std::max(alone, std::min(T, it->second + 1));
+  }
+  if (E < std::min(alone, T)) {
+    return invalid_argument(where(log, E) + ": the log ends after iteration " +
+                            std::to_string(E - 1) + " of " + std::to_string(T) + ", but node " +
+                            std::to_string(i) + " is not alone there: node " +
+                            std::to_string(waiting) + "'s last message to it (iteration " +
+                            std::to_string(topology::push_sum_last_send(topology, waiting, i, T)) +
+                            ") is not taken before (a node ends early only when alone)");
+  }
+  if (E > alone) {
+    return invalid_argument(where(log, alone) + ": node " + std::to_string(i) +
+                            " is alone here (every in-neighbour's last message is taken on an "
+                            "earlier line), so its log ends here; it has " +
+                            std::to_string(E - alone) + " more iteration line(s)");
   }
   return Status::ok();
 }
@@ -286,17 +301,19 @@ Result<PushSumOrder> parse_push_sum_order(const std::string& text, const std::st
   if (lines.empty()) return at(path, 1, "empty; expected " + quoted(kHeader));
   GOSSIP_RETURN_IF_ERROR(parse_header(lines[0], path, node, num_nodes, iterations, log));
   const std::int64_t T = iterations;
-  log.consumed.reserve(static_cast<std::size_t>(T));
-  for (std::int64_t t = 0; t <= T; ++t) {
+  for (std::int64_t t = 0;; ++t) {
     const int line = PushSumOrder::line_of(t);
+    // The end line after any number of iteration lines up to T (a node alone ends early).
+    const bool last = t == T || (static_cast<std::size_t>(line) <= lines.size() &&
+                                 lines[static_cast<std::size_t>(line - 1)].starts_with("end\t"));
     GOSSIP_ASSIGN_OR_RETURN(std::string_view rest,
-                            keyed(lines, line, t < T ? std::to_string(t) : "end", path));
+                            keyed(lines, line, last ? "end" : std::to_string(t), path));
     std::vector<int> kept;
     if (const std::size_t tab = rest.find('\t'); tab != std::string_view::npos) {
       const std::string_view field = rest.substr(tab + 1);
       rest = rest.substr(0, tab);
       const std::vector<std::string_view> words = split(field, ' ');
-      if (t == T || words.size() < 2 || words[0] != "kept") {
+      if (last || words.size() < 2 || words[0] != "kept") {
         return at(path, line, quoted(field) + ": expected 'kept <node> ...' after the entries");
       }
       for (std::size_t k = 1; k < words.size(); ++k) {
@@ -311,14 +328,14 @@ Result<PushSumOrder> parse_push_sum_order(const std::string& text, const std::st
     }
     GOSSIP_ASSIGN_OR_RETURN(auto entries,
                             parse_entries(rest, path, line, node, num_nodes, iterations));
-    if (t < T) {
-      log.kept.push_back(std::move(kept));
-      log.consumed.push_back(std::move(entries));
-    } else {
+    if (last) {
       log.drained = std::move(entries);
+      break;
     }
+    log.kept.push_back(std::move(kept));
+    log.consumed.push_back(std::move(entries));
   }
-  const int weight_line = PushSumOrder::line_of(T + 1);
+  const int weight_line = PushSumOrder::line_of(log.ran() + 1);
   GOSSIP_ASSIGN_OR_RETURN(const std::string_view w, keyed(lines, weight_line, "weight", path));
   const std::string w_text(w);
   char* end = nullptr;
@@ -363,22 +380,22 @@ Result<PushSumLogs> read_push_sum_logs(const std::string& dir, const topology::T
     out.logs.push_back(std::move(log));
   }
   // Kept out-neighbours are out-neighbours at t, never at the sender's last iteration to them;
-  // every message sent is consumed once, and none that was kept.
+  // every message sent is consumed once, and none that was kept or never sent; a message is empty
+  // exactly when its sender had ended (it is the sender's last to this node, sent as it ended).
   for (const PushSumOrder& log : out.logs) {
     const int i = log.node;
-    std::set<std::pair<int, std::int64_t>> taken;
-    for (std::int64_t t = 0; t <= iterations; ++t) {
-      for (const PushSumMessage& m :
-           t < iterations ? log.consumed[static_cast<std::size_t>(t)] : log.drained) {
-        taken.emplace(m.node, m.iteration);
+    std::map<std::pair<int, std::int64_t>, std::pair<std::int64_t, bool>> taken;  // -> (t, empty)
+    for (std::int64_t t = 0; t <= log.ran(); ++t) {
+      for (const PushSumMessage& m : taken_at(log, t)) {
+        taken.emplace(std::pair(m.node, m.iteration), std::pair(t, m.empty));
       }
     }
-    for (std::int64_t t = 0; t < iterations; ++t) {
+    for (std::int64_t t = 0; t < log.ran(); ++t) {
       for (const int o : log.kept[static_cast<std::size_t>(t)]) {
         const auto row = topology::push_sum_row(topology, o, t);
         if (std::none_of(row.begin(), row.end(), [&](const auto& e) { return e.first == i; }) ||
             t == topology::push_sum_last_send(topology, i, o, iterations)) {
-          return invalid_argument(where(log, t, iterations) + ": kept " + std::to_string(o) +
+          return invalid_argument(where(log, t) + ": kept " + std::to_string(o) +
                                   ": not an out-neighbour at this iteration, or the last "
                                   "iteration that sends to it (never kept)");
         }
@@ -387,43 +404,40 @@ Result<PushSumLogs> read_push_sum_logs(const std::string& dir, const topology::T
     for (std::int64_t s = 0; s < iterations; ++s) {
       for (const auto& [j, p] : topology::push_sum_row(topology, i, s)) {
         if (j == i) continue;
-        const std::vector<int>& by_j =
-            out.logs[static_cast<std::size_t>(j)].kept[static_cast<std::size_t>(s)];
-        const bool kept = std::binary_search(by_j.begin(), by_j.end(), i);
-        const bool seen = taken.contains(std::pair(j, s));
-        if (kept && seen) {
-          return invalid_argument(log.path + ": " + name({j, s}) + " is taken, but node " +
-                                  std::to_string(j) + " kept that share (" +
-                                  out.logs[static_cast<std::size_t>(j)].path + ")");
+        const PushSumOrder& sender = out.logs[static_cast<std::size_t>(j)];
+        const bool ended = s >= sender.ran();
+        const bool kept =
+            !ended && std::binary_search(sender.kept[static_cast<std::size_t>(s)].begin(),
+                                         sender.kept[static_cast<std::size_t>(s)].end(), i);
+        const bool sent =
+            ended ? s == topology::push_sum_last_send(topology, j, i, iterations) : !kept;
+        const auto it = taken.find(std::pair(j, s));
+        if (it != taken.end() && !sent) {
+          return invalid_argument(
+              where(log, it->second.first) + ": " + name({j, s}) + ": node " + std::to_string(j) +
+              (kept ? " kept that share (" + sender.path + ")"
+                    : " ran " + std::to_string(sender.ran()) + " iterations (" + sender.path +
+                          ") and sent no such message; only its last to this node, empty"));
         }
-        if (!kept && !seen) {
-          return invalid_argument(where(log, iterations, iterations) + ": node " +
-                                  std::to_string(j) + "'s message " + name({j, s}) + " to node " +
+        if (it == taken.end() && sent) {
+          return invalid_argument(where(log, log.ran()) + ": node " + std::to_string(j) +
+                                  "'s message " + name({j, s}) + (ended ? "e" : "") + " to node " +
                                   std::to_string(i) +
                                   " is consumed nowhere; every message sent is consumed once (at "
                                   "the latest on the end line), or the weights lose mass");
         }
-      }
-    }
-  }
-  GOSSIP_ASSIGN_OR_RETURN(out.order, causal_order(out.logs, iterations));
-  // A message is empty exactly when its sender was alone at its iteration.
-  for (const PushSumOrder& log : out.logs) {
-    for (std::int64_t t = 0; t <= iterations; ++t) {
-      for (const PushSumMessage& m :
-           t < iterations ? log.consumed[static_cast<std::size_t>(t)] : log.drained) {
-        const bool alone = m.iteration >= out.logs[static_cast<std::size_t>(m.node)].alone_from;
-        if (m.empty != alone) {
-          return invalid_argument(
-              where(log, t, iterations) + ": " + name(m) + (m.empty ? "e" : "") + ": node " +
-              std::to_string(m.node) +
-              (alone ? " was alone at iteration " : " was not alone at iteration ") +
-              std::to_string(m.iteration) + ", so the message is " +
-              (alone ? "empty (j:se)" : "not empty (j:s)"));
+        if (it != taken.end() && it->second.second != ended) {
+          return invalid_argument(where(log, it->second.first) + ": " + name({j, s}) +
+                                  (ended ? "" : "e") + ": node " + std::to_string(j) + " ran " +
+                                  std::to_string(sender.ran()) + " iterations (" + sender.path +
+                                  "), so the message is " +
+                                  (ended ? "empty (j:se): its last to this node, sent as it ended"
+                                         : "not empty (j:s)"));
         }
       }
     }
   }
+  GOSSIP_ASSIGN_OR_RETURN(out.order, causal_order(out.logs));
   return out;
 }
 

@@ -29,10 +29,10 @@ std::string hex(float w) {
   return buf;
 }
 
-// Node i's iteration t (t == T: its drain, `step` not called) from its state `own` and the
+// Node i's iteration t (`drain`: its drain, `step` not called) from its state `own` and the
 // messages `taken`, as push_sum_replay.h states it; `sent(m)` is the state message m carries.
 template <typename Sent>
-State mix_step(const topology::Topology& topology, int i, std::int64_t t, bool drain, bool alone,
+State mix_step(const topology::Topology& topology, int i, std::int64_t t, bool drain,
                const std::vector<int>& kept, const State& own,
                const std::vector<PushSumMessage>& taken, const Sent& sent, sgd::Backend& backend,
                const LocalStepFn& step) {
@@ -49,8 +49,8 @@ State mix_step(const topology::Topology& topology, int i, std::int64_t t, bool d
     xs.push_back(state.z.data());
   };
   const auto add_own = [&] {
-    double p = drain || alone ? 1.0 : topology::push_sum_entry(topology, i, i, t);
-    if (!drain && !alone) {
+    double p = drain ? 1.0 : topology::push_sum_entry(topology, i, i, t);
+    if (!drain) {
       for (const int o : kept)
         p += topology::push_sum_entry(topology, o, i, t);  // skipped: stays here
     }
@@ -93,18 +93,23 @@ Result<PushSumReplayed> replay_push_sum(const PushSumLogs& logs, const topology:
                                         const LocalStepFn& step, const ProgressFn& progress) {
   const int n = logs.num_nodes;
   const std::int64_t T = logs.iterations;
+  const auto ran = [&](int i) { return logs.logs[static_cast<std::size_t>(i)].ran(); };
   GOSSIP_CHECK_EQ(start.cols(), n);
   GOSSIP_CHECK_EQ(topology.num_nodes(), n);
   const auto slot = [](std::int64_t s) { return static_cast<std::size_t>(s); };
-  // readers[i][s]: the reads of z_i^s still to come (node i's own step s, each message taken).
+  // readers[i][s]: the reads of z_i^s still to come (node i's own step s, each message with mass
+  // taken).
   std::vector<std::vector<int>> readers(slot(n), std::vector<int>(slot(T + 1), 1));
-  for (const PushSumOrder& log : logs.logs) {
-    for (const auto& line : log.consumed) {
-      for (const PushSumMessage& m : line) ++readers[m.node][slot(m.iteration)];
+  const auto count = [&](const std::vector<PushSumMessage>& taken) {
+    for (const PushSumMessage& m : taken) {
+      if (!m.empty) ++readers[m.node][slot(m.iteration)];
     }
-    for (const PushSumMessage& m : log.drained) ++readers[m.node][slot(m.iteration)];
+  };
+  for (const PushSumOrder& log : logs.logs) {
+    for (const auto& line : log.consumed) count(line);
+    count(log.drained);
   }
-  // states[i][s]: (z_i^s, w_i^s) while someone will read it; [T + 1]: after the drain.
+  // states[i][s]: (z_i^s, w_i^s) while someone will read it, s ≤ E_i; [T + 1]: after the drain.
   std::vector<std::vector<std::unique_ptr<State>>> states(slot(n));
   for (int i = 0; i < n; ++i) {
     states[i].resize(slot(T + 2));
@@ -118,15 +123,16 @@ Result<PushSumReplayed> replay_push_sum(const PushSumLogs& logs, const topology:
   };
   std::int64_t done = 0;
   for (const auto& [i, t] : logs.order) {
-    const bool drain = t == T;
+    const bool drain = t == ran(i);
     const std::vector<PushSumMessage>& taken =
         drain ? logs.logs[i].drained : logs.logs[i].consumed[slot(t)];
-    states[i][slot(t + 1)] =
-        std::make_unique<State>(mix_step(topology, i, t, drain, t >= logs.logs[i].alone_from,
-                                         drain ? std::vector<int>() : logs.logs[i].kept[slot(t)],
-                                         *states[i][slot(t)], taken, sent, backend, step));
+    states[i][slot(drain ? T + 1 : t + 1)] = std::make_unique<State>(
+        mix_step(topology, i, t, drain, drain ? std::vector<int>() : logs.logs[i].kept[slot(t)],
+                 *states[i][slot(t)], taken, sent, backend, step));
     read(i, t);
-    for (const PushSumMessage& m : taken) read(m.node, m.iteration);
+    for (const PushSumMessage& m : taken) {
+      if (!m.empty) read(m.node, m.iteration);
+    }
     if (progress) progress(++done, static_cast<std::int64_t>(logs.order.size()));
   }
 
@@ -140,7 +146,7 @@ Result<PushSumReplayed> replay_push_sum(const PushSumLogs& logs, const topology:
     const PushSumOrder& log = logs.logs[i];
     if (std::bit_cast<std::uint32_t>(last.w) != std::bit_cast<std::uint32_t>(log.weight)) {
       return failed_precondition(
-          log.path + ":" + std::to_string(PushSumOrder::line_of(T + 1)) + ": weight " +
+          log.path + ":" + std::to_string(PushSumOrder::line_of(log.ran() + 1)) + ": weight " +
           hex(log.weight) + ", but the replay ends node " + std::to_string(i) + " with " +
           hex(last.w) + ": the replay does not reproduce this run (another config, topology or " +
           "build?)");

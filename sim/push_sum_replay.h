@@ -17,15 +17,12 @@
 //     own entry, mix.neighbours[k] for the others), x = z_i^t or z_j^s, gamma = γ_t (the step on
 //     the de-biased parameters, not scaled by the weight), update u — the fused chain
 //     acc = w_0·x_0, acc = fma(w_k, x_k, acc), out = fma(−gamma, u, acc); w_i^{t+1} = mix.weight.
-// An entry "j:se" is an empty message: taken (it counts for the rule below) but not mixed. Node i
-// is alone from the iteration after the one at which every in-neighbour j over the topology's
-// period was exhausted — it took j's last message (j, last_send(j → i)) or an empty one from j —
-// (PushSumOrder::alone_from): from then on its own entry is (i, 1) and every message it sends is
-// empty.
-// After iteration T − 1 it drains L_end the same way with the own entry (i, 1), gamma 0 and no
-// update (no mix at all when L_end has no message with mass). Every message is mixed once, so Σ_i
-// w_i^final = n up to float rounding, and without steps Σ_i w_i z_i is kept: the de-biased z_i tend
-// to the exact average of the starts.
+// Node i runs E_i ≤ T iterations (its log's lines; it ends early when alone, sim/push_sum_log.h).
+// An entry "j:se" is an empty message, node j's last to i, sent as j ended: taken but not mixed.
+// After iteration E_i − 1 node i drains L_end the same way with the own entry (i, 1), gamma 0 and
+// no update (no mix at all when L_end has no message with mass). Every message is mixed once, so
+// Σ_i w_i^final = n up to float rounding, and without steps Σ_i w_i z_i is kept: the de-biased z_i
+// tend to the exact average of the starts.
 //
 // With every L_t = {(j, t) : j sends to i at t} and L_end empty, this is the synchronous push-sum
 // of sim/simulator.h to the bit (the same row, weights and rounding).

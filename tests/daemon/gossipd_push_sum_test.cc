@@ -7,13 +7,23 @@
 //    every weight stays 1 and the run equals D-PSGD's to the bit, also checked);
 //  - resume: a run resumed from a mid-run checkpoint (z and the weight w) ends bit for bit where
 //    the run without the stop ends;
+//  - staleness (asynchronous push-sum): 8 real nodes conserve mass and gossip-sim replays their
+//    order logs bit for bit; a node slowed down (SIGSTOP 99% of the time) ends once the
+//    nodes that send to it have ended, and the shorter logs replay bit for bit too;
 //  - bad input: PUSH_SUM with local steps, compression or fault.policy CARRY_ON, and a topology
 //    whose EXPLICIT weights are not column-stochastic, are exit code 2 naming the field; nodes of
 //    one job with PUSH_SUM and DPSGD refuse each other at the handshake naming the algorithms.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "tests/daemon/gossipd_harness.h"
 
@@ -204,6 +214,73 @@ TEST_CASE(
   REQUIRE(sim.code == 0);
   check_equal_to_sim(work + "/final", dir.path + "/sim", n);
   CHECK(read_f32(work + "/final/node_0.f32") != read_f32(work + "/final/node_1.f32"));
+}
+
+TEST_CASE(
+    "staleness: a slow node ends once every node that sends to it has ended, mass is kept and "
+    "gossip-sim replays the shorter log bit for bit") {
+  const int n = 8, slow = 3;
+  Job job;
+  job.iterations = 400;
+  TempDir dir;
+  const std::string cfg = dir.path + "/train.pbtxt";
+  std::ofstream(cfg) << job.config_text() << "algorithm: PUSH_SUM\nstaleness: 32\n";
+  const std::string work = dir.path + "/run", ckpt = dir.path + "/ckpt";
+  const std::string topo = write_topology(dir.path, "ONE_PEER_EXPONENTIAL", n);
+  const pid_t launcher = spawn_shell(launch_command(dir.path, topo, cfg, work, ckpt) + " > " +
+                                     dir.path + "/launch.out 2>&1");
+  const std::string pid_file = work + "/node-" + std::to_string(slow) + "/pid";
+  for (int k = 0; k < 3000 && read_file(pid_file).empty(); ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(!read_file(pid_file).empty());
+  const pid_t victim = std::stoi(read_file(pid_file));
+  // Node 3 runs 1 ms in every 100 until the job ends.
+  int status = 0;
+  while (::waitpid(launcher, &status, WNOHANG) == 0) {
+    ::kill(victim, SIGSTOP);
+    std::this_thread::sleep_for(std::chrono::milliseconds(99));
+    ::kill(victim, SIGCONT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ::kill(victim, SIGCONT);
+  INFO(read_file(dir.path + "/launch.out"));
+  REQUIRE(testing::exit_code_of(status) == kExitOk);
+  // The slow node's log is short: it ended when its in-neighbours (2, 1, 7) had ended. (Any node
+  // may end a few iterations early: when it is behind every node that sends to it.)
+  double sum = 0;
+  std::vector<int> ran(n, 0);
+  for (int i = 0; i < n; ++i) {
+    const OrderLog log =
+        read_order_log(ckpt + "/node-" + std::to_string(i) + "/push_sum_order.tsv");
+    REQUIRE(log.weight > 0);
+    sum += log.weight;
+    REQUIRE(log.lines.size() >= 3);
+    ran[i] = static_cast<int>(log.lines.size()) - 3;  // header, end and weight lines
+  }
+  MESSAGE("iterations run: " << ran[0] << " " << ran[1] << " " << ran[2] << " " << ran[3] << " "
+                             << ran[4] << " " << ran[5] << " " << ran[6] << " " << ran[7]);
+  CHECK(ran[slow] < job.iterations * 9 / 10);
+  CHECK(*std::min_element(ran.begin(), ran.end()) == ran[slow]);
+  CHECK(*std::max_element(ran.begin(), ran.end()) == job.iterations);
+  CHECK(read_file(work + "/node-" + std::to_string(slow) + "/log.txt")
+            .find("every node that sends to this one has ended") != std::string::npos);
+  // Its out-neighbours took its empty last messages ("3:<s>e").
+  for (int o : {4, 5, 7}) {
+    std::istringstream words(
+        read_file(ckpt + "/node-" + std::to_string(o) + "/push_sum_order.tsv"));
+    bool empty = false;
+    for (std::string w; words >> w;) empty |= w.rfind("3:", 0) == 0 && w.back() == 'e';
+    CHECK_MESSAGE(empty, "node " << o << " took no empty message from node 3");
+  }
+  CHECK(sum == doctest::Approx(n).epsilon(1e-5));
+  const Run sim =
+      run_shell_capture(bin("sim/gossip-sim") + " run --topology " + topo + " --nodes " +
+                        std::to_string(n) + " --config " + cfg + " --replay-push-sum " + ckpt +
+                        " --quiet --dump-params " + dir.path + "/sim");
+  INFO(sim.out);
+  REQUIRE(sim.code == 0);
+  check_equal_to_sim(work + "/final", dir.path + "/sim", n);
 }
 
 TEST_CASE("bad input: a staleness the topology or the memory cannot take is exit 2 naming it") {
