@@ -405,9 +405,17 @@ int print_summary(const std::vector<NodeView>& nodes, std::string* first_failure
   std::printf("\n%-6s %-32s %10s %14s\n", "node", "exit", "iterations", "local test acc");
   for (const NodeView& v : nodes) {
     if (severity(v.exit_code) > severity(worst)) worst = v.exit_code;
-    if (v.exit_code != kExitOk && (first == nullptr || v.exit_order < first->exit_order)) {
+  }
+  // The first failure is the first node to end with the job's exit code: a node that ended on a
+  // neighbour's goodbye (exit 3) before that neighbour's own exit 2 is a consequence, not the
+  // cause.
+  for (const NodeView& v : nodes) {
+    if (v.exit_code != kExitOk && severity(v.exit_code) == severity(worst) &&
+        (first == nullptr || v.exit_order < first->exit_order)) {
       first = &v;
     }
+  }
+  for (const NodeView& v : nodes) {
     const std::string acc =
         std::isfinite(v.accuracy) ? std::to_string(v.accuracy).substr(0, 6) : std::string("-");
     std::printf("%-6d %-32s %10.0f %14s\n", v.id, describe_exit(v.exit_code).c_str(), v.iteration,

@@ -78,7 +78,8 @@ void watch_nodes(std::vector<NodeView>& nodes, const WatchOptions& options,
 void reap_trainers(std::vector<NodeView>& nodes);
 
 // The summary table with each failing node's cause, and the worst exit code; *first_failure
-// (when given) gets "node I: cause" of the node that failed first ("" when none failed).
+// (when given) gets "node I: cause" of the first node to fail with that worst code ("" when none
+// failed).
 int print_summary(const std::vector<NodeView>& nodes, std::string* first_failure);
 
 // summary.json: per node id, exit code, iterations, local test accuracy and cause; the averaged
