@@ -42,18 +42,35 @@ std::uint64_t AsyncPushSum::buffer_bytes(std::uint64_t tau, std::uint64_t sender
 
 AsyncPushSum::AsyncPushSum(int node, const config::TrainConfig& config,
                            const topology::Topology& topology, daemon::ParameterExchange& exchange,
-                           std::size_t num_params, std::string log_dir)
+                           std::size_t num_params, std::string log_dir,
+                           net::Transport* transport, std::shared_ptr<Acks> acks)
     : self_(node),
       cfg_(config),
       topology_(topology),
       exchange_(exchange),
       num_params_(num_params),
       tau_(config.staleness()),
-      log_path_(log_dir.empty() ? std::string() : log_dir + "/push_sum_order.tsv") {
+      log_path_(log_dir.empty() ? std::string() : log_dir + "/push_sum_order.tsv"),
+      transport_(transport),
+      acks_(std::move(acks)) {
   for (int j : Neighbourhood::senders(topology, node)) {
     inflows_.emplace_back().peer = j;
   }
   for (int o : Neighbourhood::receivers(topology, node)) out_seq_[o] = 0;
+}
+
+Status AsyncPushSum::on_control(Acks& acks, int peer, std::string_view control) {
+  if (!control.starts_with("psa ")) return Status::ok();
+  std::uint64_t n = 0;
+  for (char c : control.substr(4)) {
+    if (c < '0' || c > '9') return invalid_argument("bad push-sum acknowledgement");
+    n = n * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  if (peer < 0 || static_cast<std::size_t>(peer) >= acks.taken.size()) return Status::ok();
+  std::uint64_t old = acks.taken[peer].load();
+  while (old < n && !acks.taken[peer].compare_exchange_weak(old, n)) {
+  }
+  return Status::ok();
 }
 
 Status AsyncPushSum::load_state(std::span<const float> state) {
@@ -122,9 +139,11 @@ void AsyncPushSum::post(Inflow& in) {
   }
 }
 
-std::optional<IterationEnd> AsyncPushSum::take_arrived(Inflow& in, std::int64_t t) {
+std::optional<IterationEnd> AsyncPushSum::take_arrived(Inflow& in, std::int64_t t,
+                                                       std::size_t limit) {
   const std::string from = "node " + std::to_string(in.peer);
-  while (!in.finished && !in.posted.empty() && in.posted.front().pending->done()) {
+  for (std::size_t k = 0;
+       k < limit && !in.finished && !in.posted.empty() && in.posted.front().pending->done(); ++k) {
     Posted p = std::move(in.posted.front());
     in.posted.pop_front();
     const std::vector<daemon::NeighbourFailure> failures =
@@ -154,6 +173,7 @@ std::optional<IterationEnd> AsyncPushSum::take_arrived(Inflow& in, std::int64_t 
       return fail("message " + std::to_string(p.seq) + " from " + from + " is unusable: " + bad);
     }
     in.heard = t;
+    if (transport_ != nullptr) transport_->send_control(in.peer, "psa " + std::to_string(p.seq + 1));
     if (s == in.last_send) {
       // Nothing more comes from j: the receives posted past its last message are abandoned (they
       // would fail when j ends and closes the link).
@@ -183,7 +203,7 @@ std::optional<IterationEnd> AsyncPushSum::wait_next(Inflow& in, std::int64_t t) 
                 std::to_string(t) + " (staleness " + std::to_string(tau_) +
                 "): " + failures.front().status.to_string());
   }
-  return take_arrived(in, t);
+  return take_arrived(in, t, 1);
 }
 
 void AsyncPushSum::send(Sent& sent, std::span<const int> to) {
@@ -302,8 +322,9 @@ daemon::IterationOutcome AsyncPushSum::iterate(std::uint64_t t, daemon::LocalSte
   // node's sends nor gets a backlog. Never its last message, which it waits for.
   std::vector<int> kept;
   std::erase_if(to, [&](int o) {
-    const auto it = latest_send_.find(o);
-    const bool busy = it != latest_send_.end() && !it->second->done() && time != last_out_.at(o);
+    const bool unread = acks_ != nullptr ? out_seq_.at(o) > acks_->taken[o].load()
+                                          : (latest_send_.contains(o) && !latest_send_.at(o)->done());
+    const bool busy = unread && time != last_out_.at(o);
     if (busy) kept.push_back(o);
     return busy;
   });
@@ -331,8 +352,12 @@ daemon::IterationOutcome AsyncPushSum::iterate(std::uint64_t t, daemon::LocalSte
   const std::int64_t t1 = clock.monotonic_ns();
   // 3. What has arrived; a neighbour not heard from for τ iterations is waited for.
   taken_.clear();
+  const std::vector<topology::Neighbor> due = topology_.in_neighbors(self_, time);
   for (Inflow& in : inflows_) {
-    if (std::optional<IterationEnd> end = take_arrived(in, time)) return *end;
+    const bool sends_now = std::any_of(due.begin(), due.end(), [&](const topology::Neighbor& nb) {
+      return nb.node == in.peer;
+    });
+    if (std::optional<IterationEnd> end = take_arrived(in, time, sends_now ? 1 : 0)) return *end;
     if (!in.finished && time - in.heard >= static_cast<std::int64_t>(tau_)) {
       if (std::optional<IterationEnd> end = wait_next(in, time)) return *end;
     }
@@ -406,7 +431,7 @@ std::optional<IterationEnd> AsyncPushSum::conclude(std::uint64_t end,
   // Everything still due to this node.
   taken_.clear();
   for (Inflow& in : inflows_) {
-    if (std::optional<IterationEnd> why = take_arrived(in, time)) return why;
+    if (std::optional<IterationEnd> why = take_arrived(in, time, SIZE_MAX)) return why;
     while (!in.finished) {
       if (std::optional<IterationEnd> why = wait_next(in, time)) return why;
     }

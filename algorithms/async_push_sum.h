@@ -42,6 +42,7 @@
 // with the mass it has (its models still agree in the limit; the average is of what remains).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <fstream>
@@ -54,6 +55,7 @@
 #include "daemon/algorithm.h"
 #include "daemon/exchange.h"
 #include "daemon/exit_codes.h"
+#include "net/transport.h"
 #include "topology/topology.h"
 
 namespace gossip::algorithms {
@@ -74,8 +76,17 @@ class AsyncPushSum final : public daemon::Algorithm {
 
   // Node `node` of `topology` under `config` (staleness ≥ 1), over `exchange`; the order log goes
   // to `log_dir`/push_sum_order.tsv ("" for none). All borrowed for the run.
+  // Messages each out-neighbour has taken from this node (its acknowledgements), by node id;
+  // written by the transport's thread.
+  struct Acks {
+    explicit Acks(int n) : taken(static_cast<std::size_t>(n)) {}
+    std::vector<std::atomic<std::uint64_t>> taken;
+  };
+  static Status on_control(Acks& acks, int peer, std::string_view control);
+
   AsyncPushSum(int node, const config::TrainConfig& config, const topology::Topology& topology,
-               daemon::ParameterExchange& exchange, std::size_t num_params, std::string log_dir);
+               daemon::ParameterExchange& exchange, std::size_t num_params, std::string log_dir,
+               net::Transport* transport = nullptr, std::shared_ptr<Acks> acks = nullptr);
 
   std::string_view name() const override { return "push_sum"; }
   static constexpr std::size_t kStateFloats = 1;  // w_i, as PushSum's
@@ -122,7 +133,7 @@ class AsyncPushSum final : public daemon::Algorithm {
   // Posts receives for `in` up to `window` outstanding.
   void post(Inflow& in);
   // Takes every message of `in` that has arrived (in order); a failed receive ends the run.
-  std::optional<daemon::IterationEnd> take_arrived(Inflow& in, std::int64_t t);
+  std::optional<daemon::IterationEnd> take_arrived(Inflow& in, std::int64_t t, std::size_t limit);
   // Waits for `in`'s next message (the deadline extended while j is connected), then takes it.
   std::optional<daemon::IterationEnd> wait_next(Inflow& in, std::int64_t t);
   // Sends `message` (already filled) to `to`, one tag per edge.
@@ -156,6 +167,8 @@ class AsyncPushSum final : public daemon::Algorithm {
   std::vector<Taken> taken_;               // sorted by (peer, iteration) before a mix
   std::vector<std::vector<float>> spare_;  // buffers to reuse
   std::ofstream log_;
+  net::Transport* transport_ = nullptr;
+  std::shared_ptr<Acks> acks_;
   double waited_s_ = 0;  // this iteration's waits for neighbours
   std::uint64_t counted_sent_ = 0, counted_received_ = 0;
 };

@@ -62,11 +62,19 @@ class DpsgdFactory final : public daemon::AlgorithmFactory {
   }
   void on_transport(net::Transport& transport) override {
     exchange_ = daemon::make_transport_exchange(transport);
+    if (async_) {
+      transport_ = &transport;
+      acks_ = std::make_shared<AsyncPushSum::Acks>(topology_.num_nodes());
+      transport.set_control_handler([acks = acks_](int peer, std::string_view c) {
+        return AsyncPushSum::on_control(*acks, peer, c);
+      });
+    }
   }
   Result<std::unique_ptr<daemon::Algorithm>> connect(const std::atomic<bool>&) override {
     if (async_) {
       return std::unique_ptr<daemon::Algorithm>(std::make_unique<AsyncPushSum>(
-          node_, config_, topology_, *exchange_, options_.num_params, options_.checkpoint_dir));
+          node_, config_, topology_, *exchange_, options_.num_params, options_.checkpoint_dir,
+          transport_, acks_));
     }
     if (push_sum_) {
       return std::unique_ptr<daemon::Algorithm>(
@@ -89,6 +97,8 @@ class DpsgdFactory final : public daemon::AlgorithmFactory {
   const bool push_sum_;
   const bool async_;  // PUSH_SUM with staleness ≥ 1
   std::unique_ptr<daemon::ParameterExchange> exchange_;
+  net::Transport* transport_ = nullptr;
+  std::shared_ptr<AsyncPushSum::Acks> acks_;
 };
 
 #if GOSSIP_HAVE_GLOO
