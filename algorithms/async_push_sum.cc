@@ -11,9 +11,11 @@
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <thread>
 
 #include "algorithms/neighbourhood.h"
 #include "algorithms/push_sum.h"
+#include "common/check.h"
 #include "common/divergence.h"
 #include "common/log.h"
 #include "daemon/exit_codes.h"
@@ -42,8 +44,8 @@ std::uint64_t AsyncPushSum::buffer_bytes(std::uint64_t tau, std::uint64_t sender
 
 AsyncPushSum::AsyncPushSum(int node, const config::TrainConfig& config,
                            const topology::Topology& topology, daemon::ParameterExchange& exchange,
-                           std::size_t num_params, std::string log_dir,
-                           net::Transport* transport, std::shared_ptr<Acks> acks)
+                           std::size_t num_params, std::string log_dir, net::Transport& transport,
+                           std::shared_ptr<Acks> acks)
     : self_(node),
       cfg_(config),
       topology_(topology),
@@ -53,6 +55,7 @@ AsyncPushSum::AsyncPushSum(int node, const config::TrainConfig& config,
       log_path_(log_dir.empty() ? std::string() : log_dir + "/push_sum_order.tsv"),
       transport_(transport),
       acks_(std::move(acks)) {
+  GOSSIP_CHECK(acks_ != nullptr);
   for (int j : Neighbourhood::senders(topology, node)) {
     inflows_.emplace_back().peer = j;
   }
@@ -60,6 +63,10 @@ AsyncPushSum::AsyncPushSum(int node, const config::TrainConfig& config,
 }
 
 Status AsyncPushSum::on_control(Acks& acks, int peer, std::string_view control) {
+  if (control == "psk") {
+    if (peer >= 0 && static_cast<std::size_t>(peer) < acks.skipped.size()) acks.skipped[peer]++;
+    return Status::ok();
+  }
   if (!control.starts_with("psa ")) return Status::ok();
   std::uint64_t n = 0;
   for (char c : control.substr(4)) {
@@ -173,7 +180,7 @@ std::optional<IterationEnd> AsyncPushSum::take_arrived(Inflow& in, std::int64_t 
       return fail("message " + std::to_string(p.seq) + " from " + from + " is unusable: " + bad);
     }
     in.heard = t;
-    if (transport_ != nullptr) transport_->send_control(in.peer, "psa " + std::to_string(p.seq + 1));
+    transport_.send_control(in.peer, "psa " + std::to_string(p.seq + 1));  // taken: acknowledged
     if (s == in.last_send) {
       // Nothing more comes from j: the receives posted past its last message are abandoned (they
       // would fail when j ends and closes the link).
@@ -194,6 +201,30 @@ std::optional<IterationEnd> AsyncPushSum::take_arrived(Inflow& in, std::int64_t 
 std::optional<IterationEnd> AsyncPushSum::wait_next(Inflow& in, std::int64_t t) {
   post(in);
   const auto start = std::chrono::steady_clock::now();
+  {
+    // Polled, so that a skip notice from j ends the wait: j is past an iteration that sends here
+    // and kept its share, and waiting for its next message could wait on a cycle of skips.
+    auto until = deadline();
+    while (!in.posted.front().pending->done()) {
+      const std::uint64_t notices = acks_->skipped[in.peer].load();
+      if (notices > in.notices) {
+        in.notices = notices;
+        in.heard = t;
+        waited_s_ +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        return std::nullopt;
+      }
+      if (services_->interrupted()) return fail("stop requested (signal)", daemon::kExitStopped);
+      if (std::chrono::steady_clock::now() > until) {
+        if (!exchange_.link_up(in.peer)) {
+          return fail("waiting for node " + std::to_string(in.peer) + " at iteration " +
+                      std::to_string(t) + ": the deadline passed and its link is down");
+        }
+        until = deadline();
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
   const std::vector<daemon::NeighbourFailure> failures = in.posted.front().pending->wait(
       deadline(), [this] { return services_->interrupted(); },
       [this](int peer) { return exchange_.link_up(peer); });
@@ -210,7 +241,6 @@ void AsyncPushSum::send(Sent& sent, std::span<const int> to) {
   for (int o : to) {
     const std::uint64_t seq = out_seq_[o]++;
     sent.pending.push_back(exchange_.begin(seq, sent.message, std::span<const int>(&o, 1), {}));
-    latest_send_[o] = sent.pending.back().get();
   }
 }
 
@@ -240,9 +270,6 @@ std::optional<IterationEnd> AsyncPushSum::retire_sends(std::size_t keep) {
     }
     if (!done) {
       waited_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    }
-    for (const auto& p : it->pending) {
-      std::erase_if(latest_send_, [&](const auto& entry) { return entry.second == p.get(); });
     }
     spare_.push_back(std::move(it->message));
     it = sent_.erase(it);
@@ -322,13 +349,13 @@ daemon::IterationOutcome AsyncPushSum::iterate(std::uint64_t t, daemon::LocalSte
   // node's sends nor gets a backlog. Never its last message, which it waits for.
   std::vector<int> kept;
   std::erase_if(to, [&](int o) {
-    const bool unread = acks_ != nullptr ? out_seq_.at(o) > acks_->taken[o].load()
-                                          : (latest_send_.contains(o) && !latest_send_.at(o)->done());
+    const bool unread = out_seq_.at(o) > acks_->taken[o].load();
     const bool busy = unread && time != last_out_.at(o);
     if (busy) kept.push_back(o);
     return busy;
   });
   std::sort(kept.begin(), kept.end());
+  for (int o : kept) transport_.send_control(o, "psk");  // so that o does not wait for it
   if (!to.empty()) {
     Sent sent;
     if (spare_.empty()) {
@@ -354,10 +381,13 @@ daemon::IterationOutcome AsyncPushSum::iterate(std::uint64_t t, daemon::LocalSte
   taken_.clear();
   const std::vector<topology::Neighbor> due = topology_.in_neighbors(self_, time);
   for (Inflow& in : inflows_) {
-    const bool sends_now = std::any_of(due.begin(), due.end(), [&](const topology::Neighbor& nb) {
-      return nb.node == in.peer;
-    });
+    const bool sends_now = std::any_of(
+        due.begin(), due.end(), [&](const topology::Neighbor& nb) { return nb.node == in.peer; });
     if (std::optional<IterationEnd> end = take_arrived(in, time, sends_now ? 1 : 0)) return *end;
+    if (acks_->skipped[in.peer].load() > in.notices) {  // j skipped us: heard from, no message
+      in.notices = acks_->skipped[in.peer].load();
+      in.heard = time;
+    }
     if (!in.finished && time - in.heard >= static_cast<std::int64_t>(tau_)) {
       if (std::optional<IterationEnd> end = wait_next(in, time)) return *end;
     }

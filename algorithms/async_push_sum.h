@@ -1,17 +1,20 @@
 // PUSH_SUM with bounded staleness (training config `staleness: τ` ≥ 1): asynchronous Stochastic
 // Gradient Push, as an algorithm of the node driver (daemon/algorithm.h). Every node runs on its
-// own clock: it pushes its share to its out-neighbours, mixes whatever messages have arrived, and
-// waits for an in-neighbour only once it has run τ iterations without a message from it. A slow
+// own clock: it pushes its share to its out-neighbours, mixes the messages that have arrived, and
+// waits for an in-neighbour only once it has run τ iterations without hearing from it. A slow
 // node then slows nobody who does not wait for it, and push-sum's weights keep the average exact
 // whatever arrives when (docs/design.md §1, "Bounded staleness").
 //
 // Node i, its iteration t (state z_i^t, the driver's buffers, and the weight w_i^t):
-//   1. send (z_i^t, w_i^t, t) to each o ∈ N_out(i, t), without waiting. An out-neighbour still
-//      reading the previous message to it is skipped and its share p_oi(t) added to the own entry
-//      (logged as "kept o"), except at the last iteration that sends to it;
+//   1. send (z_i^t, w_i^t, t) to each o ∈ N_out(i, t), without waiting. An out-neighbour that has
+//      not yet taken the previous message to it (its acknowledgement has not come) is skipped: its
+//      share p_oi(t) is added to the own entry (logged as "kept o") and o gets a skip notice,
+//      except at the last iteration that sends to it. So at most one message with mass is on an
+//      edge, and a slow reader gains weight at its own rate, not at its senders';
 //   2. the local step's gradient at z_i^t;
-//   3. take every message that has arrived, in order per in-neighbour j (several, or none); if i
-//      has run τ iterations without one from j (and j has more to send), wait for j's next;
+//   3. from each j ∈ N_in(i, t), take the oldest message that has arrived, if any (lock step
+//      takes one; every message is acknowledged as it is taken); if i has run τ iterations
+//      without a message or a skip notice from j (and j has more to send), wait for either;
 //   4. row: the own entry (i, p_ii(t)) and one entry (j, p_ij(s)) per message (j, s), sorted by j
 //      then s; topology::push_sum_mix of the row and the terms' weights; u_t ← the direction at
 //      z_i^t; z_i^{t+1} = Σ_k c_k z_k − γ_t u_t in one fused pass (the step on the de-biased
@@ -76,17 +79,21 @@ class AsyncPushSum final : public daemon::Algorithm {
 
   // Node `node` of `topology` under `config` (staleness ≥ 1), over `exchange`; the order log goes
   // to `log_dir`/push_sum_order.tsv ("" for none). All borrowed for the run.
-  // Messages each out-neighbour has taken from this node (its acknowledgements), by node id;
-  // written by the transport's thread.
+  // What the neighbours' control messages say, by node id, written by the transport's thread:
+  // how many of this node's messages each out-neighbour has taken ("psa <count>", sent as it takes
+  // one), and how many skip notices each in-neighbour sent ("psk": it kept its share at an
+  // iteration that sends here). on_control reads them; other control messages are ignored.
   struct Acks {
-    explicit Acks(int n) : taken(static_cast<std::size_t>(n)) {}
+    explicit Acks(int n)
+        : taken(static_cast<std::size_t>(n)), skipped(static_cast<std::size_t>(n)) {}
     std::vector<std::atomic<std::uint64_t>> taken;
+    std::vector<std::atomic<std::uint64_t>> skipped;  // skip notices from each in-neighbour
   };
   static Status on_control(Acks& acks, int peer, std::string_view control);
 
   AsyncPushSum(int node, const config::TrainConfig& config, const topology::Topology& topology,
                daemon::ParameterExchange& exchange, std::size_t num_params, std::string log_dir,
-               net::Transport* transport = nullptr, std::shared_ptr<Acks> acks = nullptr);
+               net::Transport& transport, std::shared_ptr<Acks> acks);
 
   std::string_view name() const override { return "push_sum"; }
   static constexpr std::size_t kStateFloats = 1;  // w_i, as PushSum's
@@ -114,6 +121,7 @@ class AsyncPushSum final : public daemon::Algorithm {
     std::int64_t last_send = -1;  // j's last iteration that sends here (-1: none)
     std::int64_t heard = 0;       // this node's iteration when it last took a message from j
     bool finished = false;        // j's last message (perhaps an empty one) is taken
+    std::uint64_t notices = 0;    // skip notices from j seen
   };
   struct Taken {  // a message taken for the next mix
     int peer = -1;
@@ -159,15 +167,14 @@ class AsyncPushSum final : public daemon::Algorithm {
   daemon::RunServices* services_ = nullptr;
   std::uint64_t start_ = 0, total_ = 0;
   float weight_ = 1.0f;
-  std::deque<Inflow> inflows_;            // by increasing peer id (a deque: Inflow is move-only)
-  std::map<int, std::uint64_t> out_seq_;  // the next seq to each out-neighbour
-  std::deque<Sent> sent_;                 // oldest first
-  std::map<int, daemon::PendingExchange*> latest_send_;  // the last send to each out-neighbour
+  std::deque<Inflow> inflows_;             // by increasing peer id (a deque: Inflow is move-only)
+  std::map<int, std::uint64_t> out_seq_;   // the next seq to each out-neighbour
+  std::deque<Sent> sent_;                  // oldest first
   std::map<int, std::int64_t> last_out_;   // our last iteration that sends to each out-neighbour
   std::vector<Taken> taken_;               // sorted by (peer, iteration) before a mix
   std::vector<std::vector<float>> spare_;  // buffers to reuse
   std::ofstream log_;
-  net::Transport* transport_ = nullptr;
+  net::Transport& transport_;
   std::shared_ptr<Acks> acks_;
   double waited_s_ = 0;  // this iteration's waits for neighbours
   std::uint64_t counted_sent_ = 0, counted_received_ = 0;

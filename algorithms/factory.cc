@@ -72,9 +72,9 @@ class DpsgdFactory final : public daemon::AlgorithmFactory {
   }
   Result<std::unique_ptr<daemon::Algorithm>> connect(const std::atomic<bool>&) override {
     if (async_) {
-      return std::unique_ptr<daemon::Algorithm>(std::make_unique<AsyncPushSum>(
-          node_, config_, topology_, *exchange_, options_.num_params, options_.checkpoint_dir,
-          transport_, acks_));
+      return std::unique_ptr<daemon::Algorithm>(
+          std::make_unique<AsyncPushSum>(node_, config_, topology_, *exchange_, options_.num_params,
+                                         options_.checkpoint_dir, *transport_, acks_));
     }
     if (push_sum_) {
       return std::unique_ptr<daemon::Algorithm>(
