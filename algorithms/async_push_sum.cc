@@ -198,32 +198,34 @@ std::optional<IterationEnd> AsyncPushSum::take_arrived(Inflow& in, std::int64_t 
   return std::nullopt;
 }
 
+bool AsyncPushSum::noticed(Inflow& in, std::int64_t t) {
+  const std::uint64_t notices = acks_->skipped[in.peer].load();
+  if (notices <= in.notices) return false;
+  in.notices = notices;
+  in.heard = t;
+  return true;
+}
+
 std::optional<IterationEnd> AsyncPushSum::wait_next(Inflow& in, std::int64_t t) {
   post(in);
   const auto start = std::chrono::steady_clock::now();
-  {
-    // Polled, so that a skip notice from j ends the wait: j is past an iteration that sends here
-    // and kept its share, and waiting for its next message could wait on a cycle of skips.
-    auto until = deadline();
-    while (!in.posted.front().pending->done()) {
-      const std::uint64_t notices = acks_->skipped[in.peer].load();
-      if (notices > in.notices) {
-        in.notices = notices;
-        in.heard = t;
-        waited_s_ +=
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        return std::nullopt;
-      }
-      if (services_->interrupted()) return fail("stop requested (signal)", daemon::kExitStopped);
-      if (std::chrono::steady_clock::now() > until) {
-        if (!exchange_.link_up(in.peer)) {
-          return fail("waiting for node " + std::to_string(in.peer) + " at iteration " +
-                      std::to_string(t) + ": the deadline passed and its link is down");
-        }
-        until = deadline();
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
+  // Polled, so that a skip notice from j ends the wait: j is past an iteration that sends here
+  // and kept its share, and waiting for its next message could wait on a cycle of skips.
+  auto until = deadline();
+  while (!in.posted.front().pending->done()) {
+    if (noticed(in, t)) {
+      waited_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      return std::nullopt;
     }
+    if (services_->interrupted()) return fail("stop requested (signal)", daemon::kExitStopped);
+    if (std::chrono::steady_clock::now() > until) {
+      if (!exchange_.link_up(in.peer)) {
+        return fail("waiting for node " + std::to_string(in.peer) + " at iteration " +
+                    std::to_string(t) + ": the deadline passed and its link is down");
+      }
+      until = deadline();
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
   const std::vector<daemon::NeighbourFailure> failures = in.posted.front().pending->wait(
       deadline(), [this] { return services_->interrupted(); },
@@ -384,10 +386,7 @@ daemon::IterationOutcome AsyncPushSum::iterate(std::uint64_t t, daemon::LocalSte
     const bool sends_now = std::any_of(
         due.begin(), due.end(), [&](const topology::Neighbor& nb) { return nb.node == in.peer; });
     if (std::optional<IterationEnd> end = take_arrived(in, time, sends_now ? 1 : 0)) return *end;
-    if (acks_->skipped[in.peer].load() > in.notices) {  // j skipped us: heard from, no message
-      in.notices = acks_->skipped[in.peer].load();
-      in.heard = time;
-    }
+    noticed(in, time);
     if (!in.finished && time - in.heard >= static_cast<std::int64_t>(tau_)) {
       if (std::optional<IterationEnd> end = wait_next(in, time)) return *end;
     }

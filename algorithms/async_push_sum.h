@@ -143,6 +143,8 @@ class AsyncPushSum final : public daemon::Algorithm {
   // Takes every message of `in` that has arrived (in order); a failed receive ends the run.
   std::optional<daemon::IterationEnd> take_arrived(Inflow& in, std::int64_t t, std::size_t limit);
   // Waits for `in`'s next message (the deadline extended while j is connected), then takes it.
+  // A skip notice from j since the last look counts as hearing from it at t (in.heard).
+  bool noticed(Inflow& in, std::int64_t t);
   std::optional<daemon::IterationEnd> wait_next(Inflow& in, std::int64_t t);
   // Sends `message` (already filled) to `to`, one tag per edge.
   void send(Sent& sent, std::span<const int> to);

@@ -172,6 +172,18 @@ OrderLog read_order_log(const std::string& path) {
   return log;
 }
 
+// `gossip-sim run --replay-push-sum` of the order logs under `ckpt` (into dir/sim) gives the final
+// parameters the n nodes of `work` wrote, node by node, bit for bit.
+void check_replay(const std::string& dir, const std::string& topo, int n, const std::string& cfg,
+                  const std::string& ckpt, const std::string& work) {
+  const Run sim = run_shell_capture(
+      bin("sim/gossip-sim") + " run --topology " + topo + " --nodes " + std::to_string(n) +
+      " --config " + cfg + " --replay-push-sum " + ckpt + " --quiet --dump-params " + dir + "/sim");
+  INFO(sim.out);
+  REQUIRE(sim.code == 0);
+  check_equal_to_sim(work + "/final", dir + "/sim", n);
+}
+
 TEST_CASE(
     "staleness: asynchronous PUSH_SUM on the one-peer exponential graph conserves mass and "
     "gossip-sim replays its order log bit for bit") {
@@ -206,13 +218,7 @@ TEST_CASE(
   CHECK(sum == doctest::Approx(n).epsilon(1e-5));
   CHECK(off_step);
   // The replay: the same models, node by node, bit for bit.
-  const Run sim =
-      run_shell_capture(bin("sim/gossip-sim") + " run --topology " + topo + " --nodes " +
-                        std::to_string(n) + " --config " + cfg + " --replay-push-sum " + ckpt +
-                        " --quiet --dump-params " + dir.path + "/sim");
-  INFO(sim.out);
-  REQUIRE(sim.code == 0);
-  check_equal_to_sim(work + "/final", dir.path + "/sim", n);
+  check_replay(dir.path, topo, n, cfg, ckpt, work);
   CHECK(read_f32(work + "/final/node_0.f32") != read_f32(work + "/final/node_1.f32"));
 }
 
@@ -274,13 +280,7 @@ TEST_CASE(
     CHECK_MESSAGE(empty, "node " << o << " took no empty message from node 3");
   }
   CHECK(sum == doctest::Approx(n).epsilon(1e-5));
-  const Run sim =
-      run_shell_capture(bin("sim/gossip-sim") + " run --topology " + topo + " --nodes " +
-                        std::to_string(n) + " --config " + cfg + " --replay-push-sum " + ckpt +
-                        " --quiet --dump-params " + dir.path + "/sim");
-  INFO(sim.out);
-  REQUIRE(sim.code == 0);
-  check_equal_to_sim(work + "/final", dir.path + "/sim", n);
+  check_replay(dir.path, topo, n, cfg, ckpt, work);
 }
 
 TEST_CASE("bad input: a staleness the topology or the memory cannot take is exit 2 naming it") {
