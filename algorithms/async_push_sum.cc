@@ -54,15 +54,99 @@ AsyncPushSum::AsyncPushSum(int node, const config::TrainConfig& config,
       tau_(config.staleness()),
       log_path_(log_dir.empty() ? std::string() : log_dir + "/push_sum_order.tsv"),
       transport_(transport),
-      acks_(std::move(acks)) {
+      acks_(std::move(acks)),
+      carry_on_(config.fault().policy() == config::pb::Fault::CARRY_ON) {
   GOSSIP_CHECK(acks_ != nullptr);
   for (int j : Neighbourhood::senders(topology, node)) {
     inflows_.emplace_back().peer = j;
+    if (carry_on_) links_[j];
   }
-  for (int o : Neighbourhood::receivers(topology, node)) out_seq_[o] = 0;
+  for (int o : Neighbourhood::receivers(topology, node)) {
+    out_seq_[o] = 0;
+    sent_w_[o] = 0;
+    if (carry_on_) links_[o];
+  }
+}
+
+namespace {
+
+// A double as two floats holding its 64 bits (a checkpoint's state is floats), and back.
+void push_double(std::vector<float>& out, double v) {
+  const auto bits = std::bit_cast<std::uint64_t>(v);
+  out.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(bits)));
+  out.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(bits >> 32)));
+}
+double read_double(std::span<const float> in, std::size_t at) {
+  return std::bit_cast<double>(
+      static_cast<std::uint64_t>(std::bit_cast<std::uint32_t>(in[at])) |
+      (static_cast<std::uint64_t>(std::bit_cast<std::uint32_t>(in[at + 1])) << 32));
+}
+
+// "%a" of a double: exact in text.
+std::string hex(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%a", v);
+  return buf;
+}
+
+}  // namespace
+
+std::size_t AsyncPushSum::state_floats(const config::TrainConfig& config,
+                                       const topology::Topology& topology, int node) {
+  if (config.fault().policy() != config::pb::Fault::CARRY_ON) return 1;
+  return 1 + 2 * (Neighbourhood::senders(topology, node).size() +
+                  Neighbourhood::receivers(topology, node).size());
+}
+
+std::vector<float> AsyncPushSum::state() const {
+  std::vector<float> out{weight_};
+  if (!carry_on_) return out;
+  for (const auto& [o, w] : sent_w_) push_double(out, w);
+  for (const Inflow& in : inflows_) push_double(out, in.taken_w);
+  return out;
 }
 
 Status AsyncPushSum::on_control(Acks& acks, int peer, std::string_view control) {
+  const bool known = peer >= 0 && static_cast<std::size_t>(peer) < acks.taken.size();
+  if (control.starts_with("psr ")) {
+    // psr <restarted 0|1> <sent %a> <taken %a> <next> <sent_last 0|1>
+    const std::string text(control.substr(4));
+    Report r;
+    int restarted = 0, sent_last = 0, used = 0;
+    char sent[64], taken[64];
+    unsigned long long next = 0;
+    if (std::sscanf(text.c_str(), "%d %63s %63s %llu %d%n", &restarted, sent, taken, &next,
+                    &sent_last, &used) != 5 ||
+        static_cast<std::size_t>(used) != text.size()) {
+      return invalid_argument("bad push-sum link report");
+    }
+    r.restarted = restarted != 0;
+    r.sent = std::strtod(sent, nullptr);
+    r.taken = std::strtod(taken, nullptr);
+    r.next = next;
+    r.sent_last = sent_last != 0;
+    if (!std::isfinite(r.sent) || !std::isfinite(r.taken)) {
+      return invalid_argument("bad push-sum link report");
+    }
+    if (!known) return Status::ok();
+    std::lock_guard l(acks.mu);
+    acks.reports[static_cast<std::size_t>(peer)] = r;
+    return Status::ok();
+  }
+  if (control.starts_with("psb ")) {
+    std::uint64_t base = 0;
+    for (char c : control.substr(4)) {
+      if (c < '0' || c > '9') return invalid_argument("bad push-sum message base");
+      base = base * 10 + static_cast<std::uint64_t>(c - '0');
+    }
+    if (!known) return Status::ok();
+    // The messages behind this one on the link start at `base`: the floor moves before they are
+    // read.
+    if (acks.transport != nullptr) acks.transport->reset_floor(peer, base);
+    std::lock_guard l(acks.mu);
+    acks.bases[static_cast<std::size_t>(peer)] = base;
+    return Status::ok();
+  }
   if (control == "psk") {
     if (peer >= 0 && static_cast<std::size_t>(peer) < acks.skipped.size()) acks.skipped[peer]++;
     return Status::ok();
@@ -81,7 +165,29 @@ Status AsyncPushSum::on_control(Acks& acks, int peer, std::string_view control) 
 }
 
 Status AsyncPushSum::load_state(std::span<const float> state) {
-  return load_push_sum_weight(state, weight_);
+  if (!carry_on_) return load_push_sum_weight(state, weight_);
+  if (state.size() != state_size()) {
+    return invalid_argument("push-sum state of " + std::to_string(state.size()) +
+                            " floats; carry-on expects " + std::to_string(state_size()) +
+                            " (the weight, then each edge's ledger)");
+  }
+  GOSSIP_RETURN_IF_ERROR(load_push_sum_weight(state.subspan(0, 1), weight_));
+  std::size_t at = 1;
+  for (auto& [o, w] : sent_w_) {
+    w = read_double(state, at);
+    at += 2;
+  }
+  for (Inflow& in : inflows_) {
+    in.taken_w = read_double(state, at);
+    at += 2;
+  }
+  for (std::size_t k = 1; k < state.size(); k += 2) {
+    const double v = read_double(state, k);
+    if (!std::isfinite(v) || v < 0) {
+      return invalid_argument("push-sum ledger " + std::to_string(v) + " is not finite and >= 0");
+    }
+  }
+  return Status::ok();
 }
 
 Result<std::uint64_t> AsyncPushSum::start(std::uint64_t start, bool /*rejoining*/,
@@ -99,8 +205,10 @@ Result<std::uint64_t> AsyncPushSum::start(std::uint64_t start, bool /*rejoining*
         topology::push_sum_last_send(topology_, in.peer, self_, static_cast<std::int64_t>(total));
     in.finished = in.last_send < 0;
     in.heard = static_cast<std::int64_t>(start);
-    post(in);
+    post(in);  // under carry-on, once the link is reconciled
   }
+  for (auto& [peer, link] : links_) link.initial = start == 0;
+  next_t_ = static_cast<std::int64_t>(start);
   if (!log_path_.empty()) {
     log_.open(log_path_, std::ios::trunc);
     if (!log_) {
@@ -109,6 +217,33 @@ Result<std::uint64_t> AsyncPushSum::start(std::uint64_t start, bool /*rejoining*
     }
     log_ << "# gossip-sgd push-sum order 2 node " << self_ << " nodes " << topology_.num_nodes()
          << " start " << start << " total " << total << " staleness " << tau_ << "\n";
+  }
+  if (carry_on_) {
+    // Every link that is up is reconciled before the first iteration (within connect_ms), so
+    // that a fresh job starts with its links carrying messages. A node restarted from a
+    // checkpoint waits for every link, up or not yet, so that its weight is whole when it mixes.
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(cfg_.timeouts().connect_ms());
+    const auto all_live = [this, start] {
+      return std::all_of(links_.begin(), links_.end(), [&](const auto& l) {
+        return l.second.state == LinkState::kLive || (start == 0 && !exchange_.link_up(l.first));
+      });
+    };
+    while (!all_live() && std::chrono::steady_clock::now() < until && !services.interrupted()) {
+      if (std::optional<IterationEnd> end = watch_links(static_cast<std::int64_t>(start))) {
+        *exit_code = end->exit_code;
+        return end->status;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::string missing;
+    for (const auto& [peer, link] : links_) {
+      if (link.state != LinkState::kLive) missing += " " + std::to_string(peer);
+    }
+    GOSSIP_LOG(kInfo) << "push-sum: " << (start > 0 ? "restarted" : "starting") << " at iteration "
+                      << start << " with weight " << weight_
+                      << (missing.empty() ? ", every link reconciled"
+                                          : ", carrying on without the links to" + missing);
   }
   counted_sent_ = exchange_.bytes_sent();
   counted_received_ = exchange_.bytes_received();
@@ -130,6 +265,7 @@ daemon::SteadyTime AsyncPushSum::deadline() const {
 }
 
 void AsyncPushSum::post(Inflow& in) {
+  if (!live(in.peer)) return;
   const std::size_t floats = message_floats(num_params_);
   while (in.posted.size() < tau_ + 1) {
     Posted p;
@@ -156,6 +292,10 @@ std::optional<IterationEnd> AsyncPushSum::take_arrived(Inflow& in, std::int64_t 
     const std::vector<daemon::NeighbourFailure> failures =
         p.pending->wait(std::chrono::steady_clock::now(), {}, {});
     if (!failures.empty()) {
+      if (carry_on_) {
+        lose(in.peer);  // carried on without it until the link is reconciled
+        return std::nullopt;
+      }
       return fail("message " + std::to_string(p.seq) + " from " + from +
                   " failed: " + failures.front().status.to_string());
     }
@@ -192,6 +332,7 @@ std::optional<IterationEnd> AsyncPushSum::take_arrived(Inflow& in, std::int64_t 
       spare_.push_back(std::move(p.buffer));
       taken_.push_back({in.peer, s, 0.0f, {}, true});  // logged, not mixed
     } else {
+      in.taken_w += topology::push_sum_entry(topology_, self_, in.peer, s) * static_cast<double>(w);
       taken_.push_back({in.peer, s, w, std::move(p.buffer), false});
     }
   }
@@ -208,11 +349,21 @@ bool AsyncPushSum::noticed(Inflow& in, std::int64_t t) {
 
 std::optional<IterationEnd> AsyncPushSum::wait_next(Inflow& in, std::int64_t t) {
   post(in);
+  if (in.posted.empty()) return std::nullopt;  // carry-on: j's link is not reconciled
   const auto start = std::chrono::steady_clock::now();
   // Polled, so that a skip notice from j ends the wait: j is past an iteration that sends here
   // and kept its share, and waiting for its next message could wait on a cycle of skips.
   auto until = deadline();
   while (!in.posted.front().pending->done()) {
+    if (carry_on_) {
+      // A link lost or reset meanwhile (this or another) ends the wait for j if it is j's.
+      if (std::optional<IterationEnd> end = watch_links(t)) return end;
+      if (!live(in.peer) || in.posted.empty()) {
+        waited_s_ +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        return std::nullopt;
+      }
+    }
     if (noticed(in, t)) {
       waited_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       return std::nullopt;
@@ -231,6 +382,10 @@ std::optional<IterationEnd> AsyncPushSum::wait_next(Inflow& in, std::int64_t t) 
       deadline(), [this] { return services_->interrupted(); },
       [this](int peer) { return exchange_.link_up(peer); });
   waited_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!failures.empty() && carry_on_) {
+    lose(in.peer);
+    return std::nullopt;
+  }
   if (!failures.empty()) {
     return fail("waiting for node " + std::to_string(in.peer) + " at iteration " +
                 std::to_string(t) + " (staleness " + std::to_string(tau_) +
@@ -243,6 +398,7 @@ void AsyncPushSum::send(Sent& sent, std::span<const int> to) {
   for (int o : to) {
     const std::uint64_t seq = out_seq_[o]++;
     sent.pending.push_back(exchange_.begin(seq, sent.message, std::span<const int>(&o, 1), {}));
+    sent.to.push_back(o);
   }
 }
 
@@ -251,7 +407,7 @@ std::optional<IterationEnd> AsyncPushSum::retire_sends(std::size_t keep) {
   // out-neighbour) must not hold up the others' buffers.
   const auto finished = [](const Sent& sent) {
     return std::all_of(sent.pending.begin(), sent.pending.end(),
-                       [](const auto& p) { return p->done(); });
+                       [](const auto& p) { return p == nullptr || p->done(); });
   };
   for (auto it = sent_.begin(); it != sent_.end() || sent_.size() > keep;) {
     if (it == sent_.end()) it = sent_.begin();  // more than `keep` left: wait for the oldest
@@ -261,10 +417,15 @@ std::optional<IterationEnd> AsyncPushSum::retire_sends(std::size_t keep) {
       continue;
     }
     const auto start = std::chrono::steady_clock::now();
-    for (const auto& p : it->pending) {
-      const std::vector<daemon::NeighbourFailure> failures = p->wait(
+    for (std::size_t k = 0; k < it->pending.size(); ++k) {
+      if (it->pending[k] == nullptr) continue;  // abandoned: its link was lost (carry-on)
+      const std::vector<daemon::NeighbourFailure> failures = it->pending[k]->wait(
           deadline(), [this] { return services_->interrupted(); },
           [this](int peer) { return exchange_.link_up(peer); });
+      if (!failures.empty() && carry_on_ && !services_->interrupted()) {
+        lose(it->to[k]);  // σ counts it: the reconciliation settles whether it arrived
+        continue;
+      }
       if (!failures.empty()) {
         return fail("sending to node " + std::to_string(failures.front().peer) +
                     " failed: " + failures.front().status.to_string());
@@ -339,7 +500,17 @@ daemon::IterationOutcome AsyncPushSum::iterate(std::uint64_t t, daemon::LocalSte
   Clock& clock = services_->clock;
   const auto time = static_cast<std::int64_t>(t);
   waited_s_ = 0;
+  next_t_ = time;
   const std::int64_t t0 = clock.monotonic_ns();
+  if (std::optional<IterationEnd> end = watch_links(time)) return *end;
+  if (!(weight_ >= std::numeric_limits<float>::min())) {
+    return *fail("push-sum weight " + std::to_string(weight_) + " at iteration " +
+                     std::to_string(t) +
+                     " after reconciling its links: this node restarted from a checkpoint that "
+                     "misses more weight than came back (a neighbour it had sent to was away when "
+                     "it restarted)",
+                 daemon::kExitError);
+  }
   // 1. Our message to this iteration's out-neighbours, without waiting for the earlier ones:
   // skipping an out-neighbour still reading (below) leaves at most two unfinished messages to each,
   // so the queue stays short without a bound of its own.
@@ -349,15 +520,24 @@ daemon::IterationOutcome AsyncPushSum::iterate(std::uint64_t t, daemon::LocalSte
   // An out-neighbour still reading our previous message (a slow node) is skipped: its share stays
   // here (column-stochastic still: the own entry takes it), so a slow reader neither holds up this
   // node's sends nor gets a backlog. Never its last message, which it waits for.
+  // Under carry-on, so is one whose link is down or not yet reconciled, even for the last message
+  // (it is told that this one is past when the link is reconciled).
   std::vector<int> kept;
   std::erase_if(to, [&](int o) {
     const bool unread = out_seq_.at(o) > acks_->taken[o].load();
-    const bool busy = unread && time != last_out_.at(o);
+    const bool busy = (unread && time != last_out_.at(o)) || !live(o);
     if (busy) kept.push_back(o);
+    if (!live(o) && time == last_out_.at(o)) links_.at(o).last_kept = true;
     return busy;
   });
   std::sort(kept.begin(), kept.end());
-  for (int o : kept) transport_.send_control(o, "psk");  // so that o does not wait for it
+  for (int o : kept) {
+    if (live(o)) transport_.send_control(o, "psk");  // so that o does not wait for it
+  }
+  for (int o : to) {
+    sent_w_[o] +=
+        topology::push_sum_entry(topology_, o, self_, time) * static_cast<double>(weight_);
+  }
   if (!to.empty()) {
     Sent sent;
     if (spare_.empty()) {
@@ -383,11 +563,12 @@ daemon::IterationOutcome AsyncPushSum::iterate(std::uint64_t t, daemon::LocalSte
   taken_.clear();
   const std::vector<topology::Neighbor> due = topology_.in_neighbors(self_, time);
   for (Inflow& in : inflows_) {
+    if (!live(in.peer)) continue;  // carry-on: lost, or not yet reconciled
     const bool sends_now = std::any_of(
         due.begin(), due.end(), [&](const topology::Neighbor& nb) { return nb.node == in.peer; });
     if (std::optional<IterationEnd> end = take_arrived(in, time, sends_now ? 1 : 0)) return *end;
     noticed(in, time);
-    if (!in.finished && time - in.heard >= static_cast<std::int64_t>(tau_)) {
+    if (!in.finished && live(in.peer) && time - in.heard >= static_cast<std::int64_t>(tau_)) {
       if (std::optional<IterationEnd> end = wait_next(in, time)) return *end;
     }
   }
@@ -441,20 +622,19 @@ std::optional<IterationEnd> AsyncPushSum::conclude(std::uint64_t end,
   // An out-neighbour whose last message from us is not among the iterations this process ran
   // (start_ .. end − 1: it falls after an early end, or before a resume) gets an empty one in its
   // place, so that it knows there is no more.
+  next_t_ = static_cast<std::int64_t>(total_);  // every message of this node is past
   for (const auto& [o, seq] : out_seq_) {
     const std::int64_t last = last_out_.at(o);
     if (last < 0 ||
         (last >= static_cast<std::int64_t>(start_) && last < static_cast<std::int64_t>(end))) {
       continue;
     }
-    Sent empty;
-    empty.message.assign(message_floats(num_params_), 0.0f);
-    float* header = empty.message.data() + num_params_;
-    header[1] = bits_to_float(static_cast<std::uint32_t>(last));
-    header[2] = bits_to_float(static_cast<std::uint32_t>(static_cast<std::uint64_t>(last) >> 32));
-    header[3] = bits_to_float(kEmpty);
-    sent_.push_back(std::move(empty));
-    send(sent_.back(), std::span<const int>(&o, 1));
+    if (carry_on_ && (!live(o) || links_.at(o).told_last)) continue;  // no link, or it knows
+    send_empty(o, last);
+    if (carry_on_) links_.at(o).told_last = true;
+  }
+  for (const auto& [peer, link] : links_) {
+    if (live(peer)) send_kept_last(peer);
   }
   const auto time = static_cast<std::int64_t>(end);
   // Everything still due to this node.
@@ -462,6 +642,10 @@ std::optional<IterationEnd> AsyncPushSum::conclude(std::uint64_t end,
   for (Inflow& in : inflows_) {
     if (std::optional<IterationEnd> why = take_arrived(in, time, SIZE_MAX)) return why;
     while (!in.finished) {
+      if (carry_on_ && !live(in.peer)) {
+        if (std::optional<IterationEnd> why = await_link(in, time)) return why;
+        continue;
+      }
       if (std::optional<IterationEnd> why = wait_next(in, time)) return why;
     }
   }
@@ -481,6 +665,192 @@ std::optional<IterationEnd> AsyncPushSum::conclude(std::uint64_t end,
     if (!log_) return fail("cannot write the push-sum order log " + log_path_, daemon::kExitError);
   }
   GOSSIP_LOG(kInfo) << "push-sum: drained every message due to this node; weight " << weight_;
+  return std::nullopt;
+}
+
+}  // namespace gossip::algorithms
+
+namespace gossip::algorithms {
+
+bool AsyncPushSum::live(int peer) const {
+  if (!carry_on_) return true;
+  const auto it = links_.find(peer);
+  return it != links_.end() && it->second.state == LinkState::kLive;
+}
+
+AsyncPushSum::Inflow* AsyncPushSum::inflow(int peer) {
+  for (Inflow& in : inflows_) {
+    if (in.peer == peer) return &in;
+  }
+  return nullptr;
+}
+
+void AsyncPushSum::lose(int peer, bool keep_report) {
+  Link& link = links_.at(peer);
+  const Inflow* from = inflow(peer);
+  const bool matters = (from != nullptr && !from->finished) ||
+                       (last_out_.count(peer) != 0 && last_out_.at(peer) >= next_t_);
+  if (link.state == LinkState::kLive && matters) {  // not a neighbour that is done with this one
+    GOSSIP_LOG(kWarning) << "push-sum: the link with node " << peer
+                         << " is down or was reset: carrying on without it until it is back and "
+                            "reconciled";
+  }
+  link.state = LinkState::kLost;
+  if (Inflow* in = inflow(peer)) {
+    for (Posted& p : in->posted) {
+      p.pending.reset();  // what arrived and was not taken is settled by the reconciliation
+      spare_.push_back(std::move(p.buffer));
+    }
+    in->posted.clear();
+  }
+  for (Sent& sent : sent_) {
+    for (std::size_t k = 0; k < sent.to.size(); ++k) {
+      if (sent.to[k] == peer) sent.pending[k].reset();
+    }
+  }
+  // Nothing it sent before the reconciliation is taken: its "psb" says where its messages start.
+  transport_.skip_before(peer, UINT64_MAX);
+  std::lock_guard l(acks_->mu);
+  if (!keep_report) acks_->reports[static_cast<std::size_t>(peer)].reset();
+  acks_->bases[static_cast<std::size_t>(peer)].reset();
+}
+
+void AsyncPushSum::send_report(int peer, std::int64_t t) {
+  const Inflow* in = inflow(peer);
+  const auto out = sent_w_.find(peer);
+  const bool sends = out != sent_w_.end();
+  const bool sent_last = sends && last_out_.at(peer) < t;
+  transport_.send_control(peer, "psr " + std::string(links_.at(peer).restarted ? "1" : "0") + " " +
+                                    hex(sends ? out->second : 0.0) + " " +
+                                    hex(in != nullptr ? in->taken_w : 0.0) + " " +
+                                    std::to_string(sends ? out_seq_.at(peer) : 0) + " " +
+                                    (sent_last ? "1" : "0"));
+  links_.at(peer).told_last = sent_last;
+}
+
+std::optional<IterationEnd> AsyncPushSum::apply_report(int peer, const Report& report) {
+  Link& link = links_.at(peer);
+  double delta = 0;
+  // Its edge to this node: the receiver corrects unless the sender restarted.
+  if (Inflow* in = inflow(peer)) {
+    if (!report.restarted) {
+      delta += report.sent - in->taken_w;
+      in->taken_w = report.sent;
+    }
+    if (report.sent_last && !in->finished) {
+      // Its last message is past: what it carried is in the correction, and nothing more comes.
+      in->finished = true;
+    }
+  }
+  // This node's edge to it: the sender corrects when it restarted.
+  if (auto out = sent_w_.find(peer); out != sent_w_.end()) {
+    if (link.restarted) {
+      delta += out->second - report.taken;
+      out->second = report.taken;
+    }
+    const std::uint64_t base = out_seq_.at(peer);
+    acks_->taken[static_cast<std::size_t>(peer)].store(base);
+    transport_.send_control(peer, "psb " + std::to_string(base));
+  }
+  link.restarted = false;
+  const double weight = static_cast<double>(weight_) + delta;
+  if (!link.initial || delta != 0) {
+    GOSSIP_LOG(kInfo) << "push-sum: reconciled the link with node " << peer
+                      << (report.restarted ? " (it restarted)" : "") << ": weight " << weight_
+                      << (delta >= 0 ? " + " : " - ") << std::abs(delta) << " = " << weight;
+    if (log_.is_open()) log_ << "reconcile\t" << peer << '\t' << hex(delta) << '\n';
+  }
+  // A restarted node may go below 0 for a while: it gives back on its out-edges what it sent
+  // after its checkpoint before it gets what was sent to it (start() waits for every link).
+  weight_ = static_cast<float>(weight);
+  return std::nullopt;
+}
+
+void AsyncPushSum::send_kept_last(int peer) {
+  // Our last message to it was kept while its link was down, and the report did not say it was
+  // past (it came later): an empty last message in its place, so that it knows there is no more.
+  Link& link = links_.at(peer);
+  if (!link.last_kept || link.told_last) return;
+  send_empty(peer, last_out_.at(peer));
+  link.told_last = true;
+}
+
+void AsyncPushSum::send_empty(int peer, std::int64_t s) {
+  Sent empty;
+  empty.message.assign(message_floats(num_params_), 0.0f);
+  float* header = empty.message.data() + num_params_;
+  header[1] = bits_to_float(static_cast<std::uint32_t>(s));
+  header[2] = bits_to_float(static_cast<std::uint32_t>(static_cast<std::uint64_t>(s) >> 32));
+  header[3] = bits_to_float(kEmpty);
+  sent_.push_back(std::move(empty));
+  send(sent_.back(), std::span<const int>(&peer, 1));
+}
+
+std::optional<IterationEnd> AsyncPushSum::watch_links(std::int64_t t) {
+  if (!carry_on_) return std::nullopt;
+  for (auto& [peer, link] : links_) {
+    const bool up = exchange_.link_up(peer);
+    bool reported = false;
+    {
+      std::lock_guard l(acks_->mu);
+      reported = acks_->reports[static_cast<std::size_t>(peer)].has_value();
+    }
+    if (link.state == LinkState::kLive && (!up || reported)) lose(peer, /*keep_report=*/up);
+    if (link.state == LinkState::kReconciling && !up) lose(peer);
+    if (link.state == LinkState::kLost && up) {
+      send_report(peer, t);
+      link.state = LinkState::kReconciling;
+      link.got_report = false;
+      link.got_base = inflow(peer) == nullptr;  // a base comes only on an edge to this node
+    }
+    if (link.state != LinkState::kReconciling) continue;
+    std::optional<Report> report;
+    std::optional<std::uint64_t> base;
+    {
+      std::lock_guard l(acks_->mu);
+      if (!link.got_report) report = std::exchange(acks_->reports[peer], std::nullopt);
+      if (!link.got_base) base = std::exchange(acks_->bases[peer], std::nullopt);
+    }
+    if (report) {
+      if (std::optional<IterationEnd> end = apply_report(peer, *report)) return end;
+      link.got_report = true;
+    }
+    if (base) {
+      Inflow* in = inflow(peer);
+      in->next_seq = *base;  // the transport's floor for it is there already
+      link.got_base = true;
+    }
+    if (link.got_report && link.got_base) {
+      link.state = LinkState::kLive;
+      link.initial = false;
+      send_kept_last(peer);
+      if (Inflow* in = inflow(peer); in != nullptr && !in->finished) {
+        in->heard = t;
+        post(*in);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<IterationEnd> AsyncPushSum::await_link(Inflow& in, std::int64_t t) {
+  // Its last message is still due: wait for the link to come back and be reconciled, as long as
+  // it is down for less than the deadline; then the node is taken to be gone with its mass.
+  auto until = deadline();
+  while (!live(in.peer) && !in.finished) {
+    if (std::optional<IterationEnd> end = watch_links(t)) return end;
+    if (services_->interrupted()) return fail("stop requested (signal)", daemon::kExitStopped);
+    if (exchange_.link_up(in.peer)) until = deadline();
+    if (std::chrono::steady_clock::now() > until) {
+      GOSSIP_LOG(kWarning) << "push-sum: node " << in.peer << " has been gone for "
+                           << cfg_.timeouts().deadline_ms()
+                           << " ms with its last message to this node due: ending without it "
+                              "(the weight it holds is not in this job's sum)";
+      in.finished = true;
+      return std::nullopt;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   return std::nullopt;
 }
 

@@ -40,9 +40,24 @@
 // then "end<TAB>..." and "weight<TAB>%a"), which `gossip-sim run --replay-push-sum` replays bit
 // for bit.
 //
-// Faults: fail-stop (a failed send or receive, or a deadline passed, ends the run). A checkpoint
-// holds z_i and w_i; messages in flight at a stop are in no checkpoint, so a resumed job goes on
-// with the mass it has (its models still agree in the limit; the average is of what remains).
+// Faults. Under fault.policy FAIL_STOP a failed send or receive, or a deadline passed, ends the
+// run; a checkpoint holds z_i and w_i, so a resumed job goes on with the mass it has. Under
+// CARRY_ON a node carries on without a neighbour whose link is down (it keeps the shares it would
+// send there and does not wait for it), and a link that comes back up — the neighbour restarted
+// from its checkpoint (`gossipd run --resume`), or the link itself was lost — is reconciled
+// before it carries messages again (docs/design.md §1, "Push-sum under carry-on"):
+//   - each end keeps, per edge and in double precision, the weight it has sent on it (σ) and the
+//     weight it has taken from it (ρ), and checkpoints them with z_i and w_i;
+//   - each end sends a report ("psr": whether this process started since the link was last
+//     reconciled, σ and ρ of both edges with the neighbour, the next message number and whether
+//     its last message to the neighbour is past) and, for an edge on which it sends, where its
+//     messages start ("psb <number>": the receiver's transport discards everything before it);
+//   - per edge, one end corrects its weight by the difference of the two ledgers and takes the
+//     other's: the sender if it restarted (it gives back what its checkpoint holds but the
+//     receiver already took), else the receiver (it takes what was sent but never arrived).
+// So every message is counted once, and Σ_i w_i = n once every link is reconciled and drained,
+// whoever was killed and restarted in between; a neighbour that never comes back keeps what it
+// held. Each correction is logged ("reconcile<TAB>j<TAB>Δw"); a log with one is not replayed.
 #pragma once
 
 #include <atomic>
@@ -51,6 +66,8 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,13 +98,29 @@ class AsyncPushSum final : public daemon::Algorithm {
   // to `log_dir`/push_sum_order.tsv ("" for none). All borrowed for the run.
   // What the neighbours' control messages say, by node id, written by the transport's thread:
   // how many of this node's messages each out-neighbour has taken ("psa <count>", sent as it takes
-  // one), and how many skip notices each in-neighbour sent ("psk": it kept its share at an
-  // iteration that sends here). on_control reads them; other control messages are ignored.
+  // one), how many skip notices each in-neighbour sent ("psk": it kept its share at an iteration
+  // that sends here), and under carry-on each neighbour's latest link report ("psr") and where its
+  // messages start ("psb": the transport's floor for it is reset there as the message is read).
+  // on_control writes them; other control messages are ignored.
+  struct Report {            // a neighbour's "psr", from its side of the link
+    bool restarted = false;  // its process started since it last reconciled this link
+    double sent = 0;         // σ: the weight it has sent to this node
+    double taken = 0;        // ρ: the weight it has taken from this node
+    std::uint64_t next = 0;  // the number of its next message to this node
+    bool sent_last = false;  // its last message to this node is past (sent, or kept)
+  };
   struct Acks {
     explicit Acks(int n)
-        : taken(static_cast<std::size_t>(n)), skipped(static_cast<std::size_t>(n)) {}
+        : taken(static_cast<std::size_t>(n)),
+          skipped(static_cast<std::size_t>(n)),
+          reports(static_cast<std::size_t>(n)),
+          bases(static_cast<std::size_t>(n)) {}
     std::vector<std::atomic<std::uint64_t>> taken;
     std::vector<std::atomic<std::uint64_t>> skipped;  // skip notices from each in-neighbour
+    net::Transport* transport = nullptr;              // for "psb": reset_floor
+    std::mutex mu;                                    // guards reports and bases
+    std::vector<std::optional<Report>> reports;
+    std::vector<std::optional<std::uint64_t>> bases;
   };
   static Status on_control(Acks& acks, int peer, std::string_view control);
 
@@ -96,9 +129,12 @@ class AsyncPushSum final : public daemon::Algorithm {
                net::Transport& transport, std::shared_ptr<Acks> acks);
 
   std::string_view name() const override { return "push_sum"; }
-  static constexpr std::size_t kStateFloats = 1;  // w_i, as PushSum's
-  std::size_t state_size() const override { return kStateFloats; }
-  std::vector<float> state() const override { return {weight_}; }
+  // The checkpoint's algorithm state: w_i (as PushSum's) and, under carry-on, the ledgers: σ of
+  // each out-neighbour, then ρ of each in-neighbour, by increasing id, each a double in two floats.
+  static std::size_t state_floats(const config::TrainConfig& config,
+                                  const topology::Topology& topology, int node);
+  std::size_t state_size() const override { return state_floats(cfg_, topology_, self_); }
+  std::vector<float> state() const override;
   Status load_state(std::span<const float> state) override;
   Result<std::uint64_t> start(std::uint64_t start, bool rejoining, std::uint64_t total,
                               daemon::RunServices& services, int* exit_code) override;
@@ -122,6 +158,16 @@ class AsyncPushSum final : public daemon::Algorithm {
     std::int64_t heard = 0;       // this node's iteration when it last took a message from j
     bool finished = false;        // j's last message (perhaps an empty one) is taken
     std::uint64_t notices = 0;    // skip notices from j seen
+    double taken_w = 0;           // ρ: the weight taken from j (carry-on's ledger)
+  };
+  enum class LinkState { kLive, kLost, kReconciling };
+  struct Link {                                 // carry-on: the link with one neighbour
+    LinkState state = LinkState::kLost;         // every link is reconciled when it first comes up
+    bool restarted = true;                      // this process has not reconciled it yet
+    bool got_report = false, got_base = false;  // of the reconciliation under way
+    bool told_last = false;  // our last message to it is past, and it was told so
+    bool last_kept = false;  // our last message to it was kept: its link was down
+    bool initial = true;     // the first reconciliation of a fresh start (nothing to correct)
   };
   struct Taken {  // a message taken for the next mix
     int peer = -1;
@@ -133,6 +179,7 @@ class AsyncPushSum final : public daemon::Algorithm {
   struct Sent {  // one iteration's message, in flight to its out-neighbours
     std::vector<float> message;
     std::vector<std::unique_ptr<daemon::PendingExchange>> pending;
+    std::vector<int> to;  // pending[k] goes to to[k]
   };
 
   // The end of the run for `why` (a stop request, if one came meanwhile).
@@ -158,6 +205,21 @@ class AsyncPushSum final : public daemon::Algorithm {
   // One line of the order log: the messages taken, and the out-neighbours skipped (kept).
   void log_taken(const std::string& label, std::span<const int> kept = {});
   daemon::SteadyTime deadline() const;
+  // Carry-on: notices links lost and back, exchanges the reports and applies the neighbour's;
+  // an end when a correction leaves no weight.
+  std::optional<daemon::IterationEnd> watch_links(std::int64_t t);
+  bool live(int peer) const;  // always, under FAIL_STOP
+  // The link is down, or the neighbour reset it (its report came while it was live, kept then).
+  void lose(int peer, bool keep_report = false);
+  // Sends `peer` an empty last message labelled `s` (no mass: there is no more).
+  void send_empty(int peer, std::int64_t s);
+  // A last message kept while the link was down is replaced by an empty one once it is back.
+  void send_kept_last(int peer);
+  // At the end: waits for a lost in-neighbour with its last message due to come back.
+  std::optional<daemon::IterationEnd> await_link(Inflow& in, std::int64_t t);
+  void send_report(int peer, std::int64_t t);
+  std::optional<daemon::IterationEnd> apply_report(int peer, const Report& report);
+  Inflow* inflow(int peer);
 
   const int self_;
   const config::TrainConfig& cfg_;
@@ -178,7 +240,11 @@ class AsyncPushSum final : public daemon::Algorithm {
   std::ofstream log_;
   net::Transport& transport_;
   std::shared_ptr<Acks> acks_;
-  double waited_s_ = 0;  // this iteration's waits for neighbours
+  const bool carry_on_;
+  std::map<int, Link> links_;     // carry-on: every neighbour's
+  std::map<int, double> sent_w_;  // σ: the weight sent to each out-neighbour
+  std::int64_t next_t_ = 0;       // the iteration about to run
+  double waited_s_ = 0;           // this iteration's waits for neighbours
   std::uint64_t counted_sent_ = 0, counted_received_ = 0;
 };
 

@@ -45,12 +45,16 @@ class DpsgdFactory final : public daemon::AlgorithmFactory {
   bool may_start_without_every_link() const override {
     return config_.fault().policy() != config::pb::Fault::FAIL_STOP;
   }
+  bool renumbers_links() const override {
+    return async_ && config_.fault().policy() == config::pb::Fault::CARRY_ON;
+  }
   std::vector<int> senders() const override {
     if (!round_.per_iteration() || async_)
       return {};  // LocalGossip and AsyncPushSum keep their own
     return Neighbourhood::senders(topology_, node_);
   }
   std::size_t state_size() const override {
+    if (async_) return AsyncPushSum::state_floats(config_, topology_, node_);
     if (push_sum_) return PushSum::kStateFloats;
     if (round_.per_iteration()) return 0;
     return LocalGossip::state_floats(round_, topology_, node_, options_.num_params);
@@ -65,6 +69,7 @@ class DpsgdFactory final : public daemon::AlgorithmFactory {
     if (async_) {
       transport_ = &transport;
       acks_ = std::make_shared<AsyncPushSum::Acks>(topology_.num_nodes());
+      acks_->transport = &transport;
       transport.set_control_handler([acks = acks_](int peer, std::string_view c) {
         return AsyncPushSum::on_control(*acks, peer, c);
       });

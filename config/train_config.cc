@@ -133,8 +133,8 @@ void collect_round_errors(const TrainConfig& c, std::vector<FieldError>& e) {
   }
 }
 
-// PUSH_SUM (Stochastic Gradient Push) runs per iteration, uncompressed, under fail-stop: the
-// combinations it supports (docs/daemon.md, "Push-sum").
+// PUSH_SUM (Stochastic Gradient Push) runs per iteration, uncompressed, under fail-stop or (with
+// staleness) carry-on: the combinations it supports (docs/daemon.md, "Push-sum").
 void collect_push_sum_errors(const TrainConfig& c, std::vector<FieldError>& e) {
   if (c.algorithm() != pb::TrainConfig::PUSH_SUM) {
     if (c.staleness() > 0) {
@@ -158,10 +158,16 @@ void collect_push_sum_errors(const TrainConfig& c, std::vector<FieldError>& e) {
     e.push_back({"compression.kind", std::string(why) + "no compression"});
   }
   if (c.overlap()) e.push_back({"overlap", std::string(why) + "overlap is for local-step rounds"});
-  if (c.fault().policy() == pb::Fault::CARRY_ON) {
+  if (c.fault().policy() == pb::Fault::CARRY_ON && c.staleness() == 0) {
     e.push_back({"fault.policy",
-                 "PUSH_SUM supports FAIL_STOP only (dropping an out-edge on a fault is not "
-                 "implemented); set fault { policy: FAIL_STOP } or leave it unset"});
+                 "CARRY_ON with PUSH_SUM needs staleness >= 1: the asynchronous mode carries on "
+                 "without a lost neighbour and reconciles the link when it is back, lock step "
+                 "fails stop; set staleness, or fault { policy: FAIL_STOP } (the default)"});
+  }
+  if (c.fault().standby_nodes_size() > 0) {
+    e.push_back({"fault.standby_nodes",
+                 "PUSH_SUM has no standby nodes: a node that joins later is admitted by D-PSGD's "
+                 "membership protocol; list every node in the topology from the start"});
   }
 }
 

@@ -161,6 +161,10 @@ class AlgorithmFactory {
   virtual std::string hello_name() const = 0;
   // Whether the run may start with only some links up (D-PSGD's carry-on fault policy).
   virtual bool may_start_without_every_link() const = 0;
+  // Whether the algorithm agrees with each neighbour where the link's message numbering starts
+  // whenever the link comes up (asynchronous push-sum under carry-on): the transport then discards
+  // every frame until told (net::TransportOptions::initial_floor, Transport::reset_floor).
+  virtual bool renumbers_links() const { return false; }
   // Floats of Algorithm::state() (the checkpoint's shape is known before the links are up).
   virtual std::size_t state_size() const { return 0; }
   // The nodes whose parameter vectors this node receives into the driver's buffers (one receive

@@ -270,6 +270,7 @@ Result<net::TransportOptions> transport_options(const RunOptions& o, const Input
       std::max<std::int64_t>(config.timeouts().deadline_ms(), 2 * t.heartbeat_interval_ms + 1);
   t.handshake_timeout_ms = std::min<std::int64_t>(5000, config.timeouts().connect_ms());
   t.degree = static_cast<std::uint32_t>(topo.in_neighbors(self, 0).size());
+  if (algorithm.renumbers_links()) t.initial_floor = UINT64_MAX;
   if (config.link().has_notsent_lowat_bytes()) {
     t.notsent_lowat_bytes = config.link().notsent_lowat_bytes();
   }

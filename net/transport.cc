@@ -119,6 +119,7 @@ Status Transport::Impl::init() {
                               " needs a host:port (this node dials it)");
     }
     p.backoff_ms = opts_.connect_backoff_initial_ms;
+    p.floor = opts_.initial_floor;
     p.retry = std::make_unique<asio::steady_timer>(io_);
     p.resolver = std::make_unique<tcp::resolver>(io_);
   }
@@ -516,6 +517,28 @@ void Transport::Impl::skip_before(int peer, std::uint64_t iteration) {
   });
 }
 
+void Transport::Impl::reset_floor(int peer, std::uint64_t floor) {
+  GOSSIP_CHECK(peers_.count(peer)) << "reset_floor for " << peer << ", not a neighbour";
+  const auto apply = [this, peer, floor] {
+    if (stopping_) return;
+    Peer& p = peers_.at(peer);
+    while (!p.recvs.empty() && p.recvs.begin()->first < floor) {  // abandoned ones, if any
+      fail_recv(p, p.recvs.begin()->second,
+                failed_precondition("receive from " + node_name(peer) + " below the floor"));
+    }
+    p.floor = floor;
+    if (p.staging && p.staging->iteration < p.floor && !p.staging->reading) p.staging.reset();
+    resume_reader(p);
+  };
+  if (io_.get_executor().running_in_this_thread()) {
+    apply();  // from a control handler: before the next frame of the link is read
+    return;
+  }
+  std::lock_guard l(mu_);
+  if (shut_down_) return;
+  asio::post(io_, apply);
+}
+
 TransportStats Transport::Impl::stats() const {
   std::lock_guard l(mu_);
   return stats_;
@@ -578,6 +601,7 @@ std::optional<std::uint64_t> Transport::peer_iteration(int peer) const {
 void Transport::skip_before(int peer, std::uint64_t iteration) {
   impl_->skip_before(peer, iteration);
 }
+void Transport::reset_floor(int peer, std::uint64_t floor) { impl_->reset_floor(peer, floor); }
 void Transport::shutdown(std::int64_t flush_timeout_ms) { impl_->shutdown(flush_timeout_ms); }
 
 }  // namespace gossip::net

@@ -101,6 +101,11 @@ struct TransportOptions {
   std::int64_t peer_timeout_ms = 5000;           // no byte for this long: the link is dropped
   std::int64_t connect_backoff_initial_ms = 20;  // dial retry backoff, doubling ...
   std::int64_t connect_backoff_max_ms = 1000;    // ... up to this
+  // Frames of every neighbour below this tag are stale from the start (discarded) until
+  // Transport::reset_floor says where a link's numbering starts: UINT64_MAX for a caller that
+  // agrees on that with each neighbour whenever a link comes up (asynchronous push-sum under
+  // carry-on), so that nothing queued for an earlier connection can fill or block a receive.
+  std::uint64_t initial_floor = 0;
   // Announced in Hello for membership / fault handling (see set_local_state).
   std::uint32_t degree = 0;
   std::uint64_t iteration = 0;
@@ -250,6 +255,11 @@ class Transport {
   // when a dropped neighbour is re-admitted at a later iteration, so that nothing it sent before
   // the gap can block or fill a receive.
   void skip_before(int peer, std::uint64_t iteration);
+  // Frames of `peer` below `floor` are stale from now on and those at or above it are not: sets
+  // the floor, lower or higher, with no receive from `peer` posted below it. Called from a control
+  // handler (the io thread), it takes effect before the link's next frame is read, so a control
+  // message can say where the data behind it starts.
+  void reset_floor(int peer, std::uint64_t floor);
 
   TransportStats stats() const;
   // Why we refused a peer's Hello for a configuration mismatch (another job id, algorithm,

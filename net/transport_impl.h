@@ -191,6 +191,7 @@ class Transport::Impl : public std::enable_shared_from_this<Transport::Impl> {
   void set_control_handler(ControlHandler handler);
   std::optional<std::uint64_t> peer_iteration(int peer) const;
   void skip_before(int peer, std::uint64_t iteration);
+  void reset_floor(int peer, std::uint64_t floor);
 
   // ---- io thread
   std::uint64_t local_iteration() const {

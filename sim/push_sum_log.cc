@@ -157,6 +157,12 @@ Result<std::string_view> keyed(const std::vector<std::string_view>& lines, int l
                   "<tab>...' (one line per iteration of the header's total, then end and weight)");
   }
   const std::string_view text = lines[k];
+  if (text.starts_with("reconcile\t")) {
+    return at(path, line,
+              "a reconciliation: the node corrected its weight when a link came back (a neighbour "
+              "restarted, or the link was lost, under carry-on); a run with a fault is not "
+              "replayed");
+  }
   const std::size_t tab = text.find('\t');
   if (tab == std::string_view::npos || text.substr(0, tab) != key) {
     return at(path, line,

@@ -10,7 +10,11 @@
 //  - staleness (asynchronous push-sum): 8 real nodes conserve mass and gossip-sim replays their
 //    order logs bit for bit; a node slowed down (SIGSTOP 99% of the time) ends once the
 //    nodes that send to it have ended, and the shorter logs replay bit for bit too;
-//  - bad input: PUSH_SUM with local steps, compression or fault.policy CARRY_ON, and a topology
+//  - carry-on (asynchronous push-sum): one of 8 nodes on the one-peer exponential graph is
+//    SIGKILLed and restarted from its checkpoint; the others carry on without it, every link is
+//    reconciled when it is back, every node ends with exit 0 and the weights sum to n;
+//  - bad input: PUSH_SUM with local steps, compression, standby nodes or fault.policy CARRY_ON in
+//    lock step, and a topology
 //    whose EXPLICIT weights are not column-stochastic, are exit code 2 naming the field; nodes of
 //    one job with PUSH_SUM and DPSGD refuse each other at the handshake naming the algorithms.
 #include <signal.h>
@@ -18,7 +22,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -112,7 +118,8 @@ TEST_CASE("bad input: PUSH_SUM with settings it does not support is exit 2 namin
   const std::pair<std::string, std::string> cases[] = {
       {"local_steps: 4\n", "local_steps"},
       {"compression { kind: INT8 }\n", "compression.kind"},
-      {"fault { policy: CARRY_ON }\n", "fault.policy"},
+      {"fault { policy: CARRY_ON }\n", "fault.policy"},  // lock step (staleness 0)
+      {"staleness: 3\nfault { policy: CARRY_ON standby_nodes: 2 }\n", "fault.standby_nodes"},
       {"local_steps: 2 outer { kind: NESTEROV }\n", "outer.kind"},
   };
   for (const auto& [extra, field] : cases) {
@@ -186,40 +193,46 @@ void check_replay(const std::string& dir, const std::string& topo, int n, const 
 
 TEST_CASE(
     "staleness: asynchronous PUSH_SUM on the one-peer exponential graph conserves mass and "
-    "gossip-sim replays its order log bit for bit") {
-  const int n = 8;
-  TempDir dir;
-  const std::string cfg = dir.path + "/train.pbtxt";
-  std::ofstream(cfg) << push_sum_config("staleness: 3\n");
-  const std::string work = dir.path + "/run", ckpt = dir.path + "/ckpt";
-  std::string topo;
-  const int rc = launch_retrying_ports(
-      dir.path, "ONE_PEER_EXPONENTIAL", n, work, &topo, [&](const std::string& t) {
-        return launch_command(dir.path, t, cfg, work, ckpt) + " > " + dir.path + "/launch.out 2>&1";
-      });
-  INFO(read_file(dir.path + "/launch.out"));
-  REQUIRE(rc == kExitOk);
-  // Mass: every message is mixed in before a node ends (the drain), so the weights sum to n.
-  double sum = 0;
-  bool off_step = false;  // some node mixed a message of another iteration than its own
-  for (int i = 0; i < n; ++i) {
-    const OrderLog log =
-        read_order_log(ckpt + "/node-" + std::to_string(i) + "/push_sum_order.tsv");
-    REQUIRE(log.weight > 0);
-    sum += log.weight;
-    for (const std::string& line : log.lines) {
-      const std::size_t tab = line.find('\t');
-      if (line.empty() || line[0] == '#' || tab == std::string::npos) continue;
-      const std::string t = line.substr(0, tab);
-      std::istringstream entries(line.substr(tab + 1));
-      for (std::string e; entries >> e;) off_step |= e.substr(e.find(':') + 1) != t;
+    "gossip-sim replays its order log bit for bit, under fail-stop and under carry-on") {
+  // Under carry-on every link is reconciled as it first comes up (nothing to correct on a fresh
+  // start), and the run without a fault is replayed as any other.
+  for (const std::string policy : {"FAIL_STOP", "CARRY_ON"}) {
+    CAPTURE(policy);
+    const int n = 8;
+    TempDir dir;
+    const std::string cfg = dir.path + "/train.pbtxt";
+    std::ofstream(cfg) << push_sum_config("staleness: 3\nfault { policy: " + policy + " }\n");
+    const std::string work = dir.path + "/run", ckpt = dir.path + "/ckpt";
+    std::string topo;
+    const int rc = launch_retrying_ports(dir.path, "ONE_PEER_EXPONENTIAL", n, work, &topo,
+                                         [&](const std::string& t) {
+                                           return launch_command(dir.path, t, cfg, work, ckpt) +
+                                                  " > " + dir.path + "/launch.out 2>&1";
+                                         });
+    INFO(read_file(dir.path + "/launch.out"));
+    REQUIRE(rc == kExitOk);
+    // Mass: every message is mixed in before a node ends (the drain), so the weights sum to n.
+    double sum = 0;
+    bool off_step = false;  // some node mixed a message of another iteration than its own
+    for (int i = 0; i < n; ++i) {
+      const OrderLog log =
+          read_order_log(ckpt + "/node-" + std::to_string(i) + "/push_sum_order.tsv");
+      REQUIRE(log.weight > 0);
+      sum += log.weight;
+      for (const std::string& line : log.lines) {
+        const std::size_t tab = line.find('\t');
+        if (line.empty() || line[0] == '#' || tab == std::string::npos) continue;
+        const std::string t = line.substr(0, tab);
+        std::istringstream entries(line.substr(tab + 1));
+        for (std::string e; entries >> e;) off_step |= e.substr(e.find(':') + 1) != t;
+      }
     }
+    CHECK(sum == doctest::Approx(n).epsilon(1e-5));
+    CHECK(off_step);
+    // The replay: the same models, node by node, bit for bit.
+    check_replay(dir.path, topo, n, cfg, ckpt, work);
+    CHECK(read_f32(work + "/final/node_0.f32") != read_f32(work + "/final/node_1.f32"));
   }
-  CHECK(sum == doctest::Approx(n).epsilon(1e-5));
-  CHECK(off_step);
-  // The replay: the same models, node by node, bit for bit.
-  check_replay(dir.path, topo, n, cfg, ckpt, work);
-  CHECK(read_f32(work + "/final/node_0.f32") != read_f32(work + "/final/node_1.f32"));
 }
 
 TEST_CASE(
@@ -281,6 +294,110 @@ TEST_CASE(
   }
   CHECK(sum == doctest::Approx(n).epsilon(1e-5));
   check_replay(dir.path, topo, n, cfg, ckpt, work);
+}
+
+TEST_CASE(
+    "carry-on: asynchronous PUSH_SUM on the one-peer exponential graph survives a SIGKILL and "
+    "the node's restart from its checkpoint, the weights summing to n") {
+  const int n = 8, victim = 3;
+  Job job;
+  job.iterations = 20000;
+  TempDir dir;
+  const std::string cfg = dir.path + "/train.pbtxt";
+  std::ofstream(cfg) << job.config_text()
+                     << "algorithm: PUSH_SUM\nstaleness: 8\nfault { policy: CARRY_ON }\n";
+  const std::string topo = write_topology(dir.path, "ONE_PEER_EXPONENTIAL", n);
+  const std::string ckpt = dir.path + "/ckpt";
+  const auto metrics = [&](int i) { return dir.path + "/m-" + std::to_string(i) + ".jsonl"; };
+  const auto log = [&](int i, int incarnation) {
+    return dir.path + "/log-" + std::to_string(i) + "." + std::to_string(incarnation) + ".txt";
+  };
+  const auto start = [&](int i, bool resume) {
+    // exec: the pid is gossipd's, so that SIGKILL kills it (the waits below have their own limit).
+    return spawn_shell("exec " + bin("daemon/gossipd") + " run " + topo + " --node " +
+                       std::to_string(i) + " --config " + cfg + " --insecure --metrics " +
+                       metrics(i) + " --dump-params " + dir.path +
+                       "/final --set checkpoint.dir=" + ckpt + (resume ? " --resume" : "") + " > " +
+                       log(i, resume ? 1 : 0) + " 2>&1");
+  };
+  std::vector<pid_t> pids;
+  for (int i = 0; i < n; ++i) pids.push_back(start(i, false));
+  const auto logs = [&] {
+    std::string all;
+    for (int i = 0; i < n; ++i)
+      all += "--- node " + std::to_string(i) + "\n" + read_file(log(i, 0));
+    return all + "--- node " + std::to_string(victim) + " restarted\n" + read_file(log(victim, 1));
+  };
+  // Every node is ended by SIGKILL if the job is not over within two minutes (a hang).
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto wait_for = [&](pid_t pid) {
+    int status = 0;
+    while (::waitpid(pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(120)) {
+        for (pid_t p : pids) ::kill(p, SIGKILL);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return testing::exit_code_of(status);
+  };
+  // Past its first checkpoints (every 50), the victim is killed.
+  while (metrics_iteration(metrics(victim)) < 2000) {
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(60)) {
+      for (pid_t p : pids) ::kill(p, SIGKILL);
+      FAIL(logs());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  REQUIRE(::kill(pids[victim], SIGKILL) == 0);
+  CHECK(wait_for(pids[victim]) != kExitOk);
+  const double killed_at = metrics_iteration(metrics(victim));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // The others carried on meanwhile, and are still running when it comes back.
+  int status = 0;
+  for (int i = 0; i < n; ++i) {
+    if (i != victim) CHECK_MESSAGE(::waitpid(pids[i], &status, WNOHANG) == 0, logs());
+  }
+  pids[victim] = start(victim, true);
+  for (int i = 0; i < n; ++i) {
+    const int code = wait_for(pids[i]);
+    CHECK_MESSAGE(code == kExitOk, "node " << i << " exit " << code << "\n" << logs());
+  }
+  INFO(logs());
+  // The survivors that link to it carried on without it, and reconciled the link when it was back.
+  for (int i : {1, 2, 4, 5, 7}) {  // 3 sends to 4, 5, 7 and hears from 2, 1, 7
+    const std::string text = read_file(log(i, 0));
+    CHECK(text.find("link with node 3 is down") != std::string::npos);
+    CHECK(text.find("reconciled the link with node 3") != std::string::npos);
+  }
+  // The restarted node corrected its weight by what its checkpoint missed, link by link.
+  const OrderLog restarted =
+      read_order_log(ckpt + "/node-" + std::to_string(victim) + "/push_sum_order.tsv");
+  double corrected = 0;
+  int reconciled = 0;
+  for (const std::string& line : restarted.lines) {
+    if (line.rfind("reconcile\t", 0) != 0) continue;
+    ++reconciled;
+    corrected += std::abs(std::strtod(line.c_str() + line.rfind('\t') + 1, nullptr));
+  }
+  CHECK(reconciled == 5);
+  CHECK(corrected > 1e-3);  // without the corrections the sum below would be off by this much
+  // Mass: every weight the killed process held or had in flight is accounted for.
+  double sum = 0;
+  for (int i = 0; i < n; ++i) {
+    const OrderLog l = read_order_log(ckpt + "/node-" + std::to_string(i) + "/push_sum_order.tsv");
+    REQUIRE(l.weight > 0);
+    sum += l.weight;
+  }
+  MESSAGE("node 3 killed near iteration " << killed_at << "; corrections |dw| " << corrected
+                                          << "; sum of weights " << sum);
+  CHECK(sum == doctest::Approx(n).epsilon(1e-5));
+  // A log with a reconciliation is refused by the replay, naming the line.
+  const Run sim = run_shell_capture(bin("sim/gossip-sim") + " run --topology " + topo +
+                                    " --nodes " + std::to_string(n) + " --config " + cfg +
+                                    " --replay-push-sum " + ckpt + " --quiet");
+  INFO(sim.out);
+  CHECK(sim.code == kExitUsage);
+  CHECK(sim.out.find("a reconciliation") != std::string::npos);
 }
 
 TEST_CASE("bad input: a staleness the topology or the memory cannot take is exit 2 naming it") {

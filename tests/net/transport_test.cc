@@ -281,6 +281,57 @@ TEST_CASE("iteration tags: early frames are buffered, stale ones dropped, far-ah
   CHECK(p.n6->stats().bad_frames == 0);
 }
 
+TEST_CASE(
+    "initial_floor discards every frame until a control handler's reset_floor says where the data "
+    "starts, and the frames behind that message are taken") {
+  // Node 6 discards everything from the start; node 5's frames far ahead would otherwise pause the
+  // link (TCP back-pressure) with the control message behind them.
+  auto o6 = node_options(6, HonestPair::kParams, true, {{5, 0}});
+  o6.initial_floor = UINT64_MAX;
+  auto t6 = Transport::start(o6);
+  REQUIRE_MESSAGE(t6.is_ok(), t6.status().to_string());
+  std::unique_ptr<Transport> n6 = std::move(*t6);
+  std::atomic<int> bases{0};
+  n6->set_control_handler([&](int peer, std::string_view control) {
+    if (control.starts_with("base ")) {
+      n6->reset_floor(peer, std::stoull(std::string(control.substr(5))));  // on the io thread
+      ++bases;
+    }
+    return Status::ok();
+  });
+  auto t5 = Transport::start(node_options(5, HonestPair::kParams, true, {{6, n6->port()}}));
+  REQUIRE_MESSAGE(t5.is_ok(), t5.status().to_string());
+  std::unique_ptr<Transport> n5 = std::move(*t5);
+  const int want6[] = {6};
+  REQUIRE(n5->wait_connected(want6, deadline_in_ms(5000)));  // a control message needs the link
+  const std::uint64_t n = HonestPair::kParams;
+  std::map<std::uint64_t, std::vector<float>> sent;
+  for (std::uint64_t t : {0, 3, 40, 41, 100, 101}) sent[t] = pattern(5, t, n);
+  std::atomic<int> sends_ok{0};
+  for (std::uint64_t t : {0, 3, 40, 41}) {
+    n5->send(6, t, sent[t], [&](Status s) { sends_ok += s.is_ok(); });
+  }
+  n5->send_control(6, "base 100");
+  for (std::uint64_t t : {100, 101}) {
+    n5->send(6, t, sent[t], [&](Status s) { sends_ok += s.is_ok(); });
+  }
+  REQUIRE(eventually([&] { return sends_ok == 6 && bases == 1; }));
+  std::vector<float> out(n);
+  for (std::uint64_t t : {100, 101}) {
+    const RecvSpec spec[] = {{5, out}};
+    CHECK(n6->exchange(t, {}, {}, spec)->wait(deadline_in_ms(3000)).ok());
+    CHECK(out == sent[t]);
+  }
+  CHECK(n6->stats().stale_frames >= 4);  // 0, 3, 40 and 41: below the floor
+  // Set from another thread, the floor moves once the io thread gets to it: lower again here.
+  n6->reset_floor(5, 7);
+  n5->send(6, 7, sent[0], [&](Status s) { sends_ok += s.is_ok(); });
+  const RecvSpec spec[] = {{5, out}};
+  CHECK(n6->exchange(7, {}, {}, spec)->wait(deadline_in_ms(3000)).ok());
+  CHECK(out == sent[0]);
+  CHECK(n6->stats().bad_frames == 0);
+}
+
 TEST_CASE("TLS: a certificate from another CA is rejected, honest peers carry on") {
   HonestPair p(false);
   const std::string other = testing::cert_dir("ca2");
