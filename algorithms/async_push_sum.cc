@@ -525,7 +525,11 @@ daemon::IterationOutcome AsyncPushSum::iterate(std::uint64_t t, daemon::LocalSte
   std::vector<int> kept;
   std::erase_if(to, [&](int o) {
     const bool unread = out_seq_.at(o) > acks_->taken[o].load();
-    const bool busy = (unread && time != last_out_.at(o)) || !live(o);
+    // Under carry-on a node that has pushed its weight down to kLowWeight keeps its shares until a
+    // message brings weight back: a lost link can leave it with nothing coming in (the directed
+    // ring cut once), and pushing on would only drain it to 0.
+    const bool drained = carry_on_ && weight_ < kLowWeight;
+    const bool busy = ((unread || drained) && time != last_out_.at(o)) || !live(o);
     if (busy) kept.push_back(o);
     if (!live(o) && time == last_out_.at(o)) links_.at(o).last_kept = true;
     return busy;

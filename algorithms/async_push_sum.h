@@ -85,6 +85,8 @@ class AsyncPushSum final : public daemon::Algorithm {
   // The floats after the parameters: weight, iteration (low, high 32 bits), flags.
   static constexpr std::size_t kHeaderFloats = 4;
   static constexpr std::uint32_t kEmpty = 1;  // flags: no mass, the sender's last message
+  // Under carry-on, the weight below which a node keeps its shares (2^-20).
+  static constexpr float kLowWeight = 1.0f / (1 << 20);
   static std::uint64_t message_floats(std::uint64_t num_params) {
     return num_params + kHeaderFloats;
   }

@@ -400,6 +400,102 @@ TEST_CASE(
   CHECK(sim.out.find("a reconciliation") != std::string::npos);
 }
 
+TEST_CASE(
+    "carry-on: a link cut between two live nodes and healed is reconciled, every node ends with "
+    "exit 0 and the weights sum to n") {
+  // The directed ring 0 -> 1 -> 2 -> 3 -> 0; node 0 dials node 1 through gossip-faultproxy
+  // (node 1's address in the topology is the proxy's, on 127.0.0.2), which cuts the link and
+  // refuses it for 300 ms mid-run.
+  const int n = 4;
+  const int base = free_base_port(n + 1), control = base + n;
+  TempDir dir;
+  const std::string topo = dir.path + "/dring4.pbtxt";
+  {
+    std::ofstream out(topo);
+    out << "name: \"dring4\"\ndirected: true\n";
+    for (int i = 0; i < n; ++i) {
+      out << "node { id: " << i << " address: \"" << (i == 1 ? "127.0.0.2" : "127.0.0.1") << ":"
+          << base + i << "\" }\n";
+    }
+    for (int i = 0; i < n; ++i) out << "edge { from: " << i << " to: " << (i + 1) % n << " }\n";
+  }
+  Job job;
+  job.iterations = 60000;  // long enough to run on after the link is back (redial: <= 1 s)
+  const std::string cfg = dir.path + "/train.pbtxt";
+  std::ofstream(cfg) << job.config_text()
+                     << "algorithm: PUSH_SUM\nstaleness: 4\nfault { policy: CARRY_ON }\n";
+  const std::string ckpt = dir.path + "/ckpt";
+  const std::string proxy_bin = bin("tests/fault/gossip-faultproxy");
+  const pid_t proxy =
+      spawn_shell("exec " + proxy_bin + " --listen 127.0.0.2:" + std::to_string(base + 1) +
+                  " --target 127.0.0.1:" + std::to_string(base + 1) + " --control 127.0.0.1:" +
+                  std::to_string(control) + " > " + dir.path + "/proxy.txt 2>&1");
+  const auto ctl = [&](const std::string& command) {
+    return run_shell_capture(proxy_bin + " ctl 127.0.0.1:" + std::to_string(control) + " " +
+                             command);
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  while (ctl("stats").code != 0) {
+    REQUIRE_MESSAGE(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10),
+                    read_file(dir.path + "/proxy.txt"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const auto metrics = [&](int i) { return dir.path + "/m-" + std::to_string(i) + ".jsonl"; };
+  const auto log = [&](int i) { return dir.path + "/log-" + std::to_string(i) + ".txt"; };
+  std::vector<pid_t> pids;
+  for (int i = 0; i < n; ++i) {
+    pids.push_back(spawn_shell("exec " + bin("daemon/gossipd") + " run " + topo + " --node " +
+                               std::to_string(i) + " --config " + cfg + " --insecure" +
+                               (i == 1 ? " --listen 127.0.0.1" : "") + " --metrics " + metrics(i) +
+                               " --dump-params " + dir.path +
+                               "/final --set checkpoint.dir=" + ckpt + " > " + log(i) + " 2>&1"));
+  }
+  const auto logs = [&] {
+    std::string all;
+    for (int i = 0; i < n; ++i) all += "--- node " + std::to_string(i) + "\n" + read_file(log(i));
+    return all;
+  };
+  const auto kill_all = [&] {
+    for (pid_t p : pids) ::kill(p, SIGKILL);
+    ::kill(proxy, SIGKILL);
+  };
+  while (metrics_iteration(metrics(1)) < 2000) {
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(60)) {
+      kill_all();
+      FAIL(logs());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  CHECK(ctl("refuse on").code == 0);
+  CHECK(ctl("cut").code == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(ctl("refuse off").code == 0);
+  for (int i = 0; i < n; ++i) {
+    int status = 0;
+    while (::waitpid(pids[i], &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(120)) kill_all();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    CHECK_MESSAGE(testing::exit_code_of(status) == kExitOk, "node " << i << "\n" << logs());
+  }
+  ::kill(proxy, SIGTERM);
+  ::waitpid(proxy, nullptr, 0);
+  INFO(logs());
+  // Both ends lost the link and reconciled it; nobody restarted.
+  CHECK(read_file(log(0)).find("link with node 1 is down") != std::string::npos);
+  CHECK(read_file(log(1)).find("link with node 0 is down") != std::string::npos);
+  CHECK(read_file(log(0)).find("reconciled the link with node 1:") != std::string::npos);
+  CHECK(read_file(log(1)).find("reconciled the link with node 0:") != std::string::npos);
+  double sum = 0;
+  for (int i = 0; i < n; ++i) {
+    const OrderLog l = read_order_log(ckpt + "/node-" + std::to_string(i) + "/push_sum_order.tsv");
+    REQUIRE(l.weight > 0);
+    sum += l.weight;
+  }
+  MESSAGE("sum of weights " << sum);
+  CHECK(sum == doctest::Approx(n).epsilon(1e-5));
+}
+
 TEST_CASE("bad input: a staleness the topology or the memory cannot take is exit 2 naming it") {
   TempDir dir;
   // The one-peer exponential graph of 8 sends on each edge every 3 iterations.
