@@ -265,7 +265,7 @@ daemon::SteadyTime AsyncPushSum::deadline() const {
 }
 
 void AsyncPushSum::post(Inflow& in) {
-  if (!live(in.peer)) return;
+  if (!live(in.peer) || in.last_past) return;
   const std::size_t floats = message_floats(num_params_);
   while (in.posted.size() < tau_ + 1) {
     Posted p;
@@ -328,15 +328,24 @@ std::optional<IterationEnd> AsyncPushSum::take_arrived(Inflow& in, std::int64_t 
       for (Posted& rest : in.posted) rest.pending.reset();
       in.posted.clear();
     }
+    if (in.last_past && in.posted.empty()) in.finished = true;  // the rest was settled
     if (empty) {
       spare_.push_back(std::move(p.buffer));
       taken_.push_back({in.peer, s, 0.0f, {}, true});  // logged, not mixed
     } else {
-      in.taken_w += topology::push_sum_entry(topology_, self_, in.peer, s) * static_cast<double>(w);
+      if (!p.counted) in.taken_w += share(in, p);
       taken_.push_back({in.peer, s, w, std::move(p.buffer), false});
     }
   }
   return std::nullopt;
+}
+
+double AsyncPushSum::share(const Inflow& in, const Posted& p) const {
+  const std::span<const float> header(p.buffer.data() + num_params_, kHeaderFloats);
+  const auto s = static_cast<std::int64_t>(
+      float_to_bits(header[1]) | (static_cast<std::uint64_t>(float_to_bits(header[2])) << 32));
+  if ((float_to_bits(header[3]) & kEmpty) != 0 || s < 0) return 0.0;
+  return topology::push_sum_entry(topology_, self_, in.peer, s) * static_cast<double>(header[0]);
 }
 
 bool AsyncPushSum::noticed(Inflow& in, std::int64_t t) {
@@ -567,10 +576,11 @@ daemon::IterationOutcome AsyncPushSum::iterate(std::uint64_t t, daemon::LocalSte
   taken_.clear();
   const std::vector<topology::Neighbor> due = topology_.in_neighbors(self_, time);
   for (Inflow& in : inflows_) {
-    if (!live(in.peer)) continue;  // carry-on: lost, or not yet reconciled
     const bool sends_now = std::any_of(
         due.begin(), due.end(), [&](const topology::Neighbor& nb) { return nb.node == in.peer; });
+    // Carry-on: from a link that is lost or not yet reconciled, only what arrived before.
     if (std::optional<IterationEnd> end = take_arrived(in, time, sends_now ? 1 : 0)) return *end;
+    if (!live(in.peer)) continue;
     noticed(in, time);
     if (!in.finished && live(in.peer) && time - in.heard >= static_cast<std::int64_t>(tau_)) {
       if (std::optional<IterationEnd> end = wait_next(in, time)) return *end;
@@ -669,6 +679,14 @@ std::optional<IterationEnd> AsyncPushSum::conclude(std::uint64_t end,
     if (!log_) return fail("cannot write the push-sum order log " + log_path_, daemon::kExitError);
   }
   GOSSIP_LOG(kInfo) << "push-sum: drained every message due to this node; weight " << weight_;
+  if (carry_on_) {
+    // Each edge's ledger at this end: with the other end's, equal once the edge is settled.
+    std::string sent, taken;
+    for (const auto& [o, w] : sent_w_) sent += " " + std::to_string(o) + ":" + hex(w);
+    for (const Inflow& in : inflows_)
+      taken += " " + std::to_string(in.peer) + ":" + hex(in.taken_w);
+    GOSSIP_LOG(kInfo) << "push-sum ledgers: sent" << sent << " taken" << taken;
+  }
   return std::nullopt;
 }
 
@@ -701,11 +719,27 @@ void AsyncPushSum::lose(int peer, bool keep_report) {
   }
   link.state = LinkState::kLost;
   if (Inflow* in = inflow(peer)) {
+    // What arrived whole is kept, counted in ρ now, and taken as usual; the rest is settled by the
+    // reconciliation (a neighbour that ends closes its link right after its last message).
+    std::size_t whole = 0;
     for (Posted& p : in->posted) {
-      p.pending.reset();  // what arrived and was not taken is settled by the reconciliation
-      spare_.push_back(std::move(p.buffer));
+      if (p.counted) {
+        ++whole;
+        continue;
+      }
+      if (!p.pending->done() ||
+          !p.pending->wait(std::chrono::steady_clock::now(), {}, {}).empty()) {
+        break;
+      }
+      in->taken_w += share(*in, p);
+      p.counted = true;
+      ++whole;
     }
-    in->posted.clear();
+    while (in->posted.size() > whole) {
+      in->posted.back().pending.reset();
+      spare_.push_back(std::move(in->posted.back().buffer));
+      in->posted.pop_back();
+    }
   }
   for (Sent& sent : sent_) {
     for (std::size_t k = 0; k < sent.to.size(); ++k) {
@@ -742,8 +776,10 @@ std::optional<IterationEnd> AsyncPushSum::apply_report(int peer, const Report& r
       in->taken_w = report.sent;
     }
     if (report.sent_last && !in->finished) {
-      // Its last message is past: what it carried is in the correction, and nothing more comes.
-      in->finished = true;
+      // Its last message is past: what it carried is in the correction (or arrived before the
+      // link was lost, and is taken as usual), and nothing more comes.
+      in->last_past = true;
+      if (in->posted.empty()) in->finished = true;
     }
   }
   // This node's edge to it: the sender corrects when it restarted.

@@ -151,6 +151,7 @@ class AsyncPushSum final : public daemon::Algorithm {
     std::uint64_t seq = 0;
     std::vector<float> buffer;
     std::unique_ptr<daemon::PendingExchange> pending;
+    bool counted = false;  // arrived whole before its link was lost: in ρ already, still to take
   };
   struct Inflow {  // what node j sends to this node
     int peer = -1;
@@ -161,6 +162,8 @@ class AsyncPushSum final : public daemon::Algorithm {
     bool finished = false;        // j's last message (perhaps an empty one) is taken
     std::uint64_t notices = 0;    // skip notices from j seen
     double taken_w = 0;           // ρ: the weight taken from j (carry-on's ledger)
+    bool last_past = false;       // j reported its last message to this node past: once what
+                                  // arrived before is taken, nothing more comes
   };
   enum class LinkState { kLive, kLost, kReconciling };
   struct Link {                                 // carry-on: the link with one neighbour
@@ -191,6 +194,8 @@ class AsyncPushSum final : public daemon::Algorithm {
   void post(Inflow& in);
   // Takes every message of `in` that has arrived (in order); a failed receive ends the run.
   std::optional<daemon::IterationEnd> take_arrived(Inflow& in, std::int64_t t, std::size_t limit);
+  // The weight a whole message in `p` brings (p_ij(s) w_j^s; 0 for an empty one).
+  double share(const Inflow& in, const Posted& p) const;
   // Waits for `in`'s next message (the deadline extended while j is connected), then takes it.
   // A skip notice from j since the last look counts as hearing from it at t (in.heard).
   bool noticed(Inflow& in, std::int64_t t);
