@@ -44,9 +44,9 @@
 # of the 7 others and of node 3, their iterations per second as a share of the unthrottled run's,
 # and gossip-sim's prediction (--straggler node:3:4 / link:3:4; for push_sum_async the unthrottled
 # one: its others never wait); then the averaged model's test accuracy of push_sum_async after 1500
-# iterations with node 3 under the CPU quota and without (gossipd evaluate); writes
+# iterations with node 3 slowed (the CPU quota, or the link) and without (gossipd evaluate); writes
 # straggler.csv. --only REGEX picks points by "straggler/<cpu|link>/<topology>" and
-# "straggler/accuracy".
+# "straggler/accuracy/<cpu|link>".
 # Each cluster run is timed without periodic evaluations; the averaged model's accuracy curve is
 # gossip-sim's run of the same job (the same bits as the daemons), so the time to target is the
 # cluster's wall-clock at the iteration where that curve first reaches the target, and the nodes'
@@ -633,18 +633,27 @@ PY
     done
   done
   # Accuracy: the averaged model of asynchronous push-sum after 1500 iterations of the demo MLP
-  # (the slow node takes minutes), with node 3 under the CPU quota and without (gossipd evaluate
+  # (the slow node takes minutes under the quota), with node 3 slowed — under the CPU quota on
+  # unshaped links (cpu), or its egress at 25 of 100 Mbit/s (link) — and without (gossipd evaluate
   # of the 8 final parameter files).
-  if [[ -n $cg && ( -z $only || "straggler/accuracy" =~ $only ) ]]; then
+  for bound in cpu link; do
+    [[ -z $only || "straggler/accuracy/$bound" =~ $only ]] || continue
+    if [[ $bound == cpu && -z $cg ]]; then
+      echo "straggler accuracy cpu: SKIP: no writable cgroup cpu controller" >&2
+      continue
+    fi
+    bw=off
+    [[ $bound == cpu ]] || bw=100mbit
     for variant in unthrottled slow; do
-      adir="$out/points/straggler_accuracy_$variant"
-      slow_cgroup=""
-      [[ $variant == unthrottled ]] || slow_cgroup=$cg
+      adir="$out/points/straggler_accuracy_${bound}_$variant"
+      slow_cgroup="" slow_rate=""
+      if [[ $variant == slow && $bound == cpu ]]; then slow_cgroup=$cg; fi
+      if [[ $variant == slow && $bound == link ]]; then slow_rate=25mbit; fi
       saved=(${sets[@]+"${sets[@]}"})
       sets+=(--dump-params "$adir/final")
-      run_cluster mlp off 0 push_sum_async 1 1499 0 "$adir"
+      run_cluster mlp "$bw" 0 push_sum_async 1 1499 0 "$adir"
       sets=(${saved[@]+"${saved[@]}"})
-      slow_cgroup=""
+      slow_cgroup="" slow_rate=""
       acc=$("$gossipd" evaluate --config "$out/mlp.pbtxt" "$adir"/final/node_*.f32 | grep -o 'test accuracy [0-9.]*' | cut -d' ' -f3)
       read -r others slow < <("$py" - "$slow_node" $per_node <<'PY'
 import sys
@@ -653,10 +662,10 @@ per = [float(v) for v in sys.argv[2:]]
 print("%.6f %.6f" % (sum(p for i, p in enumerate(per) if i != k) / (len(per) - 1), per[k]))
 PY
 )
-      printf 'straggler accuracy push_sum_async %-11s averaged model %s after 1500 iterations (others %8.4f s/it, node 3 %8.4f s/it)\n' "$variant" "$acc" "$others" "$slow"
-      echo "mlp/off/push_sum_async/accuracy/$variant,cpu,push_sum_async,$variant,$others,$slow,,,,,,$acc" >>"$scsv"
+      printf 'straggler accuracy %-4s push_sum_async %-11s averaged model %s after 1500 iterations (others %8.4f s/it, node 3 %8.4f s/it)\n' "$bound" "$variant" "$acc" "$others" "$slow"
+      echo "mlp/$bw/push_sum_async/accuracy/$variant,$bound,push_sum_async,$variant,$others,$slow,,,,,,$acc" >>"$scsv"
     done
-  fi
+  done
   [[ -z $cg ]] || rmdir "$cg" 2>/dev/null || true
   "$netns" rate off
   echo "cluster-bench.sh: wrote $scsv"
