@@ -109,21 +109,19 @@ std::vector<float> AsyncPushSum::state() const {
 Status AsyncPushSum::on_control(Acks& acks, int peer, std::string_view control) {
   const bool known = peer >= 0 && static_cast<std::size_t>(peer) < acks.taken.size();
   if (control.starts_with("psr ")) {
-    // psr <restarted 0|1> <sent %a> <taken %a> <next> <sent_last 0|1>
+    // psr <restarted 0|1> <sent %a> <taken %a> <sent_last 0|1>
     const std::string text(control.substr(4));
     Report r;
     int restarted = 0, sent_last = 0, used = 0;
     char sent[64], taken[64];
-    unsigned long long next = 0;
-    if (std::sscanf(text.c_str(), "%d %63s %63s %llu %d%n", &restarted, sent, taken, &next,
-                    &sent_last, &used) != 5 ||
+    if (std::sscanf(text.c_str(), "%d %63s %63s %d%n", &restarted, sent, taken, &sent_last,
+                    &used) != 4 ||
         static_cast<std::size_t>(used) != text.size()) {
       return invalid_argument("bad push-sum link report");
     }
     r.restarted = restarted != 0;
     r.sent = std::strtod(sent, nullptr);
     r.taken = std::strtod(taken, nullptr);
-    r.next = next;
     r.sent_last = sent_last != 0;
     if (!std::isfinite(r.sent) || !std::isfinite(r.taken)) {
       return invalid_argument("bad push-sum link report");
@@ -761,7 +759,6 @@ void AsyncPushSum::send_report(int peer, std::int64_t t) {
   transport_.send_control(peer, "psr " + std::string(links_.at(peer).restarted ? "1" : "0") + " " +
                                     hex(sends ? out->second : 0.0) + " " +
                                     hex(in != nullptr ? in->taken_w : 0.0) + " " +
-                                    std::to_string(sends ? out_seq_.at(peer) : 0) + " " +
                                     (sent_last ? "1" : "0"));
   links_.at(peer).told_last = sent_last;
 }

@@ -49,8 +49,8 @@
 //   - each end keeps, per edge and in double precision, the weight it has sent on it (σ) and the
 //     weight it has taken from it (ρ), and checkpoints them with z_i and w_i;
 //   - each end sends a report ("psr": whether this process started since the link was last
-//     reconciled, σ and ρ of both edges with the neighbour, the next message number and whether
-//     its last message to the neighbour is past) and, for an edge on which it sends, where its
+//     reconciled, σ and ρ of both edges with the neighbour, and whether its last message to the
+//     neighbour is past) and, once it has the other's, for an edge on which it sends, where its
 //     messages start ("psb <number>": the receiver's transport discards everything before it);
 //   - per edge, one end corrects its weight by the difference of the two ledgers and takes the
 //     other's: the sender if it restarted (it gives back what its checkpoint holds but the
@@ -108,7 +108,6 @@ class AsyncPushSum final : public daemon::Algorithm {
     bool restarted = false;  // its process started since it last reconciled this link
     double sent = 0;         // σ: the weight it has sent to this node
     double taken = 0;        // ρ: the weight it has taken from this node
-    std::uint64_t next = 0;  // the number of its next message to this node
     bool sent_last = false;  // its last message to this node is past (sent, or kept)
   };
   struct Acks {
