@@ -42,8 +42,8 @@
 # gossipd in a cgroup whose CPU quota is a quarter of a node's share of the cores) and link-bound
 # (100 Mbit/s; node 3's egress at 25 Mbit/s), each beside the same run unthrottled. Prints the s/it
 # of the 7 others and of node 3, their iterations per second as a share of the unthrottled run's,
-# and gossip-sim's prediction (--straggler node:3:4 / link:3:4; for push_sum_async the unthrottled
-# one: its others never wait); then the averaged model's test accuracy of push_sum_async after 1500
+# and gossip-sim's prediction (--straggler node:3:4 / link:3:4; push_sum_async priced
+# asynchronously); then the averaged model's test accuracy of push_sum_async after 1500
 # iterations with node 3 slowed (the CPU quota, or the link) and without (gossipd evaluate); writes
 # straggler.csv. --only REGEX picks points by "straggler/<cpu|link>/<topology>" and
 # "straggler/accuracy/<cpu|link>".
@@ -311,16 +311,19 @@ counters() {
 }
 
 # gossip-sim's prediction for the run in DIR: prints "seconds_per_iteration parameters".
+# ALGO PUSH_SUM: asynchronous push-sum (push_sum_async's staleness), which gossip-sim prices
+# asynchronously.
 predict() {  # MODEL BW DELAY DIR ALGO MESSAGE_OVERHEAD_S [STRAGGLER]
   local model=$1 bw=$2 delay=$3 dir=$4 algo=$5 overhead=$6 straggler=${7:-none}
-  local fraction=$payload_fraction sim_algo=dpsgd
+  local fraction=$payload_fraction
   [[ $bw != off ]] || fraction=1  # unshaped: the bandwidth is iperf3's payload rate already
-  local model_flag=()
-  [[ $algo == DPSGD ]] || { sim_algo=cpsgd-allreduce; model_flag=(--allreduce-model gloo); }
+  local model_flag=(--algorithm dpsgd)
+  [[ $algo != ALLREDUCE ]] || model_flag=(--algorithm cpsgd-allreduce --allreduce-model gloo)
+  [[ $algo != PUSH_SUM ]] || model_flag=(--set algorithm=PUSH_SUM --set "staleness=$staleness")
   "$sim" run --config "$out/$model.pbtxt" --set "iterations=1" --nodes "$nodes" --topology "$dir/topology.pbtxt" \
-    --algorithm "$sim_algo" --bandwidth "$(bps_of "$bw")" --latency "${lat_of[$delay]}s" --compute-time "${compute_of[$model]}s" \
+    --bandwidth "$(bps_of "$bw")" --latency "${lat_of[$delay]}s" --compute-time "${compute_of[$model]}s" \
     --payload-fraction "$fraction" --cpu-share "$cpu_share" --cpu-per-byte "${cpu_per_byte}s" \
-    --message-overhead "${overhead}s" --straggler "$straggler" ${model_flag[@]+"${model_flag[@]}"} --threads 1 --json 2>"$dir/sim.err" | "$py" -c '
+    --message-overhead "${overhead}s" --straggler "$straggler" "${model_flag[@]}" --threads 1 --json 2>"$dir/sim.err" | "$py" -c '
 import json, sys
 j = json.load(sys.stdin)
 s = j["series"][0]
@@ -605,7 +608,9 @@ if ((straggler)); then
       slow_rate="" slow_cgroup=""
       run_cluster mlp "$bw" 0 "$t" "${wm% *}" "${wm#* }" 0 "${base}_unthrottled"
       ref=$meas_s
-      read -r ref_pred _ < <(predict mlp "$bw" 0 "${base}_unthrottled" "$algo" "${overhead_of[$algo]}")
+      palgo=$algo
+      [[ $t != push_sum_async ]] || palgo=PUSH_SUM
+      read -r ref_pred _ < <(predict mlp "$bw" 0 "${base}_unthrottled" "$palgo" "${overhead_of[$algo]}")
       if [[ $bound == cpu ]]; then
         [[ -n $cg ]] || { echo "straggler cpu/$t: SKIP: no writable cgroup cpu controller" >&2; continue; }
         slow_cgroup=$cg spec="node:$slow_node:4"
@@ -614,11 +619,9 @@ if ((straggler)); then
       fi
       run_cluster mlp "$bw" 0 "$t" "${wm% *}" "${wm#* }" 0 "${base}_slow"
       slow_rate="" slow_cgroup=""
-      # Asynchronous push-sum with staleness >= 4 x the edge gap: the others never wait for the slow
-      # node, so the prediction for them is the unthrottled run's (gossip-sim prices lock step).
-      pred_spec=$spec
-      [[ $t != push_sum_async ]] || pred_spec=none
-      read -r pred _ < <(predict mlp "$bw" 0 "${base}_slow" "$algo" "${overhead_of[$algo]}" "$pred_spec")
+      # Asynchronous push-sum (staleness in the config) is priced asynchronously by gossip-sim: the
+      # others never wait for the slow node, which ends with them (sim/cost_model.h).
+      read -r pred _ < <(predict mlp "$bw" 0 "${base}_slow" "$palgo" "${overhead_of[$algo]}" "$spec")
       read -r others slow share err < <("$py" - "$slow_node" "$ref" "$pred" $per_node <<'PY'
 import sys
 k, ref, pred = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])

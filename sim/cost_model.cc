@@ -162,6 +162,67 @@ SimClock::SimClock(Scheme scheme, int num_nodes, CostInputs inputs)
     start_s_.assign(num_nodes, 0.0);
     next_s_.assign(num_nodes, 0.0);
   }
+  if (scheme_ == Scheme::kGossip && in_.asynchronous) {
+    const auto n = static_cast<std::size_t>(num_nodes);
+    egress_free_s_.assign(n, 0.0);
+    taken_s_.assign(n * n, 0.0);
+    ever_in_.assign(n, std::vector<bool>(n, false));
+  }
+}
+
+void SimClock::advance_asynchronous(std::int64_t iteration,
+                                    const std::vector<std::vector<int>>& in_neighbours) {
+  const auto n = static_cast<std::size_t>(num_nodes_);
+  const bool slow = in_.straggler.kind != StragglerModel::Kind::kNone;
+  const bool slow_host = in_.straggler.kind == StragglerModel::Kind::kNode;
+  const bool slow_link = in_.straggler.kind == StragglerModel::Kind::kLink;
+  // One message on one link: latency and wire time (a slow link's at 1/factor of the rate).
+  last_comm_s_ = gossip_comm_s(1, in_.message_bytes, in_.net);
+  Network slow_net = in_.net;
+  if (slow_link) slow_net.bandwidth_bps /= in_.straggler.factor;
+  const double slow_comm_s = gossip_comm_s(1, in_.message_bytes, slow_net);
+  // The others share what CPU a slow host leaves (nobody waits for it).
+  double others_share = in_.cpu_share;
+  if (slow_host && num_nodes_ > 1 && in_.cpu_share < 1.0) {
+    others_share =
+        std::min(1.0, (num_nodes_ * in_.cpu_share - in_.cpu_share / in_.straggler.factor) /
+                          (num_nodes_ - 1));
+  }
+  std::vector<double> bytes(n, 0.0), messages(n, 0.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (int j_id : in_neighbours[i]) {
+      const auto j = static_cast<std::size_t>(j_id);
+      ever_in_[i][j] = true;
+      messages[j] += 1;  // the message, or the skip notice
+      messages[i] += 1;
+      double& taken = taken_s_[j * n + i];
+      if (taken > start_s_[j]) continue;  // the previous one is not yet taken: skipped
+      const double comm = slow_link && j_id == in_.straggler.node ? slow_comm_s : last_comm_s_;
+      const double leaves = std::max(start_s_[j], egress_free_s_[j]);
+      egress_free_s_[j] = leaves + (comm - in_.net.latency_s);
+      taken = std::max(leaves + comm, start_s_[i]) + in_.net.latency_s;  // + the acknowledgement
+      bytes[j] += in_.message_bytes;
+      bytes[i] += in_.message_bytes;
+    }
+  }
+  double now = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double s = slow ? in_.straggler.slowdown(iteration, static_cast<int>(i)) : 1.0;
+    const bool is_slow = slow_host && static_cast<int>(i) == in_.straggler.node;
+    const double share = slow_host && !is_slow ? others_share : in_.cpu_share;
+    start_s_[i] +=
+        (in_.compute_s * s + in_.cpu_s_per_byte * bytes[i] * (slow_host ? s : 1.0)) / share +
+        messages[i] * in_.message_overhead_s;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    // Alone once its in-neighbours have ended: its clock runs no further than theirs.
+    double heard = -1;
+    for (std::size_t j = 0; j < n; ++j) {
+      if (ever_in_[i][j]) heard = std::max(heard, start_s_[j]);
+    }
+    now = std::max(now, heard < 0 ? start_s_[i] : std::min(start_s_[i], heard));
+  }
+  now_s_ = now;
 }
 
 void SimClock::advance(std::int64_t iteration, const std::vector<std::vector<int>>& in_neighbours,
@@ -201,6 +262,10 @@ void SimClock::advance(std::int64_t iteration, const std::vector<std::vector<int
     return;
   }
   GOSSIP_CHECK_EQ(static_cast<int>(in_neighbours.size()), num_nodes_);
+  if (in_.asynchronous) {
+    advance_asynchronous(iteration, in_neighbours);
+    return;
+  }
   last_comm_s_ = gossip_comm_s(max_degree, in_.message_bytes, in_.net);
   // Messages each node sends and receives this iteration (a lone node: none).
   std::vector<int> messages(static_cast<std::size_t>(num_nodes_), 0);

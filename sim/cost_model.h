@@ -47,6 +47,15 @@
 // (node j sends x_j^t the moment it starts iteration t), and reports max_i S_i^t — the moment
 // every node has finished iteration t. Without stragglers this is t·max(compute, α + ΔM/B).
 //
+// Asynchronous gossip (push-sum with staleness, CostInputs::asynchronous): no node waits for
+// another. Node j pushes to out-neighbour i at the start of its iteration t unless its previous
+// message to i is not yet taken — arrived (α + M/B after it left j's egress, one message at a time
+// there) and the receiver at its iteration t (S_i^t) — in which case it skips (a skip notice). So
+// S_j^{t+1} = S_j^t + (c_j^t + κ·V_j)/s_j + k_j·o with V_j the bytes it sent and took. A node
+// whose in-neighbours have ended ends (it is alone), so the clock reports
+// max_i min(S_i^t, max_{j ∈ in-neighbours of i so far} S_j^t); under a slow host (kNode) the others
+// share the CPU the slow one leaves: s = (n·cpu_share − cpu_share/factor)/(n − 1), at most 1.
+//
 // All times in seconds, sizes in bytes, bandwidths in bits per second at the interface. Classes
 // here are values; not thread-safe to mutate concurrently.
 #pragma once
@@ -142,6 +151,8 @@ struct CostInputs {
   // the message of its round's H steps). false: S_i^{t+1} = max(S_i^t + c_i, max_j S_j^t + c_j +
   // α + ΔM/B) + k_i·o, without stragglers t·(c + α + ΔM/B + k·o).
   bool gossip_overlaps_compute = true;
+  // Gossip: asynchronous push-sum (training config staleness ≥ 1), priced as above.
+  bool asynchronous = false;
 };
 
 // The simulated clock of one run. Feed it the iterations in order.
@@ -165,8 +176,16 @@ class SimClock {
   Scheme scheme_;
   int num_nodes_;
   CostInputs in_;
+  void advance_asynchronous(std::int64_t iteration,
+                            const std::vector<std::vector<int>>& in_neighbours);
+
   std::vector<double> start_s_;  // gossip: when each node starts its next iteration
   std::vector<double> next_s_;
+  // Asynchronous gossip: when each node's egress is free, when each edge's last message is taken
+  // (key j·n + i for j → i), and each node's in-neighbours so far.
+  std::vector<double> egress_free_s_;
+  std::vector<double> taken_s_;
+  std::vector<std::vector<bool>> ever_in_;
   double now_s_ = 0;
   double last_comm_s_ = 0;
 };

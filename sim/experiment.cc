@@ -312,6 +312,7 @@ ExperimentResult price(const std::vector<Run>& runs, const ExperimentConfig& con
   in.cpu_s_per_byte = cost.cpu_s_per_byte;
   in.message_overhead_s = cost.message_overhead_s;
   in.allreduce = cost.allreduce;
+  in.asynchronous = cost.asynchronous;
   result.compute_s = in.compute_s;
   result.message_bytes = in.message_bytes;
   for (const Run& r : runs) {

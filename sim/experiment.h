@@ -57,6 +57,7 @@ struct CostConfig {
   double cpu_s_per_byte = 0.0;                         // CostInputs::cpu_s_per_byte
   double message_overhead_s = 0.0;                     // CostInputs::message_overhead_s
   AllreduceModel allreduce = AllreduceModel::kTable1;  // CostInputs::allreduce
+  bool asynchronous = false;                           // CostInputs::asynchronous
 };
 
 struct ExperimentConfig {

@@ -458,6 +458,9 @@ Status apply_train_config(const Options& o, ExperimentConfig& c, bool& allreduce
                           config::load_config_with_overrides(o.config, o.sets));
   allreduce = t.algorithm() == config::pb::TrainConfig::ALLREDUCE;
   c.push_sum = t.algorithm() == config::pb::TrainConfig::PUSH_SUM;
+  // Push-sum with staleness: simulated in lock step (its order is replayed with
+  // --replay-push-sum), priced as it runs, asynchronously (sim/cost_model.h).
+  c.cost.asynchronous = c.push_sum && t.staleness() > 0;
   c.problem = config::to_problem_config(t, c.nodes);
   std::int64_t train_examples = 0;
   if (t.iterations() == 0) {

@@ -276,6 +276,55 @@ TEST_CASE("one slow host (node:K:F, link:K:F): lock-step schedules by hand") {
   CHECK(parse_straggler_model("link:3:4", 1)->to_string() == "link:3:4");
 }
 
+TEST_CASE("asynchronous gossip: nobody waits, a busy edge is skipped, a slow host ends alone") {
+  // The directed ring 0 -> 1 -> 2 (-> 0): node i hears from i - 1.
+  const std::vector<std::vector<int>> dring = {{2}, {0}, {1}};
+  CostInputs in;
+  in.asynchronous = true;
+  in.net = {8.0, 0.5};  // α 0.5, M/B 0: a message is taken α after it leaves, acknowledged α later
+  in.message_bytes = 0;
+  in.compute_s = 1.0;
+  in.message_overhead_s = 0.1;
+  SimClock even(Scheme::kGossip, 3, in);
+  for (int t = 0; t < 4; ++t) {
+    even.advance(t, dring, 1);
+    // Each node sends one message and takes one every iteration (taken at S + 1 <= the next start).
+    CHECK(even.now_s() == doctest::Approx((t + 1) * 1.2));
+  }
+  // node:0:10: node 0 takes 10 per iteration and nobody waits for it; it is alone once node 2,
+  // its in-neighbour, has ended, so the run ends with the others (lock step: 30 after 3).
+  in.message_overhead_s = 0;
+  in.straggler = *parse_straggler_model("node:0:10", 1);
+  SimClock slow(Scheme::kGossip, 3, in);
+  for (int t = 0; t < 3; ++t) slow.advance(t, dring, 1);
+  CHECK(slow.now_s() == doctest::Approx(3.0));
+  // link:0:4 with M/B = 1 and compute 0.1: node 0's message takes 4 on the wire, so it skips node 1
+  // until its previous message is taken (its iteration 40) — and nobody waits: 0.1 per iteration.
+  in.net = {8.0, 0.0};
+  in.message_bytes = 1.0;
+  in.compute_s = 0.1;
+  in.cpu_s_per_byte = 0.01;  // a message sent or taken costs 0.01 of CPU
+  in.straggler = *parse_straggler_model("link:0:4", 1);
+  SimClock link(Scheme::kGossip, 3, in);
+  link.advance(0, dring, 1);  // everyone sends and takes one message
+  CHECK(link.now_s() == doctest::Approx(0.12));
+  link.advance(1, dring, 1);  // nodes 1 and 2: acknowledged at 1.0 > 0.12, skipped; so is node 0
+  CHECK(link.now_s() == doctest::Approx(0.22));
+  // Shared cores: 4 nodes on 2 cores (share 0.5), node 0 at a quarter: the others share what it
+  // leaves, (4 * 0.5 - 0.5 / 4) / 3 = 0.625 of a core each, 1.6 per iteration.
+  const std::vector<std::vector<int>> dring4 = {{3}, {0}, {1}, {2}};
+  in = CostInputs{};
+  in.asynchronous = true;
+  in.net = {8.0, 0.0};
+  in.compute_s = 1.0;
+  in.cpu_share = 0.5;
+  in.straggler = *parse_straggler_model("node:0:4", 1);
+  SimClock shared(Scheme::kGossip, 4, in);
+  shared.advance(0, dring4, 1);
+  shared.advance(1, dring4, 1);
+  CHECK(shared.now_s() == doctest::Approx(3.2));
+}
+
 TEST_CASE("a node with no in-neighbours waits for nobody") {
   CostInputs in;
   in.net = {8.0, 5.0};
