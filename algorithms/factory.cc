@@ -65,7 +65,10 @@ class DpsgdFactory final : public daemon::AlgorithmFactory {
     return LocalGossip::message_floats(round_, num_params);
   }
   void on_transport(net::Transport& transport) override {
-    exchange_ = daemon::make_transport_exchange(transport);
+    // Asynchronous push-sum's control messages (acknowledgements, skip notices, link reports) go
+    // to its own handler, the first one set, so that none that arrived early reaches the
+    // membership mailbox (which would refuse it as a bad frame and close the link).
+    exchange_ = daemon::make_transport_exchange(transport, /*take_control=*/!async_);
     if (async_) {
       transport_ = &transport;
       acks_ = std::make_shared<AsyncPushSum::Acks>(topology_.num_nodes());

@@ -285,8 +285,9 @@ class TransportPending : public PendingExchange {
 
 class TransportExchange : public ParameterExchange {
  public:
-  explicit TransportExchange(net::Transport& transport)
+  TransportExchange(net::Transport& transport, bool take_control)
       : transport_(transport), mailbox_(std::make_shared<ControlMailbox>()) {
+    if (!take_control) return;
     // The handler owns a reference to the mailbox: the transport may call it after this object
     // is gone (until it shuts down).
     transport_.set_control_handler([mailbox = mailbox_](int peer, std::string_view bytes) {
@@ -356,8 +357,9 @@ class TransportExchange : public ParameterExchange {
 
 }  // namespace
 
-std::unique_ptr<ParameterExchange> make_transport_exchange(net::Transport& transport) {
-  return std::make_unique<TransportExchange>(transport);
+std::unique_ptr<ParameterExchange> make_transport_exchange(net::Transport& transport,
+                                                           bool take_control) {
+  return std::make_unique<TransportExchange>(transport, take_control);
 }
 
 }  // namespace gossip::daemon

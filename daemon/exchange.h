@@ -225,10 +225,13 @@ class ParameterExchange {
                                           const std::function<bool()>& interrupted) const;
 };
 
-// Over net::Transport (borrowed; must outlive this object). Registers itself as the transport's
-// control handler (net::Transport::set_control_handler): the membership messages of
-// daemon/control.proto go to a mailbox of its own (messages of other kinds are ignored), and those
-// that arrived before are handed over at once. Make it right after the transport starts.
-std::unique_ptr<ParameterExchange> make_transport_exchange(net::Transport& transport);
+// Over net::Transport (borrowed; must outlive this object). With `take_control`, registers itself
+// as the transport's control handler (net::Transport::set_control_handler): the membership
+// messages of daemon/control.proto go to a mailbox of its own (messages of other kinds are
+// ignored), and those that arrived before are handed over at once; make it right after the
+// transport starts. Without, an algorithm with a control protocol of its own (asynchronous
+// push-sum) sets the handler itself, and the exchange's membership calls see no messages.
+std::unique_ptr<ParameterExchange> make_transport_exchange(net::Transport& transport,
+                                                           bool take_control = true);
 
 }  // namespace gossip::daemon
