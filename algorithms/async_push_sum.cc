@@ -670,9 +670,7 @@ std::optional<IterationEnd> AsyncPushSum::conclude(std::uint64_t end,
   taken_.clear();
   for (Inflow& in : inflows_) in.posted.clear();  // receives past the last message: abandoned
   if (log_.is_open()) {
-    char w[64];
-    std::snprintf(w, sizeof w, "%a", static_cast<double>(weight_));
-    log_ << "weight\t" << w << "\n";
+    log_ << "weight\t" << hex(static_cast<double>(weight_)) << "\n";
     log_.close();
     if (!log_) return fail("cannot write the push-sum order log " + log_path_, daemon::kExitError);
   }

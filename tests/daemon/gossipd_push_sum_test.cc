@@ -203,6 +203,22 @@ void read_ledgers(int node, const std::string& log, std::map<std::pair<int, int>
   }
 }
 
+// Reads the ledgers node i logged in logs[i] and checks that every edge's two agree (the weight
+// sent on it is the weight taken from it, in double). Returns the edges counted at the senders and
+// at the receivers.
+std::pair<std::size_t, std::size_t> check_ledgers(const std::vector<std::string>& logs) {
+  std::map<std::pair<int, int>, double> sent, taken;
+  for (std::size_t i = 0; i < logs.size(); ++i) {
+    read_ledgers(static_cast<int>(i), logs[i], sent, taken);
+  }
+  const std::size_t received = taken.size();
+  for (const auto& [edge, w] : sent) {
+    CHECK_MESSAGE(taken[edge] == doctest::Approx(w).epsilon(1e-12),
+                  "edge " << edge.first << " -> " << edge.second);
+  }
+  return {sent.size(), received};
+}
+
 // `gossip-sim run --replay-push-sum` of the order logs under `ckpt` (into dir/sim) gives the final
 // parameters the n nodes of `work` wrote, node by node, bit for bit.
 void check_replay(const std::string& dir, const std::string& topo, int n, const std::string& cfg,
@@ -417,16 +433,11 @@ TEST_CASE(
   // Exactly: every edge's two ledgers agree at the end (the weight sent on it is the weight taken
   // from it, in double), so nothing is in flight or lost and the weights' identity sums to n. The
   // float32 weights themselves carry the rounding of 30 000 mixes each.
-  std::map<std::pair<int, int>, double> sent, taken;
-  for (int i = 0; i < n; ++i) {
-    read_ledgers(i, read_file(i == victim ? log(i, 1) : log(i, 0)), sent, taken);
-  }
-  CHECK(sent.size() == 3 * n);
-  CHECK(taken.size() == 3 * n);
-  for (const auto& [edge, w] : sent) {
-    CHECK_MESSAGE(taken[edge] == doctest::Approx(w).epsilon(1e-12),
-                  "edge " << edge.first << " -> " << edge.second);
-  }
+  std::vector<std::string> final_logs;
+  for (int i = 0; i < n; ++i) final_logs.push_back(read_file(log(i, i == victim ? 1 : 0)));
+  const auto [sent, taken] = check_ledgers(final_logs);
+  CHECK(sent == 3 * n);
+  CHECK(taken == 3 * n);
   CHECK(sum == doctest::Approx(n).epsilon(1e-4));
   // A log with a reconciliation is refused by the replay, naming the line.
   const Run sim = run_shell_capture(bin("sim/gossip-sim") + " run --topology " + topo +
@@ -530,13 +541,9 @@ TEST_CASE(
     sum += l.weight;
   }
   MESSAGE("sum of weights " << sum);
-  std::map<std::pair<int, int>, double> sent, taken;
-  for (int i = 0; i < n; ++i) read_ledgers(i, read_file(log(i)), sent, taken);
-  CHECK(sent.size() == n);
-  for (const auto& [edge, w] : sent) {
-    CHECK_MESSAGE(taken[edge] == doctest::Approx(w).epsilon(1e-12),
-                  "edge " << edge.first << " -> " << edge.second);
-  }
+  std::vector<std::string> final_logs;
+  for (int i = 0; i < n; ++i) final_logs.push_back(read_file(log(i)));
+  CHECK(check_ledgers(final_logs).first == n);
   CHECK(sum == doctest::Approx(n).epsilon(1e-4));
 }
 
