@@ -32,7 +32,8 @@
 # for accuracy against wall-clock time (scripts/plot_cluster.py).
 #
 # With --rounds, instead of the grid: time to accuracy and bytes per node of local-step training
-# (docs/cluster.md, "Communicating less") on the demo MLP at 10 Mbit/s and at 100 Mbit/s + 5 ms —
+# (docs/cluster.md, "Communicating less") on the demo MLP at 10 Mbit/s and at 100 Mbit/s + each
+# added delay of --delays other than 0 (default: 5 ms) —
 # per-step ALLREDUCE (Gloo), DiLoCo (ALLREDUCE, H = 25 and 50, int8 with error feedback) and
 # local-step gossip on the one-peer exponential graph (H = 10, 25 and 50, int8 CHOCO), 3750
 # iterations each.
@@ -51,8 +52,8 @@
 # gossip-sim's run of the same job (the same bits as the daemons), so the time to target is the
 # cluster's wall-clock at the iteration where that curve first reaches the target, and the nodes'
 # own final test accuracies (measured by the daemons) are printed beside the simulator's as a
-# check. Per-step ALLREDUCE at 10 Mbit/s (1.4 s/it: 90 minutes) runs 6 iterations: its time is the
-# measured s/it after 2 times those iterations. The target is per-step C-PSGD's final accuracy
+# check. Per-step ALLREDUCE at 10 Mbit/s (1.4 s/it: 90 minutes) or with more than 5 ms of delay
+# runs 6 iterations: its time is the measured s/it after 2 times those iterations. The target is per-step C-PSGD's final accuracy
 # (gossip-sim, the same config) less 0.5 pp. Writes rounds.csv (measured and predicted time to
 # target, bytes per node) for scripts/plot_cluster.py --rounds.
 #
@@ -553,7 +554,10 @@ PY
     "diloco-h50|allreduce|3750|algorithm=ALLREDUCE local_steps=50 compression.kind=INT8"
     "gossip-h50|one_peer_exponential|3750|local_steps=50 compression.kind=INT8"
   )
-  for link in "10mbit 0" "100mbit 5"; do
+  # 10 Mbit/s, then 100 Mbit/s with each added delay of --delays (default 5 ms).
+  links=("10mbit 0")
+  for d in $delays; do ((d == 0)) || links+=("100mbit $d"); done
+  for link in "${links[@]}"; do
     read -r bw delay <<<"$link"
     for c in "${configs[@]}"; do
       IFS='|' read -r name topo its settings <<<"$c"
@@ -563,7 +567,7 @@ PY
       set_args=()
       for kv in $settings; do set_args+=(--set "$kv"); done
       local_warm=()
-      if [[ $name == allreduce && $bw == 10mbit ]]; then
+      if [[ $name == allreduce && ($bw == 10mbit || $delay -gt 5) ]]; then
         run_cluster_with mlp "$bw" "$delay" "$topo" 6 0 "$dir" "${set_args[@]}"
         local_warm=(2)
       else

@@ -113,7 +113,10 @@ def accuracy(model, x, y):
 
 def train(model, step_fn, args, rank, x, y):
     """The local training loop both sides share; step_fn(opt) ends each iteration."""
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=args.wd)
+    if args.inner == "adamw":
+        opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.wd)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=args.wd)
     mine = shard(rank, args.nodes, args.seed, len(x))
     per_epoch = steps_per_epoch(args, len(x))
     total = per_epoch * args.epochs
@@ -184,10 +187,12 @@ def run_gossip(args, x_test, y_test):
             f.write(f"local_steps: {args.local_steps}\n"
                     f"compression {{ kind: {args.compression.upper()} }}\n"
                     f"outer {{ kind: {args.outer.upper()}"
-                    + (f" lr: {args.outer_lr}" if args.outer_lr is not None else "") + " }\n")
+                    + (f" lr: {args.outer_lr}" if args.outer_lr is not None else "")
+                    + (f" momentum: {args.outer_momentum}" if args.outer_momentum is not None
+                       else "") + " }\n")
     trainer = (f"{sys.executable} {os.path.abspath(__file__)} --trainer --out {work} "
                f"--epochs {args.epochs} --nodes {args.nodes} --batch {args.batch} "
-               f"--lr {args.lr} --wd {args.wd} --seed {args.seed}")
+               f"--lr {args.lr} --wd {args.wd} --seed {args.seed} --inner {args.inner}")
     t0 = time.time()
     rc = subprocess.run([args.gossipd, "launch", topo, "--config", cfg, "--insecure",
                          "--workdir", os.path.join(work, "run"), "--attach-dir",
@@ -267,6 +272,11 @@ def main():
     ap.add_argument("--outer", default="none", choices=["none", "sgd", "nesterov"])
     ap.add_argument("--outer-lr", type=float,
                     help="the outer optimizer's lr (gossipd's outer.lr; default: SGD 1, Nesterov 0.7)")
+    ap.add_argument("--outer-momentum", type=float,
+                    help="the outer Nesterov momentum (gossipd's outer.momentum; default 0.9)")
+    ap.add_argument("--inner", default="sgd", choices=["sgd", "adamw"],
+                    help="every trainer's optimizer, both sides: SGD with momentum 0.9, or AdamW "
+                         "(DiLoCo's inner optimizer; give it its own --lr, e.g. 0.001)")
     ap.add_argument("--only", choices=["gossip", "ddp"], help="run one side only")
     ap.add_argument("--keep", action="store_true", help="keep the gossip run's directory")
     ap.add_argument("--trainer", action="store_true", help=argparse.SUPPRESS)
