@@ -26,7 +26,7 @@ using sgd::RoundTerm;
 
 std::size_t LocalGossip::message_floats(const sgd::RoundConfig& round, std::size_t num_params) {
   if (!round.choco()) return num_params;
-  return (sgd::compressed_bytes(round.compression, num_params) + 3) / 4;
+  return sgd::gossip_message_bytes(round.compression, num_params) / 4;
 }
 
 std::size_t LocalGossip::state_floats(const sgd::RoundConfig& round,

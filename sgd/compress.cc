@@ -51,6 +51,10 @@ std::size_t compressed_bytes(const CompressionSpec& spec, std::size_t num_floats
   return 0;
 }
 
+std::size_t gossip_message_bytes(const CompressionSpec& spec, std::size_t num_floats) {
+  return 4 * ((compressed_bytes(spec, num_floats) + 3) / 4);
+}
+
 void compress(const CompressionSpec& spec, std::span<const float> in, std::span<std::byte> out) {
   check_spec(spec);
   GOSSIP_CHECK_EQ(out.size(), compressed_bytes(spec, in.size()));

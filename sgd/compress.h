@@ -76,6 +76,10 @@ struct CompressionSpec {
 // Bytes of compress(spec, n floats): 4n (none), 2n (bf16), n + 4·⌈n / block_floats⌉ (int8).
 std::size_t compressed_bytes(const CompressionSpec& spec, std::size_t num_floats);
 
+// Bytes of one gossip message carrying compress(spec, n floats): gossip's transport moves whole
+// floats, so compressed_bytes rounded up to a multiple of 4 (int8 and bf16 may end in padding).
+std::size_t gossip_message_bytes(const CompressionSpec& spec, std::size_t num_floats);
+
 // out = C(in) in the spec's format.
 void compress(const CompressionSpec& spec, std::span<const float> in, std::span<std::byte> out);
 

@@ -266,9 +266,13 @@ Series price_rounds(const Run& r, const ExperimentConfig& config, const CostInpu
   // model's parameters), compressed; the bytes measured on the simulated model scale with it.
   const auto priced_params = static_cast<std::size_t>(std::llround(in.message_bytes / 4.0));
   const auto simulated_params = static_cast<std::size_t>(r.final_params.rows());
-  s.message_bytes = static_cast<double>(sgd::compressed_bytes(round.compression, priced_params));
-  const double simulated_bytes =
-      static_cast<double>(sgd::compressed_bytes(round.compression, simulated_params));
+  // A gossip message moves whole floats (sgd::gossip_message_bytes); the ring's chunks do not.
+  const auto message = [&](std::size_t params) {
+    return static_cast<double>(gossip ? sgd::gossip_message_bytes(round.compression, params)
+                                      : sgd::compressed_bytes(round.compression, params));
+  };
+  s.message_bytes = message(priced_params);
+  const double simulated_bytes = message(simulated_params);
   s.rounds = round_label(round);
   CostInputs per = in;
   per.message_bytes = s.message_bytes;

@@ -27,7 +27,7 @@ RoundChoice price_round(const LinkAdviceInputs& in, const CommGraph& graph,
   RoundChoice choice;
   choice.round = round;
   const auto params = static_cast<std::size_t>(std::llround(in.params));
-  choice.message_bytes = static_cast<double>(sgd::compressed_bytes(round.compression, params));
+  choice.message_bytes = static_cast<double>(sgd::gossip_message_bytes(round.compression, params));
   CostInputs cost;
   cost.net = in.link;
   cost.compute_s = in.compute_s;

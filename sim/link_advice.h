@@ -2,7 +2,7 @@
 // local steps H, compression and overlap for n nodes training a model of d parameters at c seconds
 // per step over one full-duplex link per node (bandwidth B, latency α). Every time is the cost
 // model's that gossip-sim prices with (sim/experiment.h round_times on the topology's W(t)), every
-// size sgd::compressed_bytes'; nothing is re-derived here. The rule:
+// size sgd::gossip_message_bytes'; nothing is re-derived here. The rule:
 //
 //   1. Topology: of the generators for n (ring, torus, hypercube, exponential,
 //      one_peer_exponential, complete; those that cannot be built for n are left out), the one

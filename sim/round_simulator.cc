@@ -93,8 +93,8 @@ void RoundSimulator::post_messages(std::int64_t r) {
   for (int i = 0; i < n_; ++i) {
     sgd::pseudo_gradient(sent_.messages[i], nodes_[i].anchor, nodes_[i].delta);
     const auto out = topo.out_neighbors(i, r);
-    bytes_sent_ += static_cast<double>((round_.choco() ? sgd::compressed_bytes(spec, d_) : 4 * d_) *
-                                       out.size());
+    bytes_sent_ += static_cast<double>(
+        (round_.choco() ? sgd::gossip_message_bytes(spec, d_) : 4 * d_) * out.size());
     if (!round_.choco()) continue;
     for (const topology::Neighbor& o : out) {
       std::vector<float>& copy = copies_[{i, o.node}];

@@ -69,6 +69,16 @@ TEST_CASE("compressed_bytes: 4n, 2n, n + 4 per started block") {
   CHECK(compressed_bytes(i8, 1000) == 1000 + 4 * 4);
 }
 
+TEST_CASE("gossip_message_bytes: compressed_bytes in whole floats") {
+  CHECK(gossip_message_bytes(spec_of(CompressionKind::kNone), 10) == 40);
+  CHECK(gossip_message_bytes(spec_of(CompressionKind::kBf16), 10) == 20);
+  CHECK(gossip_message_bytes(spec_of(CompressionKind::kBf16), 3) == 8);  // 6 bytes + 2 of padding
+  const CompressionSpec i8 = spec_of(CompressionKind::kInt8, 256);
+  CHECK(gossip_message_bytes(i8, 256) == 260);
+  CHECK(gossip_message_bytes(i8, 9) == 16);               // 13 bytes + 3
+  CHECK(gossip_message_bytes(i8, 235146) == 238822 + 2);  // the demo MLP: 919 blocks
+}
+
 TEST_CASE("bf16: round to nearest even on the upper half, NaN stays NaN, overflow to inf") {
   CHECK(bf16_word(1.0f) == 0x3f80);
   CHECK(bf16_word(-2.5f) == 0xc020);

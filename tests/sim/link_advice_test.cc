@@ -14,7 +14,8 @@ namespace {
 
 constexpr double kMlpParams = 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10;  // 235146
 
-double int8_bytes(double d) { return d + 4 * std::ceil(d / 256); }
+// One int8 gossip message of d parameters: d bytes and a scale per 256, in whole floats.
+double int8_bytes(double d) { return 4 * std::ceil((d + 4 * std::ceil(d / 256)) / 4); }
 
 LinkAdviceInputs inputs(double bandwidth_bps, double latency_s, double compute_s,
                         double params = kMlpParams, int nodes = 8) {
