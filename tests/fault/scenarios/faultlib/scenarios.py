@@ -2,6 +2,8 @@
 with one or two nodes SIGKILLed), gossip (consensus after deaths in the pure-gossip phase) and
 rejoin (a node restarted with --resume); and the config helpers the netns scenarios share."""
 
+import re
+
 import numpy as np
 
 from .checks import (check_accuracy, check_exits, check_mixing, consensus_distance, figures,
@@ -30,6 +32,15 @@ def sgd_config(args, iterations=600, deadline_ms=2000):
     data = fmnist_subset(args.cache_dir, 12000, 10000)
     return config_text("fmnist", data, iterations, args.train_seed, policy_block(args, "CARRY_ON"),
                        deadline_ms, 200) + getattr(args, "config_extra", "") + "\n"
+
+
+def per_exchange(args, iterations):
+    """ITERATIONS times the local steps H of --config-extra (1 without): under rounds an iteration
+    exchanges nothing H − 1 times in H, so a scenario keeps its number of exchanges, and its
+    wall-clock, by running H times the iterations (a restarted node must find the others still
+    running however fast the machine)."""
+    m = re.search(r"local_steps:\s*(\d+)", getattr(args, "config_extra", "") or "")
+    return iterations * (int(m.group(1)) if m else 1)
 
 
 def kill_plan(rng, iterations, count):
@@ -160,7 +171,7 @@ def scenario_rejoin(args, workdir, rng):
     `rejoined`, be back in its neighbours' rows within a few seconds, and end as close to the
     others' average as the others are."""
     require_carry_on(args)
-    iterations = 3000
+    iterations = per_exchange(args, 3000)
     args.checkpoint_every = 100
     config = sgd_config(args, iterations)
     ref = reference_accuracy(args, workdir, config, insecure=True)
