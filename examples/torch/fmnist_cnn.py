@@ -95,11 +95,11 @@ def steps_per_epoch(args, n_train):
 
 
 def lr_at(args, step, total):
-    """Constant after a linear warm-up of one epoch's worth of steps, then x0.1 for the last 25%."""
+    """Constant after a linear warm-up of one epoch's worth of steps, then x0.1 from --decay-at."""
     warm = total // args.epochs
     if step < warm:
         return args.lr * (step + 1) / warm
-    return args.lr * (0.1 if step >= 0.75 * total else 1.0)
+    return args.lr * (0.1 if step >= args.decay_at * total else 1.0)
 
 
 @torch.no_grad()
@@ -192,7 +192,8 @@ def run_gossip(args, x_test, y_test):
                        else "") + " }\n")
     trainer = (f"{sys.executable} {os.path.abspath(__file__)} --trainer --out {work} "
                f"--epochs {args.epochs} --nodes {args.nodes} --batch {args.batch} "
-               f"--lr {args.lr} --wd {args.wd} --seed {args.seed} --inner {args.inner}")
+               f"--lr {args.lr} --wd {args.wd} --seed {args.seed} --inner {args.inner} "
+               f"--decay-at {args.decay_at}")
     t0 = time.time()
     rc = subprocess.run([args.gossipd, "launch", topo, "--config", cfg, "--insecure",
                          "--workdir", os.path.join(work, "run"), "--attach-dir",
@@ -259,6 +260,8 @@ def main():
     ap.add_argument("--batch", type=int, default=32, help="per node")
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--wd", type=float, default=1e-4)
+    ap.add_argument("--decay-at", type=float, default=0.75,
+                    help="the share of the steps after which the lr is x0.1")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--topology", default="one_peer_exponential",
                     choices=["ring", "exponential", "one_peer_exponential", "allreduce"],
