@@ -25,7 +25,8 @@
 # and ACK clock see it, for gossipd's and Gloo's connections alike. It forwards every byte once
 # more on the machine's own cores, which bounds the delayed cells at high rates (docs/cluster.md).
 # With --quick: the demo MLP at 100mbit, ring / one-peer exponential / ALLREDUCE, and ring /
-# ALLREDUCE with 5 ms, few iterations (about 1 minute; registered in ctest). --only REGEX keeps the
+# ALLREDUCE with 5 ms, few iterations, then DiLoCo and local-step gossip (H = 5, int8, 40 iterations)
+# with their bytes checked against gossip-sim's (about 1 minute; registered in ctest). --only REGEX keeps the
 # points whose id (model/bandwidth/topology, the bandwidth followed by +5ms where delayed)
 # matches. Unless --no-curves (implied by --quick), the full grid ends
 # with two longer runs at 100mbit of the demo MLP, D-PSGD on one-peer exponential and ALLREDUCE,
@@ -692,10 +693,41 @@ PY
   exit 0
 fi
 
+# --quick's rounds points: DiLoCo and local-step gossip, H = 5 with int8, 40 iterations at
+# 100 Mbit/s; every node must finish, and the bytes each node's metrics count must equal what
+# gossip-sim's cost model says the same run sends (the mean over nodes for the ring, whose chunks
+# differ by a block; every node alike for one-peer gossip), to the byte.
+quick_rounds() {
+  sed -e 's/^iterations: 10/iterations: 40/' -e 's/^eval_examples: .*/eval_examples: 500/' "$out/mlp.pbtxt" >"$out/rounds.pbtxt"
+  local c name topo settings dir set_args kv sim_bytes
+  for c in "diloco-h5|allreduce|algorithm=ALLREDUCE local_steps=5 compression.kind=INT8" \
+           "gossip-h5|one_peer_exponential|local_steps=5 compression.kind=INT8"; do
+    IFS='|' read -r name topo settings <<<"$c"
+    dir="$out/rounds/100mbit_$name"
+    set_args=()
+    for kv in $settings; do set_args+=(--set "$kv"); done
+    run_cluster_with rounds 100mbit 0 "$topo" 40 0 "$dir" "${set_args[@]}"
+    sim_bytes=$("$sim" run --config "$out/rounds.pbtxt" "${set_args[@]}" --nodes "$nodes" --topology "$dir/topology.pbtxt" \
+      --algorithm "$([[ $topo == allreduce ]] && echo cpsgd-allreduce || echo dpsgd)" --compute-time 1ms --threads 1 --json 2>/dev/null |
+      "$py" -c 'import json, sys; print(json.load(sys.stdin)["series"][0]["bytes_per_node"])')
+    "$py" - "$dir" "$nodes" "$sim_bytes" "$topo" "100mbit/$name" <<'PY'
+import json, sys
+d, n, want, topo, name = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
+sent = [sum(r.get("bytes_sent", 0) for r in map(json.loads, open(f"{d}/metrics-{i}.jsonl")) if r.get("type") == "iter")
+        for i in range(n)]
+got = sum(sent) / n
+bad = abs(got - want) > 1e-6 * want or (topo != "allreduce" and len(set(sent)) != 1)
+print(f"rounds/{name}: {got:.1f} bytes per node sent, gossip-sim's cost model {want:.1f}" + (" MISMATCH" if bad else ""))
+sys.exit("cluster-bench.sh: FAILED: rounds/%s: bytes per node %s, gossip-sim %s" % (name, sent, want) if bad else 0)
+PY
+  done
+}
+
 topologies="ring one_peer_exponential exponential allreduce"
 if ((quick)); then
   for t in ring one_peer_exponential allreduce; do run_point mlp 100mbit 0 "$t"; done
   for t in ring allreduce; do run_point mlp 100mbit 5 "$t"; done
+  quick_rounds
 else
   for delay in $delays; do
     for model in mlp mlp5m; do
