@@ -26,8 +26,8 @@
 # more on the machine's own cores, which bounds the delayed cells at high rates (docs/cluster.md).
 # With --quick: the demo MLP at 100mbit, ring / one-peer exponential / ALLREDUCE, and ring /
 # ALLREDUCE with 5 ms, few iterations, then DiLoCo and local-step gossip (H = 5, int8, 40 iterations)
-# with their bytes checked against gossip-sim's (about 1 minute; registered in ctest). --only REGEX keeps the
-# points whose id (model/bandwidth/topology, the bandwidth followed by +5ms where delayed)
+# with their bytes checked against gossip-sim's (about 1 minute; registered in ctest). --only REGEX
+# keeps the points whose id (model/bandwidth/topology, the bandwidth followed by +5ms where delayed)
 # matches. Unless --no-curves (implied by --quick), the full grid ends
 # with two longer runs at 100mbit of the demo MLP, D-PSGD on one-peer exponential and ALLREDUCE,
 # for accuracy against wall-clock time (scripts/plot_cluster.py).
@@ -54,8 +54,9 @@
 # cluster's wall-clock at the iteration where that curve first reaches the target, and the nodes'
 # own final test accuracies (measured by the daemons) are printed beside the simulator's as a
 # check. Per-step ALLREDUCE at 10 Mbit/s (1.4 s/it: 90 minutes) or with more than 5 ms of delay
-# runs 6 iterations: its time is the measured s/it after 2 times those iterations. The target is per-step C-PSGD's final accuracy
-# (gossip-sim, the same config) less 0.5 pp. Writes rounds.csv (measured and predicted time to
+# runs 6 iterations: its time is the s/it measured after the first 2, times the simulator's
+# iterations to target. The target is per-step C-PSGD's final accuracy (gossip-sim, the same
+# config) less 0.5 pp. Writes rounds.csv (measured and predicted time to
 # target, bytes per node) for scripts/plot_cluster.py --rounds.
 #
 # Prediction inputs (gossip-sim's cost model, docs/sim.md), each measured once per run of this
