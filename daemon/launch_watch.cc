@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <string_view>
 #include <thread>
 
 #include "attach/server.h"
@@ -33,16 +34,28 @@ int wait_status_code(int status) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-// Whether node `n`'s log (this launch's part) says its trainer attached (daemon/run.cc logs
-// "trainer attached: " once the HELLO is done).
-bool log_says_attached(const NodeView& n) {
+// Whether node `n`'s log (this launch's part, its first kMaxLogRead bytes) holds `needle`.
+bool log_says(const NodeView& n, std::string_view needle) {
   std::ifstream in(n.log_path, std::ios::binary);
   if (!in) return false;
   in.seekg(n.log_offset);
   std::string text(static_cast<std::size_t>(kMaxLogRead), '\0');
   in.read(text.data(), kMaxLogRead);
   text.resize(static_cast<std::size_t>(in.gcount()));
-  return text.find("] trainer attached: ") != std::string::npos;
+  return text.find(needle) != std::string::npos;
+}
+
+// Whether node `n`'s trainer attached (daemon/run.cc logs "trainer attached: " once the HELLO is
+// done).
+bool log_says_attached(const NodeView& n) { return log_says(n, "] trainer attached: "); }
+
+// Whether node `n` has begun training: daemon/run.cc logs "connected to N neighbours", or under
+// fault.policy CARRY_ON "... starting anyway", once its links are up. Remembered once seen.
+bool began_training(NodeView& n) {
+  if (!n.began_training) {
+    n.began_training = log_says(n, "] connected to ") || log_says(n, "; starting anyway");
+  }
+  return n.began_training;
 }
 
 // Trainers seen ended while their nodes run: each is reported; a node not serving an attached
@@ -209,9 +222,29 @@ void print_progress(std::vector<NodeView>& nodes, const WatchOptions& o, double 
   }
   char line[512];
   if (losses == 0 && !any_iteration && any_running) {
-    std::snprintf(line, sizeof line,
-                  "[%6.1fs] starting: nodes are loading data and connecting to their neighbours",
-                  elapsed_s);
+    // No metrics line yet: say how far the start went, from the nodes' logs. A job whose
+    // iterations are long (rounds of many local steps) writes its first line only after
+    // metrics_every of them.
+    int running = 0, training = 0;
+    for (NodeView& v : nodes) {
+      if (!v.running) continue;
+      ++running;
+      training += began_training(v) ? 1 : 0;
+    }
+    if (training == 0) {
+      std::snprintf(line, sizeof line,
+                    "[%6.1fs] starting: nodes are loading data and connecting to their neighbours",
+                    elapsed_s);
+    } else if (training < running) {
+      std::snprintf(line, sizeof line,
+                    "[%6.1fs] starting: %d of %d nodes connected to their neighbours", elapsed_s,
+                    training, running);
+    } else {
+      std::snprintf(line, sizeof line,
+                    "[%6.1fs] training: every node is connected; the first progress comes after "
+                    "metrics_every=%llu iterations",
+                    elapsed_s, static_cast<unsigned long long>(o.metrics_every));
+    }
   } else {
     char loss[64] = "";
     if (losses) std::snprintf(loss, sizeof loss, "  mean loss %.4f", sum_loss / losses);

@@ -40,6 +40,7 @@ struct NodeView {
   std::string partial;
   double iteration = 0, loss = NAN, iteration_s = NAN, accuracy = NAN, accuracy_at = 0;
   std::string last_event;
+  bool began_training = false;  // its log said its links are up (launch_watch.cc)
 };
 
 // gossipd's exit codes in words ("ok", "usage/config error", "killed by signal 9 (Killed)").
@@ -63,6 +64,7 @@ std::string cause_of(const NodeView& n);
 struct WatchOptions {
   double progress_interval_s = 2.0;
   std::uint64_t total_iterations = 0;
+  std::uint64_t metrics_every = 1;  // the config's: iterations per metrics line
 };
 
 // Runs until every node ended. `signals` counts SIGINT/SIGTERM received: the first is forwarded as

@@ -178,8 +178,10 @@ def run_gossip(args, x_test, y_test):
     with open(cfg, "w") as f:
         # The trainer owns model, data and optimizer; gossipd owns the schedule of rounds (one
         # per H trainer steps), the mixing, the deadlines and the checkpoints of the mixed state.
+        # An iteration is a round of H trainer steps: a metrics line every 100 trainer steps.
         f.write(f"seed: {args.seed}\niterations: {per_epoch * args.epochs // args.local_steps}\n"
-                f"checkpoint {{ every: 0 dir: \"{work}/checkpoints\" }}\nmetrics_every: 100\n"
+                f"checkpoint {{ every: 0 dir: \"{work}/checkpoints\" }}\n"
+                f"metrics_every: {max(1, 100 // args.local_steps)}\n"
                 "timeouts { connect_ms: 300000 deadline_ms: 120000 heartbeat_ms: 500 }\n")
         if args.topology == "allreduce":
             f.write("algorithm: ALLREDUCE\n")

@@ -7,6 +7,7 @@
 //  - resume: a corrupt newest checkpoint is skipped; `launch --resume` restarts every node at a
 //    common checkpoint and the run ends exactly where an uninterrupted one does;
 //  - SIGTERM to the launcher: forwarded, every node checkpoints and exits with code 4;
+//  - launch's progress line: "starting", then "every node is connected" before any metrics line;
 //  - carry-on (the default fault policy): SIGKILL one of 8 nodes; the others finish every
 //    iteration with exit 0, every logged W(t) is symmetric and doubly stochastic, pure gossip
 //    reaches consensus;
@@ -392,6 +393,43 @@ TEST_CASE("SIGTERM to the launcher is forwarded: every node checkpoints and exit
                                     {static_cast<std::uint32_t>(i), 0, 0, "", ""});
     CHECK(c.is_ok());
   }
+}
+
+TEST_CASE(
+    "launch's progress line says when every node is connected, before the first metrics line") {
+  // Long iterations (rounds of many local steps) write their first metrics line late: until then
+  // the line must not keep saying "starting".
+  const int n = 4;
+  TempDir dir;
+  Job job;
+  job.iterations = 1000000;
+  std::string topo = write_topology(dir.path, "RING", n);
+  std::string cfg = dir.path + "/train.pbtxt";
+  std::ofstream(cfg) << job.config_text();
+  std::string work = dir.path + "/run", out = dir.path + "/launch.out";
+  pid_t launcher = spawn_shell("cd " + dir.path + " && exec " + bin("daemon/gossipd") + " launch " +
+                               topo + " --config " + cfg + " --workdir " + work +
+                               " --insecure --progress-interval 0.1 --set metrics_every=1000000"
+                               " --set checkpoint.dir=" +
+                               dir.path + "/ckpt > " + out + " 2>&1");
+  const std::string training =
+      "training: every node is connected; the first progress comes after metrics_every=1000000 "
+      "iterations";
+  auto t0 = std::chrono::steady_clock::now();
+  while (read_file(out).find(training) == std::string::npos) {
+    REQUIRE_MESSAGE(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60),
+                    read_file(out));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(::kill(launcher, SIGTERM) == 0);
+  CHECK(wait_exit(launcher) == kExitStopped);
+  const std::string text = read_file(out);
+  INFO(text);
+  // The first line (at once, before any node is up) says it is starting; no iteration line came
+  // before (the nodes flush theirs when stopped).
+  CHECK(text.find("starting: nodes are loading data") < text.find(training));
+  const std::size_t first_iteration = text.find("] iteration ");
+  CHECK((first_iteration == std::string::npos || first_iteration > text.find(training)));
 }
 
 TEST_CASE(
