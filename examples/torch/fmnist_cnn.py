@@ -11,6 +11,7 @@ D-PSGD figure is the test accuracy of the average of the 8 final models.
 
     /usr/bin/python3 examples/torch/fmnist_cnn.py [--epochs 10] [--nodes 8] [--gossipd PATH]
         [--local-steps H] [--compression none|bf16|int8] [--outer none|sgd|nesterov] [--outer-lr LR]
+        [--schedule step|cosine] [--decay-at F] [--seed S]
 
 With --local-steps H each trainer takes H steps of its own between rounds (gossipd's
 `local_steps`; the trainer's GossipOptimizer learns H from its daemon), with the round's messages
@@ -30,6 +31,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import argparse
 import gzip
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -95,10 +97,13 @@ def steps_per_epoch(args, n_train):
 
 
 def lr_at(args, step, total):
-    """Constant after a linear warm-up of one epoch's worth of steps, then x0.1 from --decay-at."""
+    """A linear warm-up of one epoch's worth of steps, then (--schedule step) constant and x0.1
+    from --decay-at, or (--schedule cosine) a half cosine from --lr down to 0 at the last step."""
     warm = total // args.epochs
     if step < warm:
         return args.lr * (step + 1) / warm
+    if args.schedule == "cosine":
+        return args.lr * 0.5 * (1 + math.cos(math.pi * (step - warm) / (total - warm)))
     return args.lr * (0.1 if step >= args.decay_at * total else 1.0)
 
 
@@ -195,7 +200,7 @@ def run_gossip(args, x_test, y_test):
     trainer = (f"{sys.executable} {os.path.abspath(__file__)} --trainer --out {work} "
                f"--epochs {args.epochs} --nodes {args.nodes} --batch {args.batch} "
                f"--lr {args.lr} --wd {args.wd} --seed {args.seed} --inner {args.inner} "
-               f"--decay-at {args.decay_at}")
+               f"--decay-at {args.decay_at} --schedule {args.schedule}")
     t0 = time.time()
     rc = subprocess.run([args.gossipd, "launch", topo, "--config", cfg, "--insecure",
                          "--workdir", os.path.join(work, "run"), "--attach-dir",
@@ -264,6 +269,8 @@ def main():
     ap.add_argument("--wd", type=float, default=1e-4)
     ap.add_argument("--decay-at", type=float, default=0.75,
                     help="the share of the steps after which the lr is x0.1")
+    ap.add_argument("--schedule", default="step", choices=["step", "cosine"],
+                    help="the lr after the warm-up: step (x0.1 at --decay-at) or cosine (to 0)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--topology", default="one_peer_exponential",
                     choices=["ring", "exponential", "one_peer_exponential", "allreduce"],
