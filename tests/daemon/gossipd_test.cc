@@ -362,19 +362,26 @@ TEST_CASE(
   CHECK(spread < 1e-4);
 }
 
+// Starts `gossipd launch` of a ring of n nodes on Job with 10^6 iterations in dir (workdir
+// dir/run, checkpoints dir/ckpt, output dir/launch.out), `extra` appended to its flags; returns
+// the launcher's pid.
+pid_t spawn_long_launch(const std::string& dir, int n, const std::string& extra) {
+  Job job;
+  job.iterations = 1000000;
+  std::string topo = write_topology(dir, "RING", n);
+  std::string cfg = dir + "/train.pbtxt";
+  std::ofstream(cfg) << job.config_text();
+  return spawn_shell("cd " + dir + " && exec " + bin("daemon/gossipd") + " launch " + topo +
+                     " --config " + cfg + " --workdir " + dir +
+                     "/run --insecure --set checkpoint.dir=" + dir + "/ckpt " + extra + " > " +
+                     dir + "/launch.out 2>&1");
+}
+
 TEST_CASE("SIGTERM to the launcher is forwarded: every node checkpoints and exits with code 4") {
   const int n = 4;
   TempDir dir;
-  Job job;
-  job.iterations = 1000000;
-  std::string topo = write_topology(dir.path, "RING", n);
-  std::string cfg = dir.path + "/train.pbtxt";
-  std::ofstream(cfg) << job.config_text();
   std::string work = dir.path + "/run", ckpt = dir.path + "/ckpt";
-  pid_t launcher = spawn_shell("cd " + dir.path + " && exec " + bin("daemon/gossipd") + " launch " +
-                               topo + " --config " + cfg + " --workdir " + work +
-                               " --insecure --set checkpoint.dir=" + ckpt + " > " + dir.path +
-                               "/launch.out 2>&1");
+  pid_t launcher = spawn_long_launch(dir.path, n, "");
   auto t0 = std::chrono::steady_clock::now();
   while (metrics_iteration(work + "/node-3/metrics.jsonl") < 30) {
     REQUIRE(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60));
@@ -399,19 +406,10 @@ TEST_CASE(
     "launch's progress line says when every node is connected, before the first metrics line") {
   // Long iterations (rounds of many local steps) write their first metrics line late: until then
   // the line must not keep saying "starting".
-  const int n = 4;
   TempDir dir;
-  Job job;
-  job.iterations = 1000000;
-  std::string topo = write_topology(dir.path, "RING", n);
-  std::string cfg = dir.path + "/train.pbtxt";
-  std::ofstream(cfg) << job.config_text();
-  std::string work = dir.path + "/run", out = dir.path + "/launch.out";
-  pid_t launcher = spawn_shell("cd " + dir.path + " && exec " + bin("daemon/gossipd") + " launch " +
-                               topo + " --config " + cfg + " --workdir " + work +
-                               " --insecure --progress-interval 0.1 --set metrics_every=1000000"
-                               " --set checkpoint.dir=" +
-                               dir.path + "/ckpt > " + out + " 2>&1");
+  const std::string out = dir.path + "/launch.out";
+  pid_t launcher =
+      spawn_long_launch(dir.path, 4, "--progress-interval 0.1 --set metrics_every=1000000");
   const std::string training =
       "training: every node is connected; the first progress comes after metrics_every=1000000 "
       "iterations";
