@@ -34,26 +34,30 @@ int wait_status_code(int status) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-// Whether node `n`'s log (this launch's part, its first kMaxLogRead bytes) holds `needle`.
-bool log_says(const NodeView& n, std::string_view needle) {
-  std::ifstream in(n.log_path, std::ios::binary);
-  if (!in) return false;
-  in.seekg(n.log_offset);
+// The first kMaxLogRead bytes of the log at `log_path` from byte `from` on ("" when unreadable).
+std::string read_log(const std::string& log_path, long long from) {
+  std::ifstream in(log_path, std::ios::binary);
+  if (!in) return "";
+  in.seekg(from);
   std::string text(static_cast<std::size_t>(kMaxLogRead), '\0');
   in.read(text.data(), kMaxLogRead);
   text.resize(static_cast<std::size_t>(in.gcount()));
-  return text.find(needle) != std::string::npos;
+  return text;
 }
 
 // Whether node `n`'s trainer attached (daemon/run.cc logs "trainer attached: " once the HELLO is
 // done).
-bool log_says_attached(const NodeView& n) { return log_says(n, "] trainer attached: "); }
+bool log_says_attached(const NodeView& n) {
+  return read_log(n.log_path, n.log_offset).find("] trainer attached: ") != std::string::npos;
+}
 
 // Whether node `n` has begun training: daemon/run.cc logs "connected to N neighbours", or under
 // fault.policy CARRY_ON "... starting anyway", once its links are up. Remembered once seen.
 bool began_training(NodeView& n) {
   if (!n.began_training) {
-    n.began_training = log_says(n, "] connected to ") || log_says(n, "; starting anyway");
+    const std::string text = read_log(n.log_path, n.log_offset);
+    n.began_training = text.find("] connected to ") != std::string::npos ||
+                       text.find("; starting anyway") != std::string::npos;
   }
   return n.began_training;
 }
@@ -360,12 +364,7 @@ void read_new_lines(NodeView& n) {
 }
 
 std::string first_error_line(const std::string& log_path, long long from) {
-  std::ifstream in(log_path, std::ios::binary);
-  if (!in) return "";
-  in.seekg(from);
-  std::string text(static_cast<std::size_t>(kMaxLogRead), '\0');
-  in.read(text.data(), kMaxLogRead);
-  text.resize(static_cast<std::size_t>(in.gcount()));
+  const std::string text = read_log(log_path, from);
   std::size_t start = 0;
   for (std::size_t nl; start < text.size(); start = nl + 1) {
     nl = text.find('\n', start);

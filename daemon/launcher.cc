@@ -517,9 +517,7 @@ int launch_command(const LaunchOptions& o) {
   std::vector<NodeView> views;
   if (const int rc = start_nodes(l, &views); rc != kExitOk) return rc;
   const auto start = std::chrono::steady_clock::now();
-  watch_nodes(views,
-              {o.progress_interval_s, l.config.iterations(),
-               std::max<std::uint64_t>(1, l.config.metrics_every())},
+  watch_nodes(views, {o.progress_interval_s, l.config.iterations(), l.config.metrics_every()},
               g_signals);
   reap_trainers(views);
   std::string first_failure;
