@@ -9,9 +9,9 @@
 Same model, initialisation, data shards, batch order, optimizer and epochs on both sides; the
 D-PSGD figure is the test accuracy of the average of the 8 final models.
 
-    /usr/bin/python3 examples/torch/fmnist_cnn.py [--epochs 10] [--nodes 8] [--gossipd PATH]
-        [--local-steps H] [--compression none|bf16|int8] [--outer none|sgd|nesterov] [--outer-lr LR]
-        [--schedule step|cosine] [--decay-at F] [--seed S]
+    /usr/bin/python3 examples/torch/fmnist_cnn.py [--epochs 10] [--batch 32] [--nodes 8]
+        [--gossipd PATH] [--local-steps H] [--compression none|bf16|int8]
+        [--outer none|sgd|nesterov] [--outer-lr LR] [--schedule step|cosine] [--decay-at F] [--seed S]
 
 With --local-steps H each trainer takes H steps of its own between rounds (gossipd's
 `local_steps`; the trainer's GossipOptimizer learns H from its daemon), with the round's messages
