@@ -62,8 +62,18 @@ def check_mixing(c, rejoined=(), cut_edges=None, asymmetric=None, joined=None, l
     mixing from t_a on (rows it logged before t_a must list it alone). left ({node: t_l}): a node
     stopped by SIGTERM that announced its leave from t_l (its `stopped` event; exit 4): like a
     killed node, except that no row may list it from t_l on and every row that lists it up to
-    t_l - 1 must match its own (it sent its verdicts, so both ends agree on the last iteration)."""
+    t_l - 1 must match its own (it sent its verdicts, so both ends agree on the last iteration).
+
+    Under rounds (c.local_steps H > 1) one W holds for a whole round [rH, rH + H) and is used at
+    the round's one exchange, so what holds at U_k holds for the round that contains U_k: a node
+    killed while sending its round message is in some neighbours' W of that round and not in
+    others' (the per-step case of a node killed between its verdicts). A W must be
+    Metropolis-Hastings once it stays in force for MH_SETTLE exchanges (MH_SETTLE x H iterations)."""
     joined, left = joined or {}, left or {}
+    h = c.local_steps
+
+    def round_of(t):
+        return t - t % h
     incs = []  # [node, incarnation, killed, [(iteration, row)], L (killed: iteration in progress)]
     for i, files in c.metrics.items():
         for k, f in enumerate(files):
@@ -137,7 +147,7 @@ def check_mixing(c, rejoined=(), cut_edges=None, asymmetric=None, joined=None, l
     for inc in incs:
         if inc[2]:
             u = last_use[(inc[0], inc[1])]
-            breakpoints |= {max(u, 0), u + 1, inc[4] + 1}
+            breakpoints |= {max(round_of(u), 0), max(u, 0), u + 1, inc[4] + 1}
     breakpoints = sorted(t for t in breakpoints if 0 <= t < c.iterations)
 
     def row_at(inc, t):
@@ -151,7 +161,7 @@ def check_mixing(c, rejoined=(), cut_edges=None, asymmetric=None, joined=None, l
 
     checked = 0
     for n, t in enumerate(breakpoints):
-        settled = (breakpoints[n + 1] if n + 1 < len(breakpoints) else c.iterations) - t >= MH_SETTLE
+        settled = (breakpoints[n + 1] if n + 1 < len(breakpoints) else c.iterations) - t >= MH_SETTLE * h
         # The current incarnation of each node at t: the newest one whose first row is at or before t.
         current = {}
         for inc in incs:
@@ -159,8 +169,10 @@ def check_mixing(c, rejoined=(), cut_edges=None, asymmetric=None, joined=None, l
                 if inc[0] not in current or inc[1] > current[inc[0]][1]:
                     current[inc[0]] = inc
         rows = {i: row_at(inc, t) for i, inc in current.items()}
-        members = {i for i, inc in current.items() if not inc[2] or t < last_use[(inc[0], inc[1])]}
-        dying = {i for i, inc in current.items() if inc[2] and t == last_use[(inc[0], inc[1])]}
+        members = {i for i, inc in current.items()
+                   if not inc[2] or t < round_of(last_use[(inc[0], inc[1])])}
+        dying = {i for i, inc in current.items()
+                 if inc[2] and round_of(last_use[(inc[0], inc[1])]) <= t <= last_use[(inc[0], inc[1])]}
         for i in sorted(members):
             row = rows[i]
             if i not in row:
@@ -184,13 +196,13 @@ def check_mixing(c, rejoined=(), cut_edges=None, asymmetric=None, joined=None, l
                 if wj is None or abs(wj - w) > TOL:
                     raise Failed(f"iteration {t}: W is not symmetric: W[{i}][{j}] = {w!r} but W[{j}][{i}] = {wj!r}")
                 # Metropolis-Hastings from the degrees in the current mixing graph, once settled: a W
-                # in force for fewer than MH_SETTLE iterations may be a transition (a dropped edge's
-                # weight moved to the diagonals for the iteration before the new degrees apply).
+                # in force for fewer than MH_SETTLE exchanges may be a transition (a dropped edge's
+                # weight moved to the diagonals for the exchange before the new degrees apply).
                 mh = 1.0 / (1 + max(len(row) - 1, len(rows[j]) - 1))
                 if settled and abs(w - mh) > TOL:
                     raise Failed(f"iteration {t}: W[{i}][{j}] = {w!r} is not the Metropolis-Hastings weight "
                                  f"1/(1 + max({len(row) - 1}, {len(rows[j]) - 1})) = {mh!r} of the current graph "
-                                 f"(and this W stays in force for {MH_SETTLE} or more iterations)")
+                                 f"(and this W stays in force for {MH_SETTLE * h} or more iterations)")
         checked += 1
     # After the drop, no surviving row lists a dead node (unless it came back).
     last = c.iterations - 1

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from .common import N, REPO, Failed, log, now_ms
+from .common import N, REPO, Failed, local_steps, log, now_ms
 from .metrics import MetricsFile
 from .workload import free_base_port, write_topology
 
@@ -46,6 +46,7 @@ class Cluster:
         with open(self.config_path, "w") as f:
             f.write(config + f'checkpoint {{ every: {args.checkpoint_every} dir: "{self.dir}/ckpt" keep: 50 }}\n')
         self.iterations = int([l for l in config.splitlines() if l.startswith("iterations:")][0].split()[1])
+        self.local_steps = local_steps(config)
         self.certs = None
         if not insecure:
             self.certs = os.path.join(self.dir, "certs")

@@ -3,13 +3,14 @@
 repository are, the Failed and Skipped exceptions, and log()."""
 
 import os
+import re
 import time
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_SKIP = 0, 1, 2, 77
 N = 8  # nodes: 2 x 4 torus
 ROWS, COLS = 2, 4
 TOL = 1e-12
-MH_SETTLE = 5  # a W in force this many iterations must be Metropolis-Hastings of its graph
+MH_SETTLE = 5  # a W in force this many exchanges must be Metropolis-Hastings of its graph
 FMNIST = "/usr/share/datasets/fashion-mnist"
 # tests/fault/scenarios/faultlib/ -> the repository root
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
@@ -21,6 +22,13 @@ class Failed(Exception):
 
 class Skipped(Exception):
     """The scenario cannot run here (exit 77)."""
+
+
+def local_steps(config_text):
+    """H of a training config: its `local_steps` (1 without). Under rounds a node exchanges once per
+    H iterations, with one W for the whole round [rH, rH + H)."""
+    m = re.search(r"\blocal_steps:\s*(\d+)", config_text or "")
+    return int(m.group(1)) if m else 1
 
 
 def now_ms():

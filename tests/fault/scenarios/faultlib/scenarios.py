@@ -2,14 +2,12 @@
 with one or two nodes SIGKILLed), gossip (consensus after deaths in the pure-gossip phase) and
 rejoin (a node restarted with --resume); and the config helpers the netns scenarios share."""
 
-import re
-
 import numpy as np
 
 from .checks import (check_accuracy, check_exits, check_mixing, consensus_distance, figures,
                      reference_accuracy, require_figures)
 from .cluster import Cluster
-from .common import N, Failed, log
+from .common import N, Failed, local_steps, log
 from .metrics import line_ms, parse_row
 from .workload import config_text, fmnist_subset, neighbours
 
@@ -39,8 +37,7 @@ def per_exchange(args, iterations):
     exchanges nothing H − 1 times in H, so a scenario keeps its number of exchanges, and its
     wall-clock, by running H times the iterations (a restarted node must find the others still
     running however fast the machine)."""
-    m = re.search(r"local_steps:\s*(\d+)", getattr(args, "config_extra", "") or "")
-    return iterations * (int(m.group(1)) if m else 1)
+    return iterations * local_steps(getattr(args, "config_extra", ""))
 
 
 def kill_plan(rng, iterations, count):

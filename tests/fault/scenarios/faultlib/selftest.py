@@ -29,8 +29,8 @@ def mh_rows(edges, nodes):
 class FakeRun:
     """The parts of a Cluster that check_mixing reads, filled with synthetic weights lines."""
 
-    def __init__(self, iterations):
-        self.iterations = iterations
+    def __init__(self, iterations, local_steps=1):
+        self.iterations, self.local_steps = iterations, local_steps
         self.metrics = {i: [MetricsFile("-", i, 0)] for i in range(N)}
         self.exit_codes = {i: [0] for i in range(N)}
         self.kills = []
@@ -51,16 +51,21 @@ class FakeRun:
 def scenario_selftest(args, workdir, rng):
     """The W(t) checker on synthetic logs. Accepted: a correct drop of node 0 (killed in iteration
     101, dropped by all its neighbours from 102, Metropolis-Hastings from the new degrees), a node
-    killed between its verdicts (one neighbour used its last parameters, the others did not), a
-    second death re-weighted in two steps, a correct rejoin (also one where the restarted node
-    trained alone from its older checkpoint first). Caught: one end dropping a iteration
-    late (using parameters the dead node never sent), a row summing to 1 + 1e-9, a survivor that
-    never drops the dead node, W_ij != W_ji, symmetric doubly stochastic weights that are not
-    Metropolis-Hastings, a transitional W kept 10 iterations, a node without weights lines, a late
-    re-admission."""
+    killed between its verdicts (one neighbour used its last parameters, the others did not), the
+    same under rounds of 5 local steps (killed while sending its round message), a second death
+    re-weighted in two steps, a correct rejoin (also one where the restarted node trained alone
+    from its older checkpoint first). Caught: one end dropping a iteration late (using parameters
+    the dead node never sent), the rounds case read per step, one end dropping a round late, a row
+    summing to 1 + 1e-9, a survivor that never drops the dead node, W_ij != W_ji, symmetric doubly
+    stochastic weights that are not Metropolis-Hastings, a transitional W kept 10 iterations, a
+    node without weights lines, a late re-admission."""
     full = torus_edges()
     survivors = [i for i in range(N) if i != 0]
     without0 = [e for e in full if 0 not in e]
+
+    def changed_by_drop():
+        before, after = mh_rows(full, range(N)), mh_rows(without0, survivors)
+        return [i for i in survivors if after[i] != before[i]]
 
     def run(mutate=None):
         r = FakeRun(300)
@@ -92,6 +97,25 @@ def scenario_selftest(args, workdir, rng):
         r.log_rows(102, after, only=[1, 4])
         r.log_rows(103, after, only=[3])
     check_mixing(run(lost_verdict))
+
+    # The same under rounds of H = 5 (one W per round [100, 105), used at the round's exchange):
+    # node 0 was killed while sending its round-100 message after iteration 104; node 3 had it and
+    # mixed with node 0 in round 100, nodes 1 and 4 did not and dropped node 0 from round 100.
+    # Accepted under rounds; the same rows read per step (node 0 in the mixing at 100..103 while
+    # rows 1 and 4 leave it out) are caught; so is node 3 keeping node 0 a round later.
+    def lost_round_message(h, late=False):
+        r = FakeRun(300, local_steps=h)
+        r.log_rows(0, mh_rows(full, range(N)))
+        r.kill(0, 104)
+        after = mh_rows(without0, survivors)
+        r.log_rows(100, after, only=[1, 4])
+        r.log_rows(110 if late else 105, after, only=[3])
+        return r
+    if sorted(changed_by_drop()) != [1, 3, 4]:
+        raise Failed(f"selftest: node 0's neighbours are not 1, 3, 4: {changed_by_drop()}")
+    check_mixing(lost_round_message(5))
+    expect_fail("rows of a round read per step (a round's lost message)", lost_round_message(1))
+    expect_fail("a neighbour keeping a dead node a round late", lost_round_message(5, late=True))
 
     # A link cut between the two verdicts of iteration 150 (partition scenarios): node 1 mixed with
     # node j at 150, node j (whose verdict from 1 never came) did not; both dropped it from 151.
@@ -196,7 +220,7 @@ def scenario_selftest(args, workdir, rng):
     expect_fail("a neighbour re-admitting a rejoined node an iteration late",
                 run(lambda r, a, c: rejoin(r, a, c, late_one=True)), rejoined=[0])
     join_leave_selftest(full)
-    return None, {"detail": "checker self-test: 6 good runs accepted, 11 bad ones caught"}
+    return None, {"detail": "checker self-test: 8 good runs accepted, 15 bad ones caught (join and leave included)"}
 
 
 def join_leave_selftest(full):
