@@ -78,9 +78,13 @@ void Membership::on_accept(const Admission& a, std::uint64_t now_at, MembershipA
   if (p == proposed_.end() || p->second.t_a != a.iteration) {
     auto e = admit_at_.find(a.peer);
     const bool ours = e != admit_at_.end() && e->second == a.iteration;
+    // Crossing proposals of the same t_a: the agreement was made on the neighbour's Admit, and
+    // its yes to ours may come after t_a started. That yes confirms the edge in use.
+    auto u = admitted_.find(a.peer);
+    const bool in_use = u != admitted_.end() && u->second == a.iteration;
     if (!a.accepted && ours) {
       admit_at_.erase(e);  // the proposer withdrew it
-    } else if (a.accepted && !ours) {
+    } else if (a.accepted && !ours && !in_use) {
       withdraw(a.peer, a.iteration, now_at, out);  // a late yes to a proposal we gave up
     }
     return;
@@ -159,6 +163,7 @@ MembershipActions Membership::start_iteration(std::uint64_t t,
       dropped_.erase(j);
       misses_.erase(j);
       left_.erase(j);
+      admitted_[j] = t;
       out.admitted.push_back(j);
     }
     e = admit_at_.erase(e);

@@ -169,6 +169,7 @@ class Membership {
 
   std::set<int> dropped_;                  // not exchanged with (until re-admitted)
   std::map<int, std::uint64_t> admit_at_;  // neighbour -> agreed first iteration of the edge
+  std::map<int, std::uint64_t> admitted_;  // neighbour -> the iteration its edge was last admitted
   std::map<int, Proposal> proposed_;       // our open proposal to a neighbour
   std::map<int, std::uint64_t> reported_;  // newest iteration a neighbour told us in an answer
   std::map<int, int> misses_;              // failed proposals since its last admission

@@ -413,6 +413,36 @@ TEST_CASE_FIXTURE(DroppedPair, "crossing proposals: the later t_a wins at both e
   check_admitted_at(c, 0, 1, Times{25});
 }
 
+TEST_CASE_FIXTURE(DroppedPair,
+                  "crossing proposals of the same t_a: the yes that arrives after t_a started is "
+                  "not withdrawn, and both ends use the edge from t_a") {
+  // Node 1 restarts from its checkpoint at 2 while node 0 (the lower id) is at 21: both propose
+  // 25 (21 + 4). Node 1 agrees on node 0's Admit and starts 25 before node 0's yes to its own
+  // Admit arrives; withdrawing that yes would make node 0 stop waiting for node 1's verdict of 25
+  // while node 1 mixes with it (W not symmetric at 25).
+  c.announce(1, 2);
+  const MembershipActions p0 = c.start(0, 21);
+  REQUIRE(p0.send.size() == 1);
+  CHECK(p0.send[0].second.iteration == 25);
+  REQUIRE(c.node(1).begin_rejoin(2) == std::optional<std::uint64_t>(21));
+  c.carry_out(1, 2, c.node(1).propose_rejoin(2));
+  c.receive(1, 2);  // node 0's Admit{25}: agreed
+  CHECK_FALSE(c.node(1).awaiting_answers());
+  MembershipActions out;
+  REQUIRE(c.node(1).end_rejoin_round(0, 2, out));
+  REQUIRE(c.node(1).finish_rejoin(2, out) == 25);
+  CHECK(out.send.empty());
+  c.start(1, 25);
+  c.run({0}, 22, 26);  // node 0 gets node 1's Admit{25} and yes, answers yes, admits at 25
+  const MembershipActions late = c.start(1, 26);  // node 0's yes arrives
+  CHECK(late.send.empty());
+  c.start(0, 26);
+  c.run({0, 1}, 27, 30);
+  check_admitted_at(c, 0, 1, Times{25});
+  CHECK(c.dropped_at[{0, 1}] == Times{5});
+  CHECK(c.dropped_at[{1, 0}] == Times{5});
+}
+
 TEST_CASE(
     "rejoin: a node resumed behind its neighbours jumps to t_a past the newest iteration they "
     "announce, and every neighbour that accepted uses the edge again from t_a") {
